@@ -1,0 +1,1 @@
+//! Token ring, replication and the coordinator. Built by the cluster issue.

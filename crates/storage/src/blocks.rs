@@ -1,0 +1,232 @@
+//! The block table: every write block of the namespace, across its devices, with its sequence
+//! number, its live bytes and its state; and the free list.
+//!
+//! A block moves Free -> Open (the writer fills it) -> Sealed (full, queued or written) ->
+//! Defragging (its live records are being moved) -> PendingFree (empty, waiting until what
+//! replaced its records is durable and its header is wiped) -> Free.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::device::Device;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum BlockState {
+    Free = 0,
+    Open = 1,
+    Sealed = 2,
+    Defragging = 3,
+    PendingFree = 4,
+}
+
+impl BlockState {
+    fn from_u8(v: u8) -> BlockState {
+        match v {
+            0 => BlockState::Free,
+            1 => BlockState::Open,
+            2 => BlockState::Sealed,
+            3 => BlockState::Defragging,
+            _ => BlockState::PendingFree,
+        }
+    }
+}
+
+struct BlockMeta {
+    sequence: AtomicU64,
+    live_bytes: AtomicU64,
+    state: AtomicU8,
+}
+
+/// The devices of a namespace seen as one array of blocks.
+pub struct DeviceSet {
+    devices: Vec<Arc<dyn Device>>,
+    /// The first global block index of each device.
+    first_block: Vec<u32>,
+    block_size_bytes: u32,
+    blocks: u32,
+}
+
+impl DeviceSet {
+    pub fn new(devices: Vec<Arc<dyn Device>>, block_size_bytes: u32) -> DeviceSet {
+        let mut first_block = Vec::with_capacity(devices.len());
+        let mut blocks: u64 = 0;
+        for d in &devices {
+            first_block.push(blocks as u32);
+            blocks += d.size_bytes() / u64::from(block_size_bytes);
+        }
+        let blocks = blocks.min(crate::index::BLOCKS_MAX - 1) as u32;
+        DeviceSet {
+            devices,
+            first_block,
+            block_size_bytes,
+            blocks,
+        }
+    }
+
+    pub fn blocks(&self) -> u32 {
+        self.blocks
+    }
+
+    pub fn block_size_bytes(&self) -> u32 {
+        self.block_size_bytes
+    }
+
+    /// The device holding `block`, and the block's byte offset on it.
+    pub fn locate(&self, block: u32) -> (&dyn Device, u64) {
+        assert!(block < self.blocks, "block {block} of {}", self.blocks);
+        let d = self.first_block.partition_point(|&first| first <= block) - 1;
+        let offset = u64::from(block - self.first_block[d]) * u64::from(self.block_size_bytes);
+        (self.devices[d].as_ref(), offset)
+    }
+
+    pub fn devices(&self) -> &[Arc<dyn Device>] {
+        &self.devices
+    }
+}
+
+pub struct BlockTable {
+    meta: Box<[BlockMeta]>,
+    free: Mutex<VecDeque<u32>>,
+    free_count: AtomicU64,
+    /// Client writes may not take the last `reserve_blocks` free blocks.
+    reserve_blocks: u64,
+}
+
+impl BlockTable {
+    pub fn new(blocks: u32, stop_writes_free_pct: u32) -> BlockTable {
+        BlockTable {
+            meta: (0..blocks)
+                .map(|_| BlockMeta {
+                    sequence: AtomicU64::new(0),
+                    live_bytes: AtomicU64::new(0),
+                    state: AtomicU8::new(BlockState::Free as u8),
+                })
+                .collect(),
+            free: Mutex::new(VecDeque::new()),
+            free_count: AtomicU64::new(0),
+            reserve_blocks: (u64::from(blocks) * u64::from(stop_writes_free_pct)).div_ceil(100),
+        }
+    }
+
+    pub fn len(&self) -> u32 {
+        self.meta.len() as u32
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.meta.is_empty()
+    }
+
+    pub fn free_blocks(&self) -> u64 {
+        self.free_count.load(Ordering::Relaxed)
+    }
+
+    /// Takes a free block for the writer. Client writes leave the reserve to defragmentation,
+    /// which frees space and so must never be starved of it.
+    pub fn take_free(&self, for_defrag: bool) -> Option<u32> {
+        let mut free = self.free.lock().expect("free list lock poisoned");
+        if !for_defrag && (free.len() as u64) <= self.reserve_blocks {
+            return None;
+        }
+        let block = free.pop_front()?;
+        self.free_count.store(free.len() as u64, Ordering::Relaxed);
+        Some(block)
+    }
+
+    /// Puts a block on the free list (at open time, or once it is wiped).
+    pub fn release(&self, block: u32) {
+        let m = &self.meta[block as usize];
+        m.state.store(BlockState::Free as u8, Ordering::Release);
+        m.live_bytes.store(0, Ordering::Relaxed);
+        let mut free = self.free.lock().expect("free list lock poisoned");
+        free.push_back(block);
+        self.free_count.store(free.len() as u64, Ordering::Relaxed);
+    }
+
+    pub fn state(&self, block: u32) -> BlockState {
+        BlockState::from_u8(self.meta[block as usize].state.load(Ordering::Acquire))
+    }
+
+    /// Marks a block found holding data at open time: its live bytes are counted afresh.
+    pub fn mark_holding(&self, block: u32, sequence: u64) {
+        let m = &self.meta[block as usize];
+        m.sequence.store(sequence, Ordering::Release);
+        m.live_bytes.store(0, Ordering::Relaxed);
+        m.state.store(BlockState::Sealed as u8, Ordering::Release);
+    }
+
+    pub fn set_state(&self, block: u32, state: BlockState) {
+        self.meta[block as usize]
+            .state
+            .store(state as u8, Ordering::Release);
+    }
+
+    /// Moves a block from one state to another if it is in the first; false if it was not.
+    pub fn transition(&self, block: u32, from: BlockState, to: BlockState) -> bool {
+        self.meta[block as usize]
+            .state
+            .compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    pub fn sequence(&self, block: u32) -> u64 {
+        self.meta[block as usize].sequence.load(Ordering::Acquire)
+    }
+
+    pub fn set_sequence(&self, block: u32, sequence: u64) {
+        self.meta[block as usize]
+            .sequence
+            .store(sequence, Ordering::Release);
+    }
+
+    pub fn live_bytes(&self, block: u32) -> u64 {
+        self.meta[block as usize].live_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn add_live(&self, block: u32, bytes: u32) {
+        self.meta[block as usize]
+            .live_bytes
+            .fetch_add(u64::from(bytes), Ordering::Relaxed);
+    }
+
+    pub fn sub_live(&self, block: u32, bytes: u32) {
+        let prev = self.meta[block as usize]
+            .live_bytes
+            .fetch_sub(u64::from(bytes), Ordering::Relaxed);
+        assert!(
+            prev >= u64::from(bytes),
+            "block {block}: live bytes would go negative"
+        );
+    }
+
+    /// Sealed blocks with fewer than `lwm_bytes` live, emptiest first, at most `max`.
+    pub fn defrag_candidates(&self, lwm_bytes: u64, max: usize) -> Vec<u32> {
+        let mut c: Vec<(u64, u32)> = (0..self.len())
+            .filter(|&b| self.state(b) == BlockState::Sealed)
+            .map(|b| (self.live_bytes(b), b))
+            .filter(|&(live, _)| live < lwm_bytes)
+            .collect();
+        c.sort_unstable();
+        c.truncate(max);
+        c.into_iter().map(|(_, b)| b).collect()
+    }
+
+    /// The lowest sequence number of any block whose contents are still on the device. Every
+    /// version of a record in an older block is gone for good.
+    pub fn oldest_sequence_in_use(&self) -> u64 {
+        (0..self.len())
+            .filter(|&b| self.state(b) != BlockState::Free)
+            .map(|b| self.sequence(b))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    pub fn used_blocks(&self) -> u64 {
+        u64::from(self.len()) - self.free_blocks()
+    }
+
+    pub fn total_live_bytes(&self) -> u64 {
+        (0..self.len()).map(|b| self.live_bytes(b)).sum()
+    }
+}

@@ -1,0 +1,115 @@
+//! A namespace's configuration: where its devices are and how it writes.
+//!
+//! Defaults follow Aerospike's (1 MiB write blocks, 1 s flush of a partly filled block, a 256 MiB
+//! post-write cache, defragmentation below 50% live, writes stopped below 5% free) and
+//! Cassandra's (10 days of tombstone grace, as `gc_grace_seconds`).
+
+use std::path::PathBuf;
+
+pub const BLOCK_SIZE_MIN_BYTES: u32 = 128 << 10;
+pub const BLOCK_SIZE_MAX_BYTES: u32 = 8 << 20;
+
+#[derive(Clone, Debug)]
+pub struct DeviceConfig {
+    /// A plain file (created and preallocated if missing) or a raw block device.
+    pub path: PathBuf,
+    /// The size of a file to create; ignored for a block device or a larger existing file.
+    pub size_bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct NamespaceConfig {
+    pub name: String,
+    /// Where records live. Empty with `data_in_memory` means RAM only, without persistence.
+    pub devices: Vec<DeviceConfig>,
+    /// Keep every block in RAM as well, so reads never touch a device (Aerospike's
+    /// data-in-memory). With devices, they persist the data and cold start reads them back.
+    pub data_in_memory: bool,
+    /// The RAM to give a data-in-memory namespace that has no device.
+    pub memory_size_bytes: u64,
+    pub block_size_bytes: u32,
+    /// How long a partly filled write block may wait before it is written to the device.
+    pub flush_interval_ms: u64,
+    /// Acknowledge a write only once it is durable on the device (group commit).
+    pub commit_to_device: bool,
+    /// RAM for recently written blocks, so fresh records are read without a device read.
+    pub post_write_cache_bytes: u64,
+    /// Blocks whose live data falls below this share of the block are defragmented.
+    pub defrag_lwm_pct: u32,
+    /// Pause after each defragmented block, to keep the cost to foreground traffic flat.
+    pub defrag_sleep_us: u64,
+    /// Client writes fail with "device full" when fewer than this share of blocks are free;
+    /// the rest is defragmentation's reserve.
+    pub stop_writes_free_pct: u32,
+    /// How long a tombstone outlives its deletion, so every replica learns of it first.
+    pub tombstone_grace_s: u32,
+    /// How often the background expiry pass walks the whole index.
+    pub expiry_period_ms: u64,
+    /// Open devices with `O_DIRECT` (turn off only on file systems that refuse it, e.g. tmpfs).
+    pub direct_io: bool,
+    /// Where a clean shutdown saves the index for a fast restart; `None` disables it.
+    pub index_snapshot_path: Option<PathBuf>,
+}
+
+impl NamespaceConfig {
+    /// One file-backed device of `size_bytes` at `dir/<name>.dat`, other settings default.
+    pub fn with_file(name: &str, dir: &std::path::Path, size_bytes: u64) -> NamespaceConfig {
+        NamespaceConfig {
+            devices: vec![DeviceConfig {
+                path: dir.join(format!("{name}.dat")),
+                size_bytes,
+            }],
+            index_snapshot_path: Some(dir.join(format!("{name}.index"))),
+            ..NamespaceConfig::in_memory(name, 0)
+        }
+    }
+
+    /// A RAM-only namespace of `memory_size_bytes`.
+    pub fn in_memory(name: &str, memory_size_bytes: u64) -> NamespaceConfig {
+        NamespaceConfig {
+            name: name.to_string(),
+            devices: Vec::new(),
+            data_in_memory: true,
+            memory_size_bytes,
+            block_size_bytes: 1 << 20,
+            flush_interval_ms: 1000,
+            commit_to_device: false,
+            post_write_cache_bytes: 256 << 20,
+            defrag_lwm_pct: 50,
+            defrag_sleep_us: 1000,
+            stop_writes_free_pct: 5,
+            tombstone_grace_s: 864_000,
+            expiry_period_ms: 60_000,
+            direct_io: true,
+            index_snapshot_path: None,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let b = self.block_size_bytes;
+        if !(BLOCK_SIZE_MIN_BYTES..=BLOCK_SIZE_MAX_BYTES).contains(&b) || !b.is_power_of_two() {
+            return Err(format!(
+                "block_size_bytes = {b}: must be a power of two from {BLOCK_SIZE_MIN_BYTES} to {BLOCK_SIZE_MAX_BYTES}"
+            ));
+        }
+        if self.devices.is_empty() && !self.data_in_memory {
+            return Err("no devices: configure at least one device, or data_in_memory".into());
+        }
+        if self.devices.is_empty() && self.memory_size_bytes < 4 * u64::from(b) {
+            return Err(format!(
+                "memory_size_bytes = {}: a RAM namespace needs at least four blocks",
+                self.memory_size_bytes
+            ));
+        }
+        if !(1..=99).contains(&self.defrag_lwm_pct) {
+            return Err(format!("defrag_lwm_pct = {}: must be 1..99", self.defrag_lwm_pct));
+        }
+        if self.stop_writes_free_pct > 50 {
+            return Err(format!(
+                "stop_writes_free_pct = {}: must be at most 50",
+                self.stop_writes_free_pct
+            ));
+        }
+        Ok(())
+    }
+}

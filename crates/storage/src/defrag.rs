@@ -1,0 +1,162 @@
+//! Continuous defragmentation: blocks whose live bytes fall below the low-water mark have their
+//! live records copied to the open write block, and are then freed. There is no compaction:
+//! a record is copied as it is, not merged with anything, and the cost is bounded by the pause
+//! after each block (`defrag_sleep_us`).
+
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::blocks::BlockState;
+use crate::device::AlignedBuf;
+use crate::engine::Inner;
+use crate::error::WriteError;
+use crate::index::{IndexKey, Location};
+use crate::recovery::{walk_block, WalkEnd};
+use crate::token::clustering_prefix;
+
+/// Blocks looked at per pass; the next pass takes the next emptiest.
+const BLOCKS_PER_PASS_MAX: usize = 256;
+/// How often the defragmenter looks for work when it found none.
+const IDLE_PERIOD: Duration = Duration::from_millis(200);
+
+pub(crate) fn spawn(inner: Arc<Inner>) -> JoinHandle<()> {
+    thread::Builder::new()
+        .name("hayate-defrag".into())
+        .spawn(move || loop {
+            let freed = pass(&inner);
+            if inner.sleep(if freed == 0 { IDLE_PERIOD } else { Duration::ZERO }) {
+                return;
+            }
+        })
+        .expect("spawn defrag thread")
+}
+
+/// Defragments the emptiest blocks below the low-water mark; returns how many were freed.
+pub(crate) fn pass(inner: &Inner) -> usize {
+    let block_size = u64::from(inner.config.block_size_bytes);
+    let lwm_bytes = block_size * u64::from(inner.config.defrag_lwm_pct) / 100;
+    let mut freed = 0;
+    for b in inner.blocks.defrag_candidates(lwm_bytes, BLOCKS_PER_PASS_MAX) {
+        if inner.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        if !inner
+            .blocks
+            .transition(b, BlockState::Sealed, BlockState::Defragging)
+        {
+            continue;
+        }
+        match defrag_block(inner, b) {
+            Ok(true) => {
+                inner.writer.free_when_durable(b);
+                inner.stats.add_defrag_block();
+                freed += 1;
+            }
+            // Left in the Defragging state, so it is neither retried nor freed; logged below.
+            Ok(false) => {}
+            Err(e) => {
+                if !matches!(e, WriteError::DeviceFull { .. }) {
+                    tracing::warn!("defragmenting block {b}: {e}; will retry");
+                }
+                inner.blocks.set_state(b, BlockState::Sealed);
+                break;
+            }
+        }
+        if inner.config.defrag_sleep_us > 0 {
+            thread::sleep(Duration::from_micros(inner.config.defrag_sleep_us));
+        }
+    }
+    freed
+}
+
+/// Moves every live record out of block `b`. Ok(false) if some live data could not be reached.
+fn defrag_block(inner: &Inner, b: u32) -> Result<bool, WriteError> {
+    let sequence = inner.blocks.sequence(b);
+    let owned;
+    let buf: &[u8] = match inner.cache.get(b, sequence) {
+        Some(cached) => {
+            owned = Owned::Cached(cached);
+            owned.bytes()
+        }
+        None => {
+            let (device, offset) = inner.devices.locate(b);
+            let mut fresh = AlignedBuf::zeroed(inner.config.block_size_bytes as usize);
+            device
+                .read_at(&mut fresh, offset)
+                .map_err(|source| WriteError::Io {
+                    device: device.name(),
+                    source,
+                })?;
+            owned = Owned::Read(fresh);
+            owned.bytes()
+        }
+    };
+    let mut failure = None;
+    let end = walk_block(buf, sequence, |offset, view| {
+        if failure.is_some() {
+            return;
+        }
+        let Some(index) = inner.existing_table(view.meta.table) else {
+            return;
+        };
+        let key = IndexKey {
+            token: view.meta.token,
+            clustering_prefix: clustering_prefix(view.clustering_key),
+            digest: view.meta.digest,
+        };
+        let here = Location::new(b, offset as u32, view.record_bytes as u32);
+        let _row = inner.row_lock(view.meta.table, &key);
+        if index.get(&key).map(|e| e.location) != Some(here) {
+            return; // an older version, or a row since rewritten or removed
+        }
+        match inner
+            .writer
+            .append(&buf[offset..offset + view.record_bytes], true)
+        {
+            Ok((moved, _)) => {
+                if index.relocate(&key, here, moved) {
+                    inner.blocks.sub_live(b, here.len());
+                } else {
+                    inner.blocks.sub_live(moved.block(), moved.len());
+                }
+                inner.stats.add_defrag_bytes(u64::from(here.len()));
+            }
+            Err(e) => failure = Some(e),
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let left = inner.blocks.live_bytes(b);
+    if left > 0 {
+        let (device, offset) = inner.devices.locate(b);
+        let why = match end {
+            WalkEnd::Damaged { offset: at, detail } => {
+                format!("a record at block offset {at} does not verify ({detail})")
+            }
+            WalkEnd::Clean => "the index points at records the walk did not find".to_string(),
+        };
+        tracing::error!(
+            "block {b} on {} at offset {offset} keeps {left} live bytes: {why}; the block is left \
+             in place and not reused",
+            device.name()
+        );
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+enum Owned {
+    Cached(Arc<AlignedBuf>),
+    Read(AlignedBuf),
+}
+
+impl Owned {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Owned::Cached(b) => b,
+            Owned::Read(b) => b,
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! Devices: where write blocks live. A device is a file or a raw block device opened with
+//! `O_DIRECT`, or RAM for a namespace that keeps its data in memory without persistence.
+//!
+//! The engine reads and writes devices only through [`Device`], so tests can put a device in
+//! front that tears writes, fails with an error or loses unsynced data, from a seed.
+
+mod aligned;
+mod file;
+mod memory;
+
+pub use aligned::AlignedBuf;
+pub use file::FileDevice;
+pub use memory::{MemDevice, NullDevice};
+
+use std::io;
+
+/// Every device offset and length is a multiple of this (the largest common sector size, and
+/// what `O_DIRECT` requires on the file systems we support).
+pub const IO_ALIGN_BYTES: usize = 4096;
+
+pub trait Device: Send + Sync {
+    /// Usable size in bytes.
+    fn size_bytes(&self) -> u64;
+    /// Reads `buf.len()` bytes at `offset`. `buf`, its length and `offset` are aligned to
+    /// [`IO_ALIGN_BYTES`].
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes `buf` at `offset`, with the same alignment rules as `read_at`. The data is on the
+    /// device, but not necessarily durable, when this returns.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every completed write durable.
+    fn sync(&self) -> io::Result<()>;
+    /// A name for log lines: the path, or "memory".
+    fn name(&self) -> String;
+}
+
+pub(crate) fn align_down(x: usize) -> usize {
+    x / IO_ALIGN_BYTES * IO_ALIGN_BYTES
+}
+
+pub(crate) fn align_up(x: usize) -> usize {
+    x.div_ceil(IO_ALIGN_BYTES) * IO_ALIGN_BYTES
+}

@@ -1,0 +1,745 @@
+//! The engine: one namespace's devices, RAM index, writer and background threads, and the
+//! operations a CQL node needs on them.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::blocks::{BlockTable, DeviceSet};
+use crate::cache::PostWriteCache;
+use crate::clock::{Clock, SystemClock};
+use crate::config::NamespaceConfig;
+use crate::device::{align_down, align_up, AlignedBuf, Device, FileDevice, NullDevice};
+use crate::error::{OpenError, ReadError, WriteError};
+use crate::format::record::{decode_body, decode_record, encode_body, encode_record, RecordMeta, RecordView};
+use crate::format::DecodeError;
+use crate::index::{Entry, IndexKey, Location, TableIndex, FLAG_HAS_OLDER, FLAG_TOMBSTONE};
+use crate::row::Row;
+use crate::token::{clustering_prefix, digest, token};
+use crate::writer::{spawn_flusher, Writer};
+use crate::{Stats, StatsSnapshot};
+
+/// Cassandra's limit on a partition key, and ours on a clustering key.
+pub const KEY_MAX_BYTES: usize = u16::MAX as usize;
+/// Striped locks that serialize read-merge-write on one row.
+const ROW_LOCK_STRIPES: usize = 1024;
+/// A read retries this often when the block it was sent to was reused under it.
+const READ_ATTEMPTS_MAX: usize = 4;
+
+/// A table, as the schema numbers it.
+pub type TableId = u32;
+
+/// The primary key of one row: table, serialized partition key (the bytes Cassandra hashes for
+/// the token) and clustering key (an order-preserving encoding; empty for tables without
+/// clustering columns).
+#[derive(Clone, Copy, Debug)]
+pub struct RowKey<'a> {
+    pub table: TableId,
+    pub partition: &'a [u8],
+    pub clustering: &'a [u8],
+}
+
+impl RowKey<'_> {
+    fn index_key(&self) -> IndexKey {
+        IndexKey {
+            token: token(self.partition),
+            clustering_prefix: clustering_prefix(self.clustering),
+            digest: digest(self.partition, self.clustering),
+        }
+    }
+}
+
+/// A row returned by a read or scan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRow {
+    pub token: i64,
+    pub partition_key: Vec<u8>,
+    pub clustering_key: Vec<u8>,
+    pub row: Row,
+    /// Where a scan that stopped here resumes (pass it to [`Engine::scan`]).
+    pub position: ScanPosition,
+}
+
+/// A place in a table's index order, for paging through a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ScanPosition(IndexKey);
+
+impl ScanPosition {
+    pub const BYTES: usize = 24;
+
+    pub fn to_bytes(self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        b[..8].copy_from_slice(&self.0.token.to_be_bytes());
+        b[8..16].copy_from_slice(&self.0.clustering_prefix.to_be_bytes());
+        b[16..].copy_from_slice(&self.0.digest.to_be_bytes());
+        b
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Option<ScanPosition> {
+        if b.len() != Self::BYTES {
+            return None;
+        }
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i..i + 8]);
+            w
+        };
+        Some(ScanPosition(IndexKey {
+            token: i64::from_be_bytes(word(0)),
+            clustering_prefix: u64::from_be_bytes(word(8)),
+            digest: u64::from_be_bytes(word(16)),
+        }))
+    }
+}
+
+/// Where a scan starts.
+#[derive(Clone, Copy, Debug)]
+pub enum ScanFrom {
+    /// At the first row whose token is at least this.
+    Token(i64),
+    /// Just after a row a previous scan returned.
+    After(ScanPosition),
+}
+
+pub(crate) struct Inner {
+    pub config: NamespaceConfig,
+    pub clock: Arc<dyn Clock>,
+    pub devices: Arc<DeviceSet>,
+    pub blocks: Arc<BlockTable>,
+    pub cache: Arc<PostWriteCache>,
+    pub writer: Arc<Writer>,
+    pub tables: RwLock<HashMap<TableId, Arc<TableIndex>>>,
+    row_locks: Box<[Mutex<()>]>,
+    pub stats: Arc<Stats>,
+    pub stop: AtomicBool,
+    /// Wakes the background threads early (shutdown, or a test asking for a pass).
+    pub wake: (Mutex<u64>, Condvar),
+}
+
+/// A storage namespace. Cheap to share: clone the `Arc` it comes in.
+pub struct Engine {
+    pub(crate) inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Held open for the engine's lifetime: the `flock` that keeps a second process out.
+    _locks: Vec<std::fs::File>,
+}
+
+impl Engine {
+    /// Opens a namespace with the system clock.
+    pub fn open(config: NamespaceConfig) -> Result<Engine, OpenError> {
+        Engine::open_with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// Opens a namespace: opens (or creates) its devices, rebuilds the index from the index
+    /// snapshot if a clean shutdown left a current one, otherwise by scanning every block, and
+    /// starts the flusher, defragmenter and expiry threads.
+    pub fn open_with_clock(config: NamespaceConfig, clock: Arc<dyn Clock>) -> Result<Engine, OpenError> {
+        config.validate().map_err(OpenError::Config)?;
+        let mut devices: Vec<Arc<dyn Device>> = Vec::new();
+        let mut locks = Vec::new();
+        for d in &config.devices {
+            locks.push(lock_device(&d.path)?);
+            let dev = FileDevice::open(&d.path, d.size_bytes, config.direct_io).map_err(|source| {
+                OpenError::Device {
+                    path: d.path.clone(),
+                    source,
+                }
+            })?;
+            devices.push(Arc::new(dev));
+        }
+        if devices.is_empty() {
+            devices.push(Arc::new(NullDevice::new(config.memory_size_bytes)));
+        }
+        Engine::open_on(config, devices, clock, locks)
+    }
+
+    /// Opens a namespace on devices the caller made (tests put fault-injecting devices here).
+    pub fn open_on_devices(
+        config: NamespaceConfig,
+        devices: Vec<Arc<dyn Device>>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Engine, OpenError> {
+        config.validate().map_err(OpenError::Config)?;
+        Engine::open_on(config, devices, clock, Vec::new())
+    }
+
+    fn open_on(
+        config: NamespaceConfig,
+        devices: Vec<Arc<dyn Device>>,
+        clock: Arc<dyn Clock>,
+        locks: Vec<std::fs::File>,
+    ) -> Result<Engine, OpenError> {
+        let devices = Arc::new(DeviceSet::new(devices, config.block_size_bytes));
+        if devices.blocks() < 4 {
+            return Err(OpenError::Config(format!(
+                "the devices hold {} write blocks of {} bytes; at least 4 are needed",
+                devices.blocks(),
+                config.block_size_bytes
+            )));
+        }
+        let blocks = Arc::new(BlockTable::new(devices.blocks(), config.stop_writes_free_pct));
+        let in_ram_only = config.devices.is_empty();
+        let cache = Arc::new(PostWriteCache::new(
+            config.post_write_cache_bytes,
+            !config.data_in_memory,
+        ));
+        let stats = Arc::new(Stats::default());
+        let tables = RwLock::new(HashMap::new());
+
+        let recovered = if in_ram_only {
+            for b in 0..devices.blocks() {
+                blocks.release(b);
+            }
+            crate::recovery::Recovered { next_sequence: 1 }
+        } else {
+            crate::recovery::recover(&config, &devices, &blocks, &cache, &tables, clock.now_s())
+        };
+
+        let writer = Arc::new(Writer::new(
+            Arc::clone(&devices),
+            Arc::clone(&blocks),
+            Arc::clone(&cache),
+            recovered.next_sequence,
+            Duration::from_millis(config.flush_interval_ms.max(1)),
+            Arc::clone(&stats),
+        ));
+        let inner = Arc::new(Inner {
+            config,
+            clock,
+            devices,
+            blocks,
+            cache,
+            writer: Arc::clone(&writer),
+            tables,
+            row_locks: (0..ROW_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            stats,
+            stop: AtomicBool::new(false),
+            wake: (Mutex::new(0), Condvar::new()),
+        });
+        let threads = vec![
+            spawn_flusher(writer),
+            crate::defrag::spawn(Arc::clone(&inner)),
+            crate::expiry::spawn(Arc::clone(&inner)),
+        ];
+        Ok(Engine {
+            inner,
+            threads: Mutex::new(threads),
+            _locks: locks,
+        })
+    }
+
+    pub fn config(&self) -> &NamespaceConfig {
+        &self.inner.config
+    }
+
+    /// Merges `update` into the row at `key` (read, merge, write the whole row to a new place)
+    /// and, with `commit_to_device`, returns once the new version is durable.
+    pub fn write(&self, key: RowKey<'_>, update: Row) -> Result<(), WriteError> {
+        if self.inner.stop.load(Ordering::Relaxed) {
+            return Err(WriteError::Closed);
+        }
+        for part in [key.partition, key.clustering] {
+            if part.len() > KEY_MAX_BYTES {
+                return Err(WriteError::KeyTooLarge {
+                    bytes: part.len(),
+                    max_bytes: KEY_MAX_BYTES,
+                });
+            }
+        }
+        let inner = &self.inner;
+        let ikey = key.index_key();
+        let index = inner.table(key.table);
+        let now_s = inner.clock.now_s();
+        let purge_before_s = now_s.saturating_sub(inner.config.tombstone_grace_s);
+
+        let pos = {
+            let _row = inner.row_lock(key.table, &ikey);
+            let previous = index.get(&ikey);
+            let mut row = match &previous {
+                Some(e) => match inner.read_entry(&index, e).map_err(WriteError::Read)? {
+                    Some(view) => view.row,
+                    None => Row::default(),
+                },
+                None => Row::default(),
+            };
+            row.merge(update, now_s, purge_before_s);
+            let (loc, pos, meta) = SCRATCH.with(|scratch| {
+                let mut scratch = scratch.borrow_mut();
+                let (record, body) = &mut *scratch;
+                let meta = encode_row(record, body, key, ikey, &row);
+                inner
+                    .writer
+                    .append(record, false)
+                    .map(|(loc, pos)| (loc, pos, meta))
+            })?;
+            inner.stats.add_user_bytes_written(loc.len() as u64);
+            let entry = Entry {
+                key: ikey,
+                location: loc,
+                write_timestamp_us: meta.write_timestamp_us,
+                expiry_s: meta.expiry_s,
+                flags: if meta.tombstone { FLAG_TOMBSTONE } else { 0 }
+                    | if previous.is_some() { FLAG_HAS_OLDER } else { 0 },
+            };
+            if let Some(replaced) = index.upsert(entry) {
+                inner
+                    .blocks
+                    .sub_live(replaced.location.block(), replaced.location.len());
+            }
+            pos
+        };
+        if inner.config.commit_to_device {
+            inner.writer.wait_durable(pos)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes one row: a row tombstone at `timestamp_us`.
+    pub fn delete(&self, key: RowKey<'_>, timestamp_us: i64) -> Result<(), WriteError> {
+        let now_s = self.inner.clock.now_s();
+        self.write(key, Row::deleted(timestamp_us, now_s))
+    }
+
+    /// The row as a read sees it now: `None` if it does not exist, was deleted or expired.
+    pub fn get(&self, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
+        let now_s = self.inner.clock.now_s();
+        let Some(index) = self.inner.existing_table(key.table) else {
+            return Ok(None);
+        };
+        let ikey = key.index_key();
+        let Some(entry) = index.get(&ikey) else {
+            return Ok(None);
+        };
+        if !entry.is_visible(now_s) {
+            return Ok(None);
+        }
+        let Some(found) = self.inner.read_entry(&index, &entry)? else {
+            return Ok(None);
+        };
+        if found.partition_key != key.partition || found.clustering_key != key.clustering {
+            // Two keys with the same token and digest: astronomically rare, never served.
+            tracing::warn!(
+                table = key.table,
+                "digest collision between two keys; the other key is stored"
+            );
+            return Ok(None);
+        }
+        let row = found.row.visible(now_s);
+        Ok(row.is_live(now_s).then_some(row))
+    }
+
+    /// The stored version of a row including its tombstones, for replica merges and repair.
+    pub fn get_with_tombstones(&self, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
+        let Some(index) = self.inner.existing_table(key.table) else {
+            return Ok(None);
+        };
+        let Some(entry) = index.get(&key.index_key()) else {
+            return Ok(None);
+        };
+        Ok(self
+            .inner
+            .read_entry(&index, &entry)?
+            .filter(|f| f.partition_key == key.partition && f.clustering_key == key.clustering)
+            .map(|f| f.row))
+    }
+
+    /// Rows of a table in token order from `from` up to `to_token` (inclusive), at most `limit`
+    /// live rows. Within one token, rows come in index order: by the first eight bytes of the
+    /// clustering key, then by digest; [`Engine::read_partition`] gives exact clustering order.
+    pub fn scan(
+        &self,
+        table: TableId,
+        from: ScanFrom,
+        to_token: i64,
+        limit: usize,
+    ) -> Result<Vec<StoredRow>, ReadError> {
+        let Some(index) = self.inner.existing_table(table) else {
+            return Ok(Vec::new());
+        };
+        let start = match from {
+            ScanFrom::Token(t) => Bound::Included(IndexKey {
+                token: t,
+                ..IndexKey::MIN
+            }),
+            ScanFrom::After(p) => Bound::Excluded(p.0),
+        };
+        let end = Bound::Included(IndexKey {
+            token: to_token,
+            ..IndexKey::MAX
+        });
+        self.inner.read_range(&index, start, end, limit, |_| true)
+    }
+
+    /// The rows of one partition with clustering keys in `[start, end]` (bounds as given), in
+    /// clustering order (reversed if asked), at most `limit`.
+    pub fn read_partition(
+        &self,
+        table: TableId,
+        partition: &[u8],
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<StoredRow>, ReadError> {
+        let Some(index) = self.inner.existing_table(table) else {
+            return Ok(Vec::new());
+        };
+        let t = token(partition);
+        let from = IndexKey {
+            token: t,
+            clustering_prefix: match start {
+                Bound::Included(c) | Bound::Excluded(c) => clustering_prefix(c),
+                Bound::Unbounded => 0,
+            },
+            digest: 0,
+        };
+        let to = IndexKey {
+            token: t,
+            clustering_prefix: match end {
+                Bound::Included(c) | Bound::Excluded(c) => clustering_prefix(c),
+                Bound::Unbounded => u64::MAX,
+            },
+            digest: u64::MAX,
+        };
+        let in_range = |ck: &[u8]| {
+            let after_start = match start {
+                Bound::Included(s) => ck >= s,
+                Bound::Excluded(s) => ck > s,
+                Bound::Unbounded => true,
+            };
+            let before_end = match end {
+                Bound::Included(e) => ck <= e,
+                Bound::Excluded(e) => ck < e,
+                Bound::Unbounded => true,
+            };
+            after_start && before_end
+        };
+        let mut rows = self.inner.read_range(
+            &index,
+            Bound::Included(from),
+            Bound::Included(to),
+            usize::MAX,
+            |f| f.partition_key == partition && in_range(&f.clustering_key),
+        )?;
+        rows.sort_by(|a, b| a.clustering_key.cmp(&b.clustering_key));
+        if reverse {
+            rows.reverse();
+        }
+        rows.truncate(limit);
+        Ok(rows)
+    }
+
+    /// Counters and gauges for metrics.
+    pub fn stats(&self) -> StatsSnapshot {
+        let inner = &self.inner;
+        let tables = inner.tables.read().expect("tables lock poisoned");
+        let (mut records, mut index_bytes) = (0u64, 0u64);
+        for t in tables.values() {
+            records += t.len() as u64;
+            index_bytes += t.heap_bytes() as u64;
+        }
+        inner.stats.snapshot(
+            records,
+            index_bytes,
+            inner.blocks.free_blocks(),
+            u64::from(inner.blocks.len()),
+            u64::from(inner.config.block_size_bytes),
+            inner.blocks.total_live_bytes(),
+            inner.cache.bytes(),
+        )
+    }
+
+    /// Runs one defragmentation pass now (tests and admin commands); returns blocks freed.
+    pub fn defrag_now(&self) -> usize {
+        crate::defrag::pass(&self.inner)
+    }
+
+    /// Runs one expiry pass now; returns the entries it removed.
+    pub fn expire_now(&self) -> usize {
+        crate::expiry::pass(&self.inner)
+    }
+
+    /// Makes everything written so far durable (what `commit_to_device` does per write).
+    pub fn sync(&self) -> Result<(), WriteError> {
+        let pos = self.inner.writer.appended();
+        self.inner.writer.wait_durable(pos)
+    }
+
+    /// Clean shutdown: stops the background threads, writes the open block, syncs, and saves
+    /// the index snapshot for a fast restart.
+    pub fn close(self) -> Result<(), WriteError> {
+        self.shutdown_threads();
+        if let Some(path) = &self.inner.config.index_snapshot_path {
+            if let Err(e) = crate::snapshot::save(&self.inner, path) {
+                tracing::warn!(
+                    "could not save the index snapshot to {}: {e}; the next start will scan the devices",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn shutdown_threads(&self) {
+        let inner = &self.inner;
+        if inner.stop.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        inner.wake_background();
+        // A write holds its row lock from reading the old version until it has appended the
+        // new one; once every stripe has been taken, no write is still appending.
+        for stripe in inner.row_locks.iter() {
+            drop(stripe.lock().expect("row lock poisoned"));
+        }
+        let mut threads = std::mem::take(&mut *self.threads.lock().expect("threads lock poisoned"));
+        let flusher = threads.remove(0);
+        // Defragmentation appends too: stop it before the flusher's last round.
+        for t in threads {
+            let _ = t.join();
+        }
+        inner.writer.shutdown();
+        let _ = flusher.join();
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Without `close`, the open block is still written and synced, but no snapshot is saved.
+        self.shutdown_threads();
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Encodes a row as a record into `record` (with `body` as scratch); returns its metadata.
+fn encode_row(
+    record: &mut Vec<u8>,
+    body: &mut Vec<u8>,
+    key: RowKey<'_>,
+    ikey: IndexKey,
+    row: &Row,
+) -> RecordMeta {
+    let write_timestamp_us = row.max_timestamp_us();
+    let live_until = row.live_until_s();
+    let tombstone = live_until == Some(0);
+    let meta = RecordMeta {
+        table: key.table,
+        token: ikey.token,
+        digest: ikey.digest,
+        write_timestamp_us,
+        expiry_s: if tombstone {
+            row.latest_deletion_s().max(1)
+        } else {
+            live_until.unwrap_or(0)
+        },
+        tombstone,
+    };
+    body.clear();
+    encode_body(body, row, write_timestamp_us);
+    record.clear();
+    encode_record(record, 0, &meta, key.partition, key.clustering, body);
+    meta
+}
+
+fn lock_device(path: &std::path::Path) -> Result<std::fs::File, OpenError> {
+    use std::os::unix::io::AsRawFd;
+    let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|source| OpenError::Device {
+            path: lock_path.clone(),
+            source,
+        })?;
+    // SAFETY: a valid descriptor; flock has no memory effects.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(OpenError::DeviceInUse {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(f)
+}
+
+/// A decoded record, owned.
+pub(crate) struct Found {
+    pub token: i64,
+    pub partition_key: Vec<u8>,
+    pub clustering_key: Vec<u8>,
+    pub row: Row,
+}
+
+impl Inner {
+    pub(crate) fn table(&self, table: TableId) -> Arc<TableIndex> {
+        if let Some(t) = self.existing_table(table) {
+            return t;
+        }
+        let mut tables = self.tables.write().expect("tables lock poisoned");
+        Arc::clone(tables.entry(table).or_insert_with(|| Arc::new(TableIndex::new())))
+    }
+
+    pub(crate) fn existing_table(&self, table: TableId) -> Option<Arc<TableIndex>> {
+        self.tables
+            .read()
+            .expect("tables lock poisoned")
+            .get(&table)
+            .cloned()
+    }
+
+    pub(crate) fn row_lock(&self, table: TableId, key: &IndexKey) -> std::sync::MutexGuard<'_, ()> {
+        let stripe =
+            (key.digest ^ u64::from(table).wrapping_mul(0x9e37_79b9_7f4a_7c15)) as usize % ROW_LOCK_STRIPES;
+        self.row_locks[stripe].lock().expect("row lock poisoned")
+    }
+
+    pub(crate) fn wake_background(&self) {
+        let (lock, cv) = &self.wake;
+        *lock.lock().expect("wake lock poisoned") += 1;
+        cv.notify_all();
+    }
+
+    /// Sleeps up to `d`, returning early if woken; true if the engine is stopping.
+    pub(crate) fn sleep(&self, d: Duration) -> bool {
+        let (lock, cv) = &self.wake;
+        let guard = lock.lock().expect("wake lock poisoned");
+        if self.stop.load(Ordering::SeqCst) {
+            return true;
+        }
+        let _ = cv.wait_timeout(guard, d).expect("wake lock poisoned");
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Reads and decodes the record an index entry points to. `None` if the entry moved while
+    /// we read (the caller's view is stale and the row is being rewritten).
+    pub(crate) fn read_entry(&self, index: &TableIndex, entry: &Entry) -> Result<Option<Found>, ReadError> {
+        let mut entry = *entry;
+        let mut last_err = None;
+        for _ in 0..READ_ATTEMPTS_MAX {
+            let loc = entry.location;
+            let sequence = self.blocks.sequence(loc.block());
+            match self.read_record_bytes(loc, sequence) {
+                Ok(bytes) => match decode_record(&bytes, sequence) {
+                    Ok(view)
+                        if view.meta.digest == entry.key.digest && view.meta.token == entry.key.token =>
+                    {
+                        return decode_found(&view)
+                            .map(Some)
+                            .map_err(|detail| self.corrupt(loc, detail));
+                    }
+                    Ok(_) => last_err = Some(self.corrupt(loc, DecodeError::BadMagic)),
+                    Err(detail) => last_err = Some(self.corrupt(loc, detail)),
+                },
+                Err(e) => last_err = Some(e),
+            }
+            // The block may have been defragmented and reused between the index lookup and the
+            // read: look again, and retry if the row moved.
+            match index.get(&entry.key) {
+                Some(now) if now.location != loc => entry = now,
+                Some(_) => break,
+                None => return Ok(None),
+            }
+        }
+        let err = last_err.expect("at least one attempt");
+        self.stats.add_read_error();
+        tracing::error!("{err}");
+        Err(err)
+    }
+
+    fn corrupt(&self, loc: Location, detail: DecodeError) -> ReadError {
+        let (device, _) = self.devices.locate(loc.block());
+        ReadError::Corrupt {
+            device: device.name(),
+            block: loc.block(),
+            offset: loc.offset(),
+            detail,
+        }
+    }
+
+    /// The bytes of one record: from the open block, the post-write cache, or one device read.
+    fn read_record_bytes(&self, loc: Location, sequence: u64) -> Result<Vec<u8>, ReadError> {
+        if let Some(bytes) = self.writer.read_open(loc, sequence) {
+            return Ok(bytes);
+        }
+        let (start, len) = (loc.offset() as usize, loc.len() as usize);
+        if let Some(buf) = self.cache.get(loc.block(), sequence) {
+            self.stats.add_cache_hit();
+            return Ok(buf[start..start + len].to_vec());
+        }
+        let (device, block_offset) = self.devices.locate(loc.block());
+        let aligned_start = align_down(start);
+        let aligned_end = align_up(start + len);
+        let mut buf = AlignedBuf::zeroed(aligned_end - aligned_start);
+        device
+            .read_at(&mut buf, block_offset + aligned_start as u64)
+            .map_err(|source| ReadError::Io {
+                device: device.name(),
+                source,
+            })?;
+        self.stats.add_device_read();
+        let from = start - aligned_start;
+        Ok(buf[from..from + len].to_vec())
+    }
+
+    /// Reads the live rows among the index entries in a range, keeping those `keep` accepts.
+    pub(crate) fn read_range(
+        &self,
+        index: &TableIndex,
+        mut start: Bound<IndexKey>,
+        end: Bound<IndexKey>,
+        limit: usize,
+        keep: impl Fn(&Found) -> bool,
+    ) -> Result<Vec<StoredRow>, ReadError> {
+        let now_s = self.clock.now_s();
+        let mut out = Vec::new();
+        let batch = limit.clamp(16, 4096);
+        loop {
+            let entries = index.range(start, end, batch);
+            let exhausted = entries.len() < batch;
+            for e in &entries {
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+                if !e.is_visible(now_s) {
+                    continue;
+                }
+                let Some(found) = self.read_entry(index, e)? else {
+                    continue;
+                };
+                if !keep(&found) {
+                    continue;
+                }
+                let row = found.row.visible(now_s);
+                if row.is_live(now_s) {
+                    out.push(StoredRow {
+                        token: found.token,
+                        partition_key: found.partition_key,
+                        clustering_key: found.clustering_key,
+                        row,
+                        position: ScanPosition(e.key),
+                    });
+                }
+            }
+            match entries.last() {
+                Some(last) if !exhausted && out.len() < limit => start = Bound::Excluded(last.key),
+                _ => return Ok(out),
+            }
+        }
+    }
+}
+
+pub(crate) fn decode_found(view: &RecordView<'_>) -> Result<Found, DecodeError> {
+    Ok(Found {
+        token: view.meta.token,
+        partition_key: view.partition_key.to_vec(),
+        clustering_key: view.clustering_key.to_vec(),
+        row: decode_body(view.body, view.meta.write_timestamp_us)?,
+    })
+}

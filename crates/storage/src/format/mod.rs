@@ -1,0 +1,135 @@
+//! The on-disk format, byte by byte: [`block`] headers and [`record`]s. `docs/storage-format.md`
+//! draws the same layout for readers who do not read Rust.
+//!
+//! Every decoder here takes untrusted bytes (a device may return anything after a crash or a
+//! bit flip) and returns a [`DecodeError`] rather than panicking; `fuzz/` holds a target for
+//! each.
+
+pub mod block;
+pub mod record;
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeError {
+    Truncated,
+    BadMagic,
+    BadVersion(u8),
+    BadLength(usize),
+    BadChecksum { stored: u32, computed: u32 },
+    BadVarint,
+    TooMany(usize),
+    TrailingBytes,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Truncated => write!(f, "record is cut short"),
+            DecodeError::BadMagic => write!(f, "no record magic"),
+            DecodeError::BadVersion(v) => write!(f, "unknown record version {v}"),
+            DecodeError::BadLength(n) => write!(f, "impossible record length {n}"),
+            DecodeError::BadChecksum { stored, computed } => {
+                write!(
+                    f,
+                    "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+                )
+            }
+            DecodeError::BadVarint => write!(f, "malformed varint"),
+            DecodeError::TooMany(n) => write!(f, "count {n} exceeds the format's bound"),
+            DecodeError::TrailingBytes => write!(f, "bytes left over after the row body"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+// Fixed-offset little-endian readers. Callers have checked the length first.
+pub(crate) fn read_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+pub(crate) fn read_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+pub(crate) fn read_u64(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+pub(crate) fn read_i64(b: &[u8], at: usize) -> i64 {
+    read_u64(b, at) as i64
+}
+
+/// A reader over untrusted bytes that consumes from the front.
+pub(crate) struct Cursor<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(b: &'a [u8]) -> Cursor<'a> {
+        Cursor { rest: b }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.rest.len() < n {
+            return Err(DecodeError::Truncated);
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(read_u32(self.take(4)?, 0))
+    }
+
+    pub(crate) fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let byte = self.u8()?;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::BadVarint)
+    }
+
+    pub(crate) fn varint_u32(&mut self) -> Result<u32, DecodeError> {
+        u32::try_from(self.varint()?).map_err(|_| DecodeError::BadVarint)
+    }
+
+    pub(crate) fn zigzag(&mut self) -> Result<i64, DecodeError> {
+        let v = self.varint()?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    /// A count bounded by `max` and by what the remaining bytes could possibly hold.
+    pub(crate) fn count(&mut self, max: usize) -> Result<usize, DecodeError> {
+        let n = self.varint()?;
+        if n > max as u64 || n > self.rest.len() as u64 {
+            return Err(DecodeError::TooMany(n.min(usize::MAX as u64) as usize));
+        }
+        Ok(n as usize)
+    }
+
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.varint()?;
+        if n > self.rest.len() as u64 {
+            return Err(DecodeError::Truncated);
+        }
+        self.take(n as usize)
+    }
+}

@@ -1,0 +1,499 @@
+//! The RAM index: for every row of a table, where its newest version lives on the device and
+//! the metadata a read or a replica merge needs without a device read.
+//!
+//! Each table has its own index of [`PARTITIONS`] partitions, split by the top bits of the token,
+//! so partition order is token order and a token-range scan walks partitions in sequence. Within
+//! a partition, entries are ordered by (token, clustering prefix, digest): a CQL partition's rows
+//! sit together, in clustering order as far as the first eight bytes of the clustering key tell.
+//!
+//! A partition is a sorted array (`base`) plus a small sorted array of recent inserts (`delta`)
+//! that is merged into the base when it grows past an eighth of it. The base is allocated to its
+//! exact size, so an entry costs its 48 bytes plus a little: a B-tree would waste a third of its
+//! nodes at the fill factor random inserts leave it. Updates, which move a row to a new place on
+//! the device, change the entry in place; removals mark it and are swept out at the next merge.
+
+use std::ops::Bound;
+use std::sync::Mutex;
+
+pub const PARTITIONS: usize = 4096;
+const PARTITION_BITS: u32 = 12;
+const DELTA_MIN: usize = 64;
+const DELTA_MAX: usize = 1024;
+
+/// Where a record is: block, offset and length, packed in 64 bits.
+///
+/// ```text
+///  63            38 37             19 18              0
+///  +---------------+-----------------+-----------------+
+///  |  block index  | offset / 16     | length / 16     |
+///  |   26 bits     |   19 bits       |   19 bits       |
+///  +---------------+-----------------+-----------------+
+/// ```
+/// 26 bits of block index address 64 Mi blocks (64 TiB at 1 MiB); 19 bits of 16-byte units
+/// cover an 8 MiB block, the largest allowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Location(u64);
+
+pub const BLOCKS_MAX: u64 = 1 << 26;
+const UNIT: u32 = 16;
+
+impl Location {
+    pub fn new(block: u32, offset: u32, len: u32) -> Location {
+        assert!(u64::from(block) < BLOCKS_MAX, "block index {block} out of range");
+        assert!(
+            offset % UNIT == 0 && len % UNIT == 0,
+            "unaligned record {offset}+{len}"
+        );
+        let (o, l) = (offset / UNIT, len / UNIT);
+        assert!(
+            o < 1 << 19 && l < 1 << 19,
+            "record {offset}+{len} beyond an 8 MiB block"
+        );
+        Location(u64::from(block) << 38 | u64::from(o) << 19 | u64::from(l))
+    }
+
+    pub fn to_raw(self) -> u64 {
+        self.0
+    }
+
+    pub fn from_raw(raw: u64) -> Location {
+        Location(raw)
+    }
+
+    pub fn block(self) -> u32 {
+        (self.0 >> 38) as u32
+    }
+
+    pub fn offset(self) -> u32 {
+        ((self.0 >> 19) & ((1 << 19) - 1)) as u32 * UNIT
+    }
+
+    pub fn len(self) -> u32 {
+        (self.0 & ((1 << 19) - 1)) as u32 * UNIT
+    }
+}
+
+/// The order of rows in the index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IndexKey {
+    pub token: i64,
+    pub clustering_prefix: u64,
+    pub digest: u64,
+}
+
+impl IndexKey {
+    pub const MIN: IndexKey = IndexKey {
+        token: i64::MIN,
+        clustering_prefix: 0,
+        digest: 0,
+    };
+    pub const MAX: IndexKey = IndexKey {
+        token: i64::MAX,
+        clustering_prefix: u64::MAX,
+        digest: u64::MAX,
+    };
+}
+
+/// The entry is a tombstone: reads see nothing, merges see the deletion.
+pub const FLAG_TOMBSTONE: u32 = 1;
+/// Earlier versions of the row may still be on the device, so dropping this entry could let one
+/// of them come back at cold start.
+pub const FLAG_HAS_OLDER: u32 = 2;
+/// Removed from the base array; swept out at the next merge.
+const FLAG_REMOVED: u32 = 4;
+
+/// One row in the index: 48 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub key: IndexKey,
+    pub location: Location,
+    pub write_timestamp_us: i64,
+    /// Live entry: when its content stops being live (0: never). Tombstone: its deletion time.
+    pub expiry_s: u32,
+    pub flags: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 48);
+
+impl Entry {
+    pub fn is_tombstone(&self) -> bool {
+        self.flags & FLAG_TOMBSTONE != 0
+    }
+
+    pub fn has_older(&self) -> bool {
+        self.flags & FLAG_HAS_OLDER != 0
+    }
+
+    /// True if a read at `now_s` sees this row.
+    pub fn is_visible(&self, now_s: u32) -> bool {
+        !self.is_tombstone() && (self.expiry_s == 0 || self.expiry_s > now_s)
+    }
+
+    fn is_removed(&self) -> bool {
+        self.flags & FLAG_REMOVED != 0
+    }
+}
+
+#[derive(Default)]
+struct Partition {
+    base: Vec<Entry>,
+    removed: usize,
+    delta: Vec<Entry>,
+}
+
+impl Partition {
+    fn find_base(&self, key: &IndexKey) -> Result<usize, usize> {
+        self.base.binary_search_by(|e| e.key.cmp(key))
+    }
+
+    fn find_delta(&self, key: &IndexKey) -> Result<usize, usize> {
+        self.delta.binary_search_by(|e| e.key.cmp(key))
+    }
+
+    fn get_mut(&mut self, key: &IndexKey) -> Option<&mut Entry> {
+        if let Ok(i) = self.find_base(key) {
+            if !self.base[i].is_removed() {
+                return Some(&mut self.base[i]);
+            }
+        }
+        match self.find_delta(key) {
+            Ok(i) => Some(&mut self.delta[i]),
+            Err(_) => None,
+        }
+    }
+
+    fn live_len(&self) -> usize {
+        self.base.len() - self.removed + self.delta.len()
+    }
+
+    fn insert(&mut self, entry: Entry) {
+        match self.find_base(&entry.key) {
+            // A removed entry's slot is reused in place.
+            Ok(i) => {
+                debug_assert!(self.base[i].is_removed());
+                self.base[i] = entry;
+                self.removed -= 1;
+            }
+            Err(_) => {
+                let at = self.find_delta(&entry.key).unwrap_err();
+                self.delta.insert(at, entry);
+                if self.delta.len() > (self.base.len() / 8).clamp(DELTA_MIN, DELTA_MAX) {
+                    self.merge_delta();
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &IndexKey) -> Option<Entry> {
+        if let Ok(i) = self.find_base(key) {
+            if !self.base[i].is_removed() {
+                let old = self.base[i];
+                self.base[i].flags |= FLAG_REMOVED;
+                self.removed += 1;
+                if self.removed > self.base.len() / 4 + DELTA_MIN {
+                    self.merge_delta();
+                }
+                return Some(old);
+            }
+        }
+        match self.find_delta(key) {
+            Ok(i) => Some(self.delta.remove(i)),
+            Err(_) => None,
+        }
+    }
+
+    /// Folds the delta into a new, exactly sized base, dropping removed entries.
+    fn merge_delta(&mut self) {
+        let mut merged = Vec::with_capacity(self.live_len());
+        let mut delta = std::mem::take(&mut self.delta).into_iter().peekable();
+        for e in self.base.drain(..).filter(|e| !e.is_removed()) {
+            while let Some(d) = delta.next_if(|d| d.key < e.key) {
+                merged.push(d);
+            }
+            merged.push(e);
+        }
+        merged.extend(delta);
+        self.base = merged;
+        self.removed = 0;
+    }
+
+    /// Entries with keys in range, in order, appended to `out` until it holds `limit`.
+    fn collect(&self, from: Bound<&IndexKey>, to: Bound<&IndexKey>, limit: usize, out: &mut Vec<Entry>) {
+        let start = |v: &Vec<Entry>| match from {
+            Bound::Included(k) => v.partition_point(|e| e.key < *k),
+            Bound::Excluded(k) => v.partition_point(|e| e.key <= *k),
+            Bound::Unbounded => 0,
+        };
+        let in_range = |e: &Entry| match to {
+            Bound::Included(k) => e.key <= *k,
+            Bound::Excluded(k) => e.key < *k,
+            Bound::Unbounded => true,
+        };
+        let mut b = self.base[start(&self.base)..]
+            .iter()
+            .filter(|e| !e.is_removed())
+            .peekable();
+        let mut d = self.delta[start(&self.delta)..].iter().peekable();
+        while out.len() < limit {
+            let next = match (b.peek(), d.peek()) {
+                (Some(x), Some(y)) if x.key <= y.key => b.next(),
+                (Some(_), Some(_)) => d.next(),
+                (Some(_), None) => b.next(),
+                (None, Some(_)) => d.next(),
+                (None, None) => None,
+            };
+            match next {
+                Some(e) if in_range(e) => out.push(*e),
+                _ => break,
+            }
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        (self.base.capacity() + self.delta.capacity()) * std::mem::size_of::<Entry>()
+    }
+}
+
+pub struct TableIndex {
+    partitions: Box<[Mutex<Partition>]>,
+}
+
+impl Default for TableIndex {
+    fn default() -> Self {
+        TableIndex::new()
+    }
+}
+
+pub fn partition_of(token: i64) -> usize {
+    // Flip the sign bit so that unsigned order is token order.
+    (((token as u64) ^ (1 << 63)) >> (64 - PARTITION_BITS)) as usize
+}
+
+impl TableIndex {
+    pub fn new() -> TableIndex {
+        TableIndex {
+            partitions: (0..PARTITIONS)
+                .map(|_| Mutex::new(Partition::default()))
+                .collect(),
+        }
+    }
+
+    fn partition(&self, token: i64) -> std::sync::MutexGuard<'_, Partition> {
+        self.partitions[partition_of(token)]
+            .lock()
+            .expect("index partition lock poisoned")
+    }
+
+    pub fn get(&self, key: &IndexKey) -> Option<Entry> {
+        self.partition(key.token).get_mut(key).map(|e| *e)
+    }
+
+    /// Inserts or replaces; returns the entry replaced.
+    pub fn upsert(&self, entry: Entry) -> Option<Entry> {
+        let mut p = self.partition(entry.key.token);
+        if let Some(e) = p.get_mut(&entry.key) {
+            return Some(std::mem::replace(e, entry));
+        }
+        p.insert(entry);
+        None
+    }
+
+    /// Inserts `entry` unless the index already has a version that `is_newer` prefers; returns
+    /// what happened for the caller's accounting. Used by cold start.
+    pub fn offer(&self, entry: Entry, is_newer: impl Fn(&Entry, &Entry) -> bool) -> Offer {
+        let mut p = self.partition(entry.key.token);
+        if let Some(e) = p.get_mut(&entry.key) {
+            if is_newer(&entry, e) {
+                let mut entry = entry;
+                entry.flags |= FLAG_HAS_OLDER;
+                return Offer::Replaced(std::mem::replace(e, entry));
+            }
+            e.flags |= FLAG_HAS_OLDER;
+            return Offer::Rejected;
+        }
+        p.insert(entry);
+        Offer::Inserted
+    }
+
+    /// Moves an entry to `to` if it still points at `from` (defragmentation).
+    pub fn relocate(&self, key: &IndexKey, from: Location, to: Location) -> bool {
+        match self.partition(key.token).get_mut(key) {
+            Some(e) if e.location == from => {
+                e.location = to;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Applies `change` to the entry if it is still exactly `expected`; returns the entry as it
+    /// was, if it was changed. `change` returning `None` removes the entry.
+    pub fn update_if(&self, expected: &Entry, change: impl FnOnce(Entry) -> Option<Entry>) -> bool {
+        let mut p = self.partition(expected.key.token);
+        match p.get_mut(&expected.key) {
+            Some(e) if e == expected => match change(*e) {
+                Some(new) => {
+                    *e = new;
+                    true
+                }
+                None => {
+                    p.remove(&expected.key);
+                    true
+                }
+            },
+            _ => false,
+        }
+    }
+
+    /// Entries in `[from, to]` order, at most `limit`, walking partitions in token order.
+    pub fn range(&self, from: Bound<IndexKey>, to: Bound<IndexKey>, limit: usize) -> Vec<Entry> {
+        let mut out = Vec::new();
+        let first = match from {
+            Bound::Included(k) | Bound::Excluded(k) => partition_of(k.token),
+            Bound::Unbounded => 0,
+        };
+        let last = match to {
+            Bound::Included(k) | Bound::Excluded(k) => partition_of(k.token),
+            Bound::Unbounded => PARTITIONS - 1,
+        };
+        for p in first..=last {
+            if out.len() >= limit {
+                break;
+            }
+            let part = self.partitions[p].lock().expect("index partition lock poisoned");
+            part.collect(from.as_ref(), to.as_ref(), limit, &mut out);
+        }
+        out
+    }
+
+    /// A copy of one partition's entries, for background passes that must not hold the lock
+    /// while they work.
+    pub fn partition_entries(&self, p: usize) -> Vec<Entry> {
+        let part = self.partitions[p].lock().expect("index partition lock poisoned");
+        let mut out = Vec::with_capacity(part.live_len());
+        part.collect(Bound::Unbounded, Bound::Unbounded, usize::MAX, &mut out);
+        out
+    }
+
+    /// The entries of one partition that `pred` selects, copied out under a short lock.
+    pub fn partition_select(&self, p: usize, mut pred: impl FnMut(&Entry) -> bool) -> Vec<Entry> {
+        let part = self.partitions[p].lock().expect("index partition lock poisoned");
+        let live = |e: &&Entry| !e.is_removed();
+        part.base
+            .iter()
+            .filter(live)
+            .chain(part.delta.iter())
+            .filter(|e| pred(e))
+            .copied()
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.partitions
+            .iter()
+            .map(|p| p.lock().expect("index partition lock poisoned").live_len())
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Heap bytes held by the entry arrays (not counting allocator overhead).
+    pub fn heap_bytes(&self) -> usize {
+        self.partitions
+            .iter()
+            .map(|p| p.lock().expect("index partition lock poisoned").heap_bytes())
+            .sum()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
+    Inserted,
+    Replaced(Entry),
+    Rejected,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn entry(token: i64, digest: u64) -> Entry {
+        Entry {
+            key: IndexKey {
+                token,
+                clustering_prefix: 0,
+                digest,
+            },
+            location: Location::new(1, 16, 32),
+            write_timestamp_us: 0,
+            expiry_s: 0,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn location_packs_its_fields() {
+        let l = Location::new((1 << 26) - 1, (8 << 20) - 16, 1024);
+        assert_eq!(l.block(), (1 << 26) - 1);
+        assert_eq!(l.offset(), (8 << 20) - 16);
+        assert_eq!(l.len(), 1024);
+    }
+
+    #[test]
+    fn partitions_follow_token_order() {
+        assert_eq!(partition_of(i64::MIN), 0);
+        assert_eq!(partition_of(i64::MAX), PARTITIONS - 1);
+        assert!(partition_of(-1) < partition_of(0));
+    }
+
+    /// The index against a BTreeMap through inserts, updates, removals and range reads, with
+    /// enough entries in one partition to force many delta merges.
+    #[test]
+    fn behaves_like_a_sorted_map() {
+        let index = TableIndex::new();
+        let mut model = BTreeMap::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for step in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Few distinct tokens, so partitions grow large and merge often.
+            let token = (x % 64) as i64 * (1 << 50);
+            let digest = (x >> 20) % 3000;
+            let e = entry(token, digest);
+            match x % 5 {
+                0 => {
+                    let current = index.get(&e.key);
+                    assert_eq!(current, model.remove(&e.key), "step {step}");
+                    if let Some(current) = current {
+                        assert!(index.update_if(&current, |_| None));
+                        assert!(index.get(&e.key).is_none(), "step {step}");
+                    }
+                }
+                _ => {
+                    let mut e = e;
+                    e.write_timestamp_us = step as i64;
+                    assert_eq!(index.upsert(e).is_some(), model.insert(e.key, e).is_some());
+                }
+            }
+        }
+        assert_eq!(index.len(), model.len());
+        let all = index.range(Bound::Unbounded, Bound::Unbounded, usize::MAX);
+        assert_eq!(all, model.values().copied().collect::<Vec<_>>());
+        let from = IndexKey {
+            token: 5 * (1 << 50),
+            clustering_prefix: 0,
+            digest: 100,
+        };
+        let got = index.range(Bound::Excluded(from), Bound::Unbounded, 50);
+        let want: Vec<Entry> = model
+            .range((Bound::Excluded(from), Bound::Unbounded))
+            .take(50)
+            .map(|(_, e)| *e)
+            .collect();
+        assert_eq!(got, want);
+    }
+}

@@ -1,0 +1,41 @@
+//! hayate's storage engine, in the Aerospike mould.
+//!
+//! The index lives in RAM; records live on SSD in large log-structured write blocks written and
+//! read with direct I/O; a background defragmenter reclaims blocks whose data has mostly been
+//! rewritten elsewhere; there is no compaction. A read costs at most one device read, and none
+//! for a recently written record (the post-write cache). A cold start rebuilds the index by
+//! reading the blocks.
+//!
+//! The path of a write: [`Engine::write`] -> read the current version (index, then cache or
+//! device) -> merge ([`row`]) -> encode ([`format::record`]) -> append to the open write block
+//! ([`writer`]) -> point the index at it ([`index`]). The flusher writes blocks to the
+//! [`device`]; [`defrag`] and [`expiry`] run beside it; [`recovery`] and [`snapshot`] rebuild the
+//! index at open.
+//!
+//! This crate knows nothing of CQL or the network: keys and values are bytes, columns are
+//! numbers, and the API is synchronous (callers keep device I/O off their network threads).
+
+pub mod blocks;
+pub mod cache;
+pub mod clock;
+pub mod config;
+pub(crate) mod defrag;
+pub mod device;
+mod engine;
+pub mod error;
+pub(crate) mod expiry;
+pub mod format;
+pub mod index;
+pub(crate) mod recovery;
+pub mod row;
+pub(crate) mod snapshot;
+mod stats;
+pub mod token;
+pub mod writer;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{DeviceConfig, NamespaceConfig};
+pub use engine::{Engine, RowKey, ScanFrom, ScanPosition, StoredRow, TableId, KEY_MAX_BYTES};
+pub use error::{OpenError, ReadError, WriteError};
+pub use row::{Cell, CellValue, Deletion, Liveness, Row};
+pub use stats::{Stats, StatsSnapshot};

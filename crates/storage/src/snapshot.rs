@@ -1,0 +1,268 @@
+//! The index snapshot: a clean shutdown saves the RAM index to a file, so the next start loads
+//! it instead of reading every block. It is used only if it matches the devices exactly: the
+//! set of blocks holding data and their sequence numbers must be what they were at save time
+//! (read back from every block header, which is cheap), otherwise the engine scans. The file is
+//! deleted as soon as it is loaded, before anything new is written, so a later crash can never
+//! meet a stale snapshot.
+//!
+//! ```text
+//! header (40 bytes): magic "HYIX" | version u32 | block size u32 | blocks u32 |
+//!                    next sequence u64 | block fingerprint u64 | table count u32 | reserved u32
+//! per table:         table id u32 | entry count u64 | entries, 48 bytes each:
+//!                    token i64 | clustering prefix u64 | digest u64 | location u64 |
+//!                    write timestamp i64 | expiry u32 | flags u32
+//! trailer:           crc32c of everything before it, u32
+//! ```
+//! All little-endian.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use crate::blocks::{BlockState, BlockTable, DeviceSet};
+use crate::engine::Inner;
+use crate::index::{Entry, IndexKey, Location, TableIndex, PARTITIONS};
+use crate::recovery::{read_header, Recovered};
+
+const MAGIC: [u8; 4] = *b"HYIX";
+const VERSION: u32 = 1;
+const HEADER_BYTES: usize = 40;
+const ENTRY_BYTES: usize = 48;
+
+/// A checksum of which blocks hold data and at which sequence.
+fn fingerprint(blocks: impl Iterator<Item = (u32, u64)>) -> u64 {
+    let mut lo = 0u32;
+    let mut hi = 0x5eed_u32;
+    for (b, seq) in blocks {
+        let mut rec = [0u8; 12];
+        rec[..4].copy_from_slice(&b.to_le_bytes());
+        rec[4..].copy_from_slice(&seq.to_le_bytes());
+        lo = crc32c::crc32c_append(lo, &rec);
+        hi = crc32c::crc32c_append(hi, &rec);
+    }
+    u64::from(hi) << 32 | u64::from(lo)
+}
+
+struct CrcWriter<W: Write> {
+    inner: W,
+    crc: u32,
+}
+
+impl<W: Write> Write for CrcWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Saves the index. Call only after the writer has stopped and synced.
+pub(crate) fn save(inner: &Inner, path: &Path) -> io::Result<()> {
+    let blocks = &inner.blocks;
+    let holding: Vec<(u32, u64)> = (0..blocks.len())
+        .filter(|&b| blocks.state(b) != BlockState::Free)
+        .map(|b| (b, blocks.sequence(b)))
+        .collect();
+    let next_sequence = holding.iter().map(|&(_, s)| s).max().unwrap_or(0) + 1;
+    let tables: Vec<(u32, Arc<TableIndex>)> = inner
+        .tables
+        .read()
+        .expect("tables lock poisoned")
+        .iter()
+        .map(|(id, t)| (*id, Arc::clone(t)))
+        .collect();
+    let tmp = path.with_extension("index.tmp");
+    let file = File::create(&tmp)?;
+    let mut w = CrcWriter {
+        inner: BufWriter::with_capacity(1 << 20, file),
+        crc: 0,
+    };
+    w.write_all(&MAGIC)?;
+    w.write_all(&VERSION.to_le_bytes())?;
+    w.write_all(&inner.config.block_size_bytes.to_le_bytes())?;
+    w.write_all(&blocks.len().to_le_bytes())?;
+    w.write_all(&next_sequence.to_le_bytes())?;
+    w.write_all(&fingerprint(holding.into_iter()).to_le_bytes())?;
+    w.write_all(&(tables.len() as u32).to_le_bytes())?;
+    w.write_all(&0u32.to_le_bytes())?;
+    for (id, t) in tables {
+        w.write_all(&id.to_le_bytes())?;
+        w.write_all(&(t.len() as u64).to_le_bytes())?;
+        for p in 0..PARTITIONS {
+            for e in t.partition_entries(p) {
+                w.write_all(&e.key.token.to_le_bytes())?;
+                w.write_all(&e.key.clustering_prefix.to_le_bytes())?;
+                w.write_all(&e.key.digest.to_le_bytes())?;
+                w.write_all(&e.location.to_raw().to_le_bytes())?;
+                w.write_all(&e.write_timestamp_us.to_le_bytes())?;
+                w.write_all(&e.expiry_s.to_le_bytes())?;
+                w.write_all(&e.flags.to_le_bytes())?;
+            }
+        }
+    }
+    let crc = w.crc;
+    let mut file = w.inner.into_inner().map_err(|e| e.into_error())?;
+    file.write_all(&crc.to_le_bytes())?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)?;
+    sync_dir(path)
+}
+
+fn sync_dir(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => File::open(dir)?.sync_all(),
+        _ => Ok(()),
+    }
+}
+
+/// Loads a snapshot if it exists and is current; on success the block table and `tables` are
+/// filled in. Always removes the file.
+pub(crate) fn load(
+    path: &Path,
+    devices: &DeviceSet,
+    blocks: &BlockTable,
+    tables: &RwLock<HashMap<u32, Arc<TableIndex>>>,
+) -> Option<Recovered> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(
+                "index snapshot {} unreadable ({e}); scanning the devices",
+                path.display()
+            );
+            return None;
+        }
+    };
+    if let Err(e) = fs::remove_file(path).and_then(|()| sync_dir(path)) {
+        tracing::warn!(
+            "cannot remove the index snapshot {} ({e}); scanning the devices instead of trusting it",
+            path.display()
+        );
+        return None;
+    }
+    match parse(&bytes, devices, blocks, tables) {
+        Ok(r) => {
+            tracing::info!("index loaded from snapshot {}", path.display());
+            Some(r)
+        }
+        Err(why) => {
+            tracing::warn!(
+                "index snapshot {} not used: {why}; scanning the devices",
+                path.display()
+            );
+            tables.write().expect("tables lock poisoned").clear();
+            None
+        }
+    }
+}
+
+fn parse(
+    bytes: &[u8],
+    devices: &DeviceSet,
+    blocks: &BlockTable,
+    tables: &RwLock<HashMap<u32, Arc<TableIndex>>>,
+) -> Result<Recovered, String> {
+    if bytes.len() < HEADER_BYTES + 4 {
+        return Err("file too short".into());
+    }
+    let (body, trailer) = bytes.split_at(bytes.len() - 4);
+    let mut stored = [0u8; 4];
+    stored.copy_from_slice(trailer);
+    if crc32c::crc32c(body) != u32::from_le_bytes(stored) {
+        return Err("checksum mismatch".into());
+    }
+    let mut r = Reader { b: body };
+    if r.take(4)? != MAGIC || r.u32()? != VERSION {
+        return Err("not an index snapshot of this version".into());
+    }
+    if r.u32()? != devices.block_size_bytes() || r.u32()? != blocks.len() {
+        return Err("block size or device size changed".into());
+    }
+    let next_sequence = r.u64()?;
+    let expected = r.u64()?;
+    let table_count = r.u32()?;
+    r.u32()?;
+    // The snapshot is current only if the devices hold exactly the blocks it knew.
+    let mut holding = Vec::new();
+    for b in 0..blocks.len() {
+        if let Some(h) = read_header(devices, b) {
+            holding.push((b, h.sequence));
+        }
+    }
+    if fingerprint(holding.iter().copied()) != expected {
+        return Err("the devices changed after it was written".into());
+    }
+    for &(b, seq) in &holding {
+        blocks.mark_holding(b, seq);
+    }
+    let mut is_holding = vec![false; blocks.len() as usize];
+    for &(b, _) in &holding {
+        is_holding[b as usize] = true;
+    }
+    let mut map = tables.write().expect("tables lock poisoned");
+    for _ in 0..table_count {
+        let id = r.u32()?;
+        let n = r.u64()?;
+        if n > (r.b.len() / ENTRY_BYTES) as u64 {
+            return Err("entry count exceeds the file".into());
+        }
+        let index = Arc::new(TableIndex::new());
+        for _ in 0..n {
+            let e = Entry {
+                key: IndexKey {
+                    token: r.u64()? as i64,
+                    clustering_prefix: r.u64()?,
+                    digest: r.u64()?,
+                },
+                location: Location::from_raw(r.u64()?),
+                write_timestamp_us: r.u64()? as i64,
+                expiry_s: r.u32()?,
+                flags: r.u32()?,
+            };
+            let b = e.location.block();
+            if b >= blocks.len() || !is_holding[b as usize] {
+                return Err(format!("an entry points into block {b}, which holds no data"));
+            }
+            blocks.add_live(b, e.location.len());
+            index.upsert(e);
+        }
+        map.insert(id, index);
+    }
+    for b in 0..blocks.len() {
+        if !is_holding[b as usize] {
+            blocks.release(b);
+        }
+    }
+    Ok(Recovered { next_sequence })
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.b.len() < n {
+            return Err("file cut short".into());
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        let mut x = [0u8; 4];
+        x.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(x))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(x))
+    }
+}

@@ -1,0 +1,423 @@
+//! The write path: records are appended to the open write block in RAM; a full block is sealed
+//! and handed to the flusher thread, which writes it to the device in one large aligned write.
+//! The flusher also writes the filled part of the open block every flush interval, and at once
+//! when a `commit_to_device` writer is waiting: then it syncs the device once for every writer
+//! that has appended so far (group commit), and wakes them all.
+//!
+//! Positions order everything ever appended: `(block sequence, end offset)`. The flusher
+//! publishes the durable position: every record that ends at or before it is on stable storage.
+//! A block is freed only once the records that replaced its contents are durable and its header
+//! has been wiped (and that wipe synced), so a crash can never bring back a record that the index
+//! had already replaced or dropped.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::blocks::{BlockState, BlockTable, DeviceSet};
+use crate::cache::PostWriteCache;
+use crate::device::{align_down, align_up, AlignedBuf, IO_ALIGN_BYTES};
+use crate::error::WriteError;
+use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
+use crate::format::record::{reseal_record, RECORD_ALIGN_BYTES};
+use crate::index::Location;
+
+/// Everything appended before this point: (block sequence, end offset in the block).
+pub type Position = (u64, u32);
+
+struct OpenBlock {
+    block: u32,
+    sequence: u64,
+    buf: AlignedBuf,
+    used: usize,
+    /// Bytes `[0, written)` have been written to the device.
+    written: usize,
+}
+
+struct SealedBlock {
+    block: u32,
+    sequence: u64,
+    buf: Arc<AlignedBuf>,
+    used: usize,
+}
+
+struct WriterState {
+    open: Option<OpenBlock>,
+    next_sequence: u64,
+}
+
+struct FlushState {
+    queue: VecDeque<SealedBlock>,
+    sync_requested: bool,
+    durable: Position,
+    /// Set by the first failed device write or sync; every later durable wait fails with it.
+    error: Option<String>,
+    /// Blocks to wipe and free once the durable position passes the given one.
+    pending_free: Vec<(u32, Position)>,
+    shutdown: bool,
+}
+
+pub struct Writer {
+    state: Mutex<WriterState>,
+    flush: Mutex<FlushState>,
+    flush_wake: Condvar,
+    durable_wake: Condvar,
+    devices: Arc<DeviceSet>,
+    blocks: Arc<BlockTable>,
+    cache: Arc<PostWriteCache>,
+    flush_interval: Duration,
+    stats: Arc<crate::Stats>,
+}
+
+impl Writer {
+    pub fn new(
+        devices: Arc<DeviceSet>,
+        blocks: Arc<BlockTable>,
+        cache: Arc<PostWriteCache>,
+        next_sequence: u64,
+        flush_interval: Duration,
+        stats: Arc<crate::Stats>,
+    ) -> Writer {
+        Writer {
+            state: Mutex::new(WriterState {
+                open: None,
+                next_sequence,
+            }),
+            flush: Mutex::new(FlushState {
+                queue: VecDeque::new(),
+                sync_requested: false,
+                durable: (0, 0),
+                error: None,
+                pending_free: Vec::new(),
+                shutdown: false,
+            }),
+            flush_wake: Condvar::new(),
+            durable_wake: Condvar::new(),
+            devices,
+            blocks,
+            cache,
+            flush_interval,
+            stats,
+        }
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, WriterState> {
+        self.state.lock().expect("writer lock poisoned")
+    }
+
+    fn lock_flush(&self) -> MutexGuard<'_, FlushState> {
+        self.flush.lock().expect("flush lock poisoned")
+    }
+
+    /// The most a record may take: a block less its header.
+    pub fn record_max_bytes(&self) -> usize {
+        self.devices.block_size_bytes() as usize - BLOCK_HEADER_BYTES
+    }
+
+    /// Appends an encoded record (its checksum is recomputed for the block it lands in) and
+    /// counts it as live in that block. Defragmentation may use the free-block reserve.
+    pub fn append(&self, record: &[u8], for_defrag: bool) -> Result<(Location, Position), WriteError> {
+        let len = record.len();
+        if len > self.record_max_bytes() {
+            return Err(WriteError::RecordTooLarge {
+                bytes: len,
+                max_bytes: self.record_max_bytes(),
+            });
+        }
+        let block_size = self.devices.block_size_bytes() as usize;
+        let mut st = self.lock_state();
+        loop {
+            match &st.open {
+                Some(open) if open.used + len <= block_size => break,
+                Some(_) => self.seal(&mut st),
+                None => self.open_block(&mut st, for_defrag)?,
+            }
+        }
+        let open = st.open.as_mut().expect("just ensured an open block");
+        let offset = open.used;
+        let slot = &mut open.buf[offset..offset + len];
+        slot.copy_from_slice(record);
+        reseal_record(slot, open.sequence);
+        open.used += len;
+        self.blocks.add_live(open.block, len as u32);
+        Ok((
+            Location::new(open.block, offset as u32, len as u32),
+            (open.sequence, open.used as u32),
+        ))
+    }
+
+    fn open_block(&self, st: &mut WriterState, for_defrag: bool) -> Result<(), WriteError> {
+        let Some(block) = self.blocks.take_free(for_defrag) else {
+            return Err(WriteError::DeviceFull {
+                free_blocks: self.blocks.free_blocks(),
+                total_blocks: u64::from(self.blocks.len()),
+            });
+        };
+        let sequence = st.next_sequence;
+        st.next_sequence += 1;
+        self.blocks.set_sequence(block, sequence);
+        self.blocks.set_state(block, BlockState::Open);
+        let mut buf = AlignedBuf::zeroed(self.devices.block_size_bytes() as usize);
+        let header = BlockHeader {
+            sequence,
+            block_index: block,
+            block_size_bytes: self.devices.block_size_bytes(),
+        };
+        buf[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
+        st.open = Some(OpenBlock {
+            block,
+            sequence,
+            buf,
+            used: BLOCK_HEADER_BYTES,
+            written: 0,
+        });
+        Ok(())
+    }
+
+    fn seal(&self, st: &mut WriterState) {
+        let Some(open) = st.open.take() else { return };
+        let buf = Arc::new(open.buf);
+        // Into the cache before the block leaves the writer, so a reader that misses it in one
+        // finds it in the other.
+        self.cache
+            .insert(open.block, open.sequence, Arc::clone(&buf), false);
+        self.blocks.set_state(open.block, BlockState::Sealed);
+        let mut fs = self.lock_flush();
+        fs.queue.push_back(SealedBlock {
+            block: open.block,
+            sequence: open.sequence,
+            buf,
+            used: open.used,
+        });
+        self.flush_wake.notify_one();
+    }
+
+    /// Copies a record out of the open block, if it is there.
+    pub fn read_open(&self, location: Location, sequence: u64) -> Option<Vec<u8>> {
+        let st = self.lock_state();
+        let open = st.open.as_ref()?;
+        if open.block != location.block() || open.sequence != sequence {
+            return None;
+        }
+        let start = location.offset() as usize;
+        Some(open.buf[start..start + location.len() as usize].to_vec())
+    }
+
+    /// Everything appended so far ends at or before this position.
+    pub fn appended(&self) -> Position {
+        let st = self.lock_state();
+        match &st.open {
+            Some(open) => (open.sequence, open.used as u32),
+            None => (st.next_sequence, 0),
+        }
+    }
+
+    /// Blocks until everything up to `pos` is durable.
+    pub fn wait_durable(&self, pos: Position) -> Result<(), WriteError> {
+        let mut fs = self.lock_flush();
+        while fs.durable < pos {
+            if let Some(e) = &fs.error {
+                return Err(WriteError::Io {
+                    device: "namespace".into(),
+                    source: std::io::Error::other(e.clone()),
+                });
+            }
+            if fs.shutdown {
+                return Err(WriteError::Closed);
+            }
+            fs.sync_requested = true;
+            self.flush_wake.notify_one();
+            fs = self.durable_wake.wait(fs).expect("flush lock poisoned");
+        }
+        Ok(())
+    }
+
+    /// Frees `block` once everything appended so far is durable.
+    pub fn free_when_durable(&self, block: u32) {
+        let pos = self.appended();
+        self.blocks.set_state(block, BlockState::PendingFree);
+        let mut fs = self.lock_flush();
+        fs.pending_free.push((block, pos));
+        self.flush_wake.notify_one();
+    }
+
+    pub fn shutdown(&self) {
+        self.lock_flush().shutdown = true;
+        self.flush_wake.notify_all();
+        self.durable_wake.notify_all();
+    }
+
+    /// The flusher thread's body; returns after a final flush once `shutdown` is called.
+    pub fn run_flusher(&self) {
+        let mut last_sync = Instant::now();
+        loop {
+            let (sealed, sync_now, shutdown) = {
+                let mut fs = self.lock_flush();
+                while fs.queue.is_empty() && !fs.sync_requested && !fs.shutdown {
+                    let wait = self.flush_interval.saturating_sub(last_sync.elapsed());
+                    if wait.is_zero() {
+                        break;
+                    }
+                    fs = self
+                        .flush_wake
+                        .wait_timeout(fs, wait)
+                        .expect("flush lock poisoned")
+                        .0;
+                }
+                let sync_now = fs.sync_requested || fs.shutdown || last_sync.elapsed() >= self.flush_interval;
+                (fs.queue.drain(..).collect::<Vec<_>>(), sync_now, fs.shutdown)
+            };
+            for s in sealed {
+                self.write_sealed(&s);
+            }
+            if sync_now {
+                self.flush_partial_and_sync();
+                last_sync = Instant::now();
+                self.wipe_freed_blocks();
+            }
+            if shutdown {
+                let fs = self.lock_flush();
+                if fs.queue.is_empty() {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn write_sealed(&self, s: &SealedBlock) {
+        let (device, offset) = self.devices.locate(s.block);
+        let len = written_end(s.used, s.buf.len());
+        match device.write_at(&s.buf[..len], offset) {
+            Ok(()) => {
+                self.stats.add_device_bytes_written(len as u64);
+                self.cache.mark_on_device(s.block, s.sequence);
+            }
+            Err(e) => self.fail(format!(
+                "writing block {} to {} at offset {offset}: {e}",
+                s.block,
+                device.name()
+            )),
+        }
+    }
+
+    /// Writes the filled part of the open block, syncs every device, and publishes the new
+    /// durable position.
+    fn flush_partial_and_sync(&self) {
+        let (partial, pos) = loop {
+            let mut st = self.lock_state();
+            let fs = self.lock_flush();
+            if !fs.queue.is_empty() {
+                // A block was sealed since the queue was drained: write it first, so the
+                // durable position never passes an unwritten block.
+                drop(st);
+                let sealed: Vec<SealedBlock> = {
+                    let mut fs = fs;
+                    fs.queue.drain(..).collect()
+                };
+                for s in sealed {
+                    self.write_sealed(&s);
+                }
+                continue;
+            }
+            drop(fs);
+            let next_sequence = st.next_sequence;
+            match st.open.as_mut() {
+                Some(open) if open.used > open.written => {
+                    let start = align_down(open.written);
+                    let end = written_end(open.used, open.buf.len());
+                    let mut copy = AlignedBuf::zeroed(end - start);
+                    copy[..open.used - start].copy_from_slice(&open.buf[start..open.used]);
+                    open.written = open.used;
+                    break (Some((open.block, start, copy)), (open.sequence, open.used as u32));
+                }
+                Some(open) => break (None, (open.sequence, open.used as u32)),
+                None => break (None, (next_sequence, 0)),
+            }
+        };
+        if let Some((block, start, copy)) = partial {
+            let (device, offset) = self.devices.locate(block);
+            match device.write_at(&copy, offset + start as u64) {
+                Ok(()) => self.stats.add_device_bytes_written(copy.len() as u64),
+                Err(e) => self.fail(format!(
+                    "writing open block {block} to {} at offset {}: {e}",
+                    device.name(),
+                    offset + start as u64
+                )),
+            }
+        }
+        for d in self.devices.devices() {
+            if let Err(e) = d.sync() {
+                self.fail(format!("syncing {}: {e}", d.name()));
+            }
+        }
+        let mut fs = self.lock_flush();
+        if fs.error.is_none() && pos > fs.durable {
+            fs.durable = pos;
+        }
+        fs.sync_requested = false;
+        self.durable_wake.notify_all();
+    }
+
+    /// Wipes the headers of blocks whose contents were replaced by now-durable records, syncs,
+    /// and returns them to the free list.
+    fn wipe_freed_blocks(&self) {
+        let ready: Vec<u32> = {
+            let mut fs = self.lock_flush();
+            let durable = fs.durable;
+            let (ready, waiting): (Vec<_>, Vec<_>) =
+                fs.pending_free.drain(..).partition(|(_, p)| *p <= durable);
+            fs.pending_free = waiting;
+            ready.into_iter().map(|(b, _)| b).collect()
+        };
+        if ready.is_empty() {
+            return;
+        }
+        let zeros = AlignedBuf::zeroed(IO_ALIGN_BYTES);
+        let mut wiped = Vec::with_capacity(ready.len());
+        for &block in &ready {
+            let (device, offset) = self.devices.locate(block);
+            match device.write_at(&zeros, offset) {
+                Ok(()) => wiped.push(block),
+                Err(e) => self.fail(format!("wiping block {block} on {}: {e}", device.name())),
+            }
+        }
+        for d in self.devices.devices() {
+            if let Err(e) = d.sync() {
+                self.fail(format!("syncing {}: {e}", d.name()));
+                return;
+            }
+        }
+        for block in wiped {
+            self.cache.remove(block);
+            self.blocks.release(block);
+        }
+    }
+
+    fn fail(&self, what: String) {
+        tracing::error!(
+            "storage device I/O failed: {what}; writes are no longer acknowledged as durable \
+             until the device is checked and the node restarted"
+        );
+        let mut fs = self.lock_flush();
+        if fs.error.is_none() {
+            fs.error = Some(what);
+        }
+        self.durable_wake.notify_all();
+    }
+}
+
+/// Where a write of a block filled to `used` ends: past at least 16 zero bytes after the last
+/// record (unless the block is full), so that cold start finds a clean end rather than stale
+/// bytes from the block's previous use.
+fn written_end(used: usize, block_size: usize) -> usize {
+    align_up((used + RECORD_ALIGN_BYTES).min(block_size))
+}
+
+/// Starts the flusher on its own thread.
+pub fn spawn_flusher(writer: Arc<Writer>) -> thread::JoinHandle<()> {
+    thread::Builder::new()
+        .name("hayate-flush".into())
+        .spawn(move || writer.run_flusher())
+        .expect("spawn flusher thread")
+}
