@@ -4,7 +4,7 @@
 //! data-in-memory namespace never evicts, so every read is served from RAM.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 use crate::device::AlignedBuf;
 
@@ -22,7 +22,7 @@ struct Inner {
 }
 
 pub struct PostWriteCache {
-    inner: Mutex<Inner>,
+    inner: RwLock<Inner>,
     capacity_bytes: u64,
     evict: bool,
 }
@@ -30,7 +30,7 @@ pub struct PostWriteCache {
 impl PostWriteCache {
     pub fn new(capacity_bytes: u64, evict: bool) -> PostWriteCache {
         PostWriteCache {
-            inner: Mutex::new(Inner {
+            inner: RwLock::new(Inner {
                 blocks: HashMap::new(),
                 order: VecDeque::new(),
                 bytes: 0,
@@ -40,8 +40,12 @@ impl PostWriteCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().expect("cache lock poisoned")
+    fn lock(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().expect("cache lock poisoned")
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().expect("cache lock poisoned")
     }
 
     /// Adds a sealed block (not yet on the device).
@@ -96,7 +100,7 @@ impl PostWriteCache {
 
     /// The cached copy of `block` if it holds `sequence`.
     pub fn get(&self, block: u32, sequence: u64) -> Option<Arc<AlignedBuf>> {
-        let inner = self.lock();
+        let inner = self.read();
         inner
             .blocks
             .get(&block)
@@ -114,6 +118,6 @@ impl PostWriteCache {
     }
 
     pub fn bytes(&self) -> u64 {
-        self.lock().bytes
+        self.read().bytes
     }
 }

@@ -514,6 +514,8 @@ impl Drop for Engine {
 }
 
 thread_local! {
+    /// An aligned buffer for device reads, reused across reads on the same thread.
+    static READ_BUF: std::cell::RefCell<Option<AlignedBuf>> = const { std::cell::RefCell::new(None) };
     static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
@@ -675,17 +677,23 @@ impl Inner {
         }
         let (device, block_offset) = self.devices.locate(loc.block());
         let aligned_start = align_down(start);
-        let aligned_end = align_up(start + len);
-        let mut buf = AlignedBuf::zeroed(aligned_end - aligned_start);
-        device
-            .read_at(&mut buf, block_offset + aligned_start as u64)
-            .map_err(|source| ReadError::Io {
-                device: device.name(),
-                source,
-            })?;
-        self.stats.add_device_read();
-        let from = start - aligned_start;
-        Ok(buf[from..from + len].to_vec())
+        let aligned_len = align_up(start + len) - aligned_start;
+        READ_BUF.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.as_ref().is_none_or(|b| b.len() < aligned_len) {
+                *slot = Some(AlignedBuf::zeroed(aligned_len));
+            }
+            let buf = &mut slot.as_mut().expect("just filled")[..aligned_len];
+            device
+                .read_at(buf, block_offset + aligned_start as u64)
+                .map_err(|source| ReadError::Io {
+                    device: device.name(),
+                    source,
+                })?;
+            self.stats.add_device_read();
+            let from = start - aligned_start;
+            Ok(buf[from..from + len].to_vec())
+        })
     }
 
     /// Reads the live rows among the index entries in a range, keeping those `keep` accepts.

@@ -11,6 +11,7 @@
 //! had already replaced or dropped.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -60,6 +61,8 @@ struct FlushState {
 
 pub struct Writer {
     state: Mutex<WriterState>,
+    /// The open block's sequence (0: none), so that readers of other blocks skip the lock.
+    open_sequence: AtomicU64,
     flush: Mutex<FlushState>,
     flush_wake: Condvar,
     durable_wake: Condvar,
@@ -84,6 +87,7 @@ impl Writer {
                 open: None,
                 next_sequence,
             }),
+            open_sequence: AtomicU64::new(0),
             flush: Mutex::new(FlushState {
                 queue: VecDeque::new(),
                 sync_requested: false,
@@ -165,6 +169,7 @@ impl Writer {
             block_size_bytes: self.devices.block_size_bytes(),
         };
         buf[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
+        self.open_sequence.store(sequence, Ordering::Release);
         st.open = Some(OpenBlock {
             block,
             sequence,
@@ -182,6 +187,7 @@ impl Writer {
         // finds it in the other.
         self.cache
             .insert(open.block, open.sequence, Arc::clone(&buf), false);
+        self.open_sequence.store(0, Ordering::Release);
         self.blocks.set_state(open.block, BlockState::Sealed);
         let mut fs = self.lock_flush();
         fs.queue.push_back(SealedBlock {
@@ -195,6 +201,11 @@ impl Writer {
 
     /// Copies a record out of the open block, if it is there.
     pub fn read_open(&self, location: Location, sequence: u64) -> Option<Vec<u8>> {
+        // Sealing stores the block in the cache before it clears this, so a reader that sees
+        // another sequence here finds the block in the cache or on the device.
+        if self.open_sequence.load(Ordering::Acquire) != sequence {
+            return None;
+        }
         let st = self.lock_state();
         let open = st.open.as_ref()?;
         if open.block != location.block() || open.sequence != sequence {
