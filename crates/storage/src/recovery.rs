@@ -69,7 +69,8 @@ pub(crate) fn entry_for(view: &RecordView<'_>, location: Location) -> Entry {
     }
 }
 
-/// Reads block `b`'s header; `None` if the block holds no data (free, wiped or damaged).
+/// Reads block `b`'s header; `None` if it is unreadable, damaged or was never used. A free
+/// block's header comes back with `free` set.
 pub(crate) fn read_header(devices: &DeviceSet, b: u32) -> Option<BlockHeader> {
     let (device, offset) = devices.locate(b);
     let mut buf = AlignedBuf::zeroed(IO_ALIGN_BYTES);
@@ -137,9 +138,13 @@ fn scan(
     let mut headers = Vec::with_capacity(blocks.len() as usize);
     for b in 0..blocks.len() {
         match read_header(devices, b) {
-            Some(h) => {
+            Some(h) if !h.free => {
                 blocks.mark_holding(b, h.sequence);
                 headers.push((b, h));
+            }
+            Some(h) => {
+                max_sequence = max_sequence.max(h.sequence);
+                blocks.release(b);
             }
             None => blocks.release(b),
         }

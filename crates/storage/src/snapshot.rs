@@ -68,7 +68,7 @@ pub(crate) fn save(inner: &Inner, path: &Path) -> io::Result<()> {
         .filter(|&b| blocks.state(b) != BlockState::Free)
         .map(|b| (b, blocks.sequence(b)))
         .collect();
-    let next_sequence = holding.iter().map(|&(_, s)| s).max().unwrap_or(0) + 1;
+    let next_sequence = inner.writer.next_sequence();
     let tables: Vec<(u32, Arc<TableIndex>)> = inner
         .tables
         .read()
@@ -191,8 +191,9 @@ fn parse(
     // The snapshot is current only if the devices hold exactly the blocks it knew.
     let mut holding = Vec::new();
     for b in 0..blocks.len() {
-        if let Some(h) = read_header(devices, b) {
-            holding.push((b, h.sequence));
+        match read_header(devices, b) {
+            Some(h) if !h.free => holding.push((b, h.sequence)),
+            _ => {}
         }
     }
     if fingerprint(holding.iter().copied()) != expected {

@@ -7,7 +7,7 @@
 //! Positions order everything ever appended: `(block sequence, end offset)`. The flusher
 //! publishes the durable position: every record that ends at or before it is on stable storage.
 //! A block is freed only once the records that replaced its contents are durable and its header
-//! has been wiped (and that wipe synced), so a crash can never bring back a record that the index
+//! has been overwritten with a free header (and that synced), so a crash can never bring back a record that the index
 //! had already replaced or dropped.
 
 use std::collections::VecDeque;
@@ -167,6 +167,7 @@ impl Writer {
             sequence,
             block_index: block,
             block_size_bytes: self.devices.block_size_bytes(),
+            free: false,
         };
         buf[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
         self.open_sequence.store(sequence, Ordering::Release);
@@ -213,6 +214,11 @@ impl Writer {
         }
         let start = location.offset() as usize;
         Some(open.buf[start..start + location.len() as usize].to_vec())
+    }
+
+    /// The sequence the next opened block will get.
+    pub fn next_sequence(&self) -> u64 {
+        self.lock_state().next_sequence
     }
 
     /// Everything appended so far ends at or before this position.
@@ -277,6 +283,9 @@ impl Writer {
                         .0;
                 }
                 let sync_now = fs.sync_requested || fs.shutdown || last_sync.elapsed() >= self.flush_interval;
+                // Cleared here, before the round: a writer that asks during the round sets it
+                // again and gets the next round.
+                fs.sync_requested = false;
                 (fs.queue.drain(..).collect::<Vec<_>>(), sync_now, fs.shutdown)
             };
             for s in sealed {
@@ -366,7 +375,6 @@ impl Writer {
         if fs.error.is_none() && pos > fs.durable {
             fs.durable = pos;
         }
-        fs.sync_requested = false;
         self.durable_wake.notify_all();
     }
 
@@ -384,11 +392,20 @@ impl Writer {
         if ready.is_empty() {
             return;
         }
-        let zeros = AlignedBuf::zeroed(IO_ALIGN_BYTES);
+        let mut header = AlignedBuf::zeroed(IO_ALIGN_BYTES);
         let mut wiped = Vec::with_capacity(ready.len());
         for &block in &ready {
             let (device, offset) = self.devices.locate(block);
-            match device.write_at(&zeros, offset) {
+            // A free header keeps the block's sequence, so that a restart never reuses a
+            // sequence number that records on the device may still carry.
+            let free = BlockHeader {
+                sequence: self.blocks.sequence(block),
+                block_index: block,
+                block_size_bytes: self.devices.block_size_bytes(),
+                free: true,
+            };
+            header[..BLOCK_HEADER_BYTES].copy_from_slice(&free.encode());
+            match device.write_at(&header, offset) {
                 Ok(()) => wiped.push(block),
                 Err(e) => self.fail(format!("wiping block {block} on {}: {e}", device.name())),
             }

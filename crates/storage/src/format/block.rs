@@ -17,7 +17,9 @@
 //! use of the block and never changes while the block fills (a partly filled block is rewritten
 //! in place as it grows, and the header bytes are rewritten identical), so a torn rewrite can
 //! never damage it. `sequence` increases by one for every block the engine opens and orders
-//! versions of a record on cold start. A freed block has its header overwritten with zeros.
+//! versions of a record on cold start. A freed block has its header overwritten with one whose
+//! flag bit 0 (free) is set and whose sequence is the block's last: the records behind it are
+//! dead, and cold start still learns the highest sequence ever used, so it never reuses one.
 
 use super::{read_u16, read_u32, read_u64};
 
@@ -40,11 +42,15 @@ pub struct BlockHeader {
     /// index is a misplaced copy and is ignored.
     pub block_index: u32,
     pub block_size_bytes: u32,
+    /// The block holds no data; `sequence` is the last it had.
+    pub free: bool,
 }
+
+const FLAG_FREE: u16 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeaderError {
-    /// All zeros, or no magic: the block is free.
+    /// All zeros, or no magic: the block was never used.
     Free,
     BadVersion(u16),
     BadChecksum {
@@ -58,7 +64,8 @@ impl BlockHeader {
         let mut b = [0u8; BLOCK_HEADER_BYTES];
         b[OFFSET_MAGIC..OFFSET_MAGIC + 4].copy_from_slice(&BLOCK_MAGIC);
         b[OFFSET_VERSION..OFFSET_VERSION + 2].copy_from_slice(&BLOCK_VERSION.to_le_bytes());
-        b[OFFSET_FLAGS..OFFSET_FLAGS + 2].copy_from_slice(&0u16.to_le_bytes());
+        let flags = if self.free { FLAG_FREE } else { 0 };
+        b[OFFSET_FLAGS..OFFSET_FLAGS + 2].copy_from_slice(&flags.to_le_bytes());
         b[OFFSET_SEQUENCE..OFFSET_SEQUENCE + 8].copy_from_slice(&self.sequence.to_le_bytes());
         b[OFFSET_INDEX..OFFSET_INDEX + 4].copy_from_slice(&self.block_index.to_le_bytes());
         b[OFFSET_SIZE..OFFSET_SIZE + 4].copy_from_slice(&self.block_size_bytes.to_le_bytes());
@@ -84,6 +91,7 @@ impl BlockHeader {
             sequence: read_u64(b, OFFSET_SEQUENCE),
             block_index: read_u32(b, OFFSET_INDEX),
             block_size_bytes: read_u32(b, OFFSET_SIZE),
+            free: read_u16(b, OFFSET_FLAGS) & FLAG_FREE != 0,
         })
     }
 }
@@ -98,6 +106,7 @@ mod tests {
             sequence: 42,
             block_index: 7,
             block_size_bytes: 1 << 20,
+            free: false,
         };
         let mut b = h.encode();
         assert_eq!(BlockHeader::decode(&b), Ok(h));
