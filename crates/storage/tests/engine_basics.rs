@@ -187,3 +187,41 @@ fn partitions_read_in_clustering_order_and_scans_page() {
     }
     assert_eq!(seen, 600);
 }
+
+#[test]
+fn data_in_memory_serves_reads_from_ram_and_persists_when_given_a_device() {
+    // RAM only: no device at all.
+    let e = Engine::open(NamespaceConfig::in_memory("ram", 8 << 20)).expect("open ram namespace");
+    for i in 0..2_000u32 {
+        e.write(key(&i.to_be_bytes()), row(1, b"v")).expect("write");
+    }
+    for i in 0..2_000u32 {
+        assert!(e.get(key(&i.to_be_bytes())).expect("read").is_some());
+    }
+    drop(e);
+
+    // In memory with a device behind it: every read is served from RAM, and a restart reads the
+    // device back.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.data_in_memory = true;
+    {
+        let e = Engine::open(c.clone()).expect("open");
+        for i in 0..2_000u32 {
+            e.write(key(&i.to_be_bytes()), row(1, &i.to_le_bytes()))
+                .expect("write");
+        }
+        e.sync().expect("sync");
+    }
+    std::fs::remove_file(dir.path().join("test.index")).ok();
+    let e = Engine::open(c).expect("reopen");
+    for i in 0..2_000u32 {
+        let r = e.get(key(&i.to_be_bytes())).expect("read").expect("present");
+        assert_eq!(value(&r, 0, 0), Some(i.to_le_bytes().to_vec()));
+    }
+    assert_eq!(
+        e.stats().device_reads,
+        0,
+        "a data-in-memory namespace never reads the device for a row"
+    );
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The project's test command (the README's second command, and what CI runs).
+# It installs what it needs on a fresh machine, then runs, in order: formatting check, every
+# Rust test in the workspace (unit tests, and the engine's model, crash, corruption and
+# device-full tests in crates/storage/tests), and a short run of each fuzz target.
+# Long benchmarks are not here: see bench/storage-bench.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    echo "test.sh: cargo not found; install Rust (rustup) first" >&2
+    exit 1
+  fi
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo test"
+mkdir -p target
+set +e
+cargo test --workspace 2>&1 | tee target/test-output.txt
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  echo "cargo test failed (exit $status)" >&2
+  exit "$status"
+fi
+
+if [ -x scripts/fuzz-smoke.sh ]; then
+  echo "== fuzz smoke (${FUZZ_SECONDS:-20} s per target)"
+  scripts/fuzz-smoke.sh
+fi
+
+# One closing line that CI's runner summary reads.
+passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' target/test-output.txt | awk '{s+=$1} END {print s+0}')
+echo "tests: $passed passed, $failed failed"
