@@ -41,7 +41,7 @@ impl Location {
     pub fn new(block: u32, offset: u32, len: u32) -> Location {
         assert!(u64::from(block) < BLOCKS_MAX, "block index {block} out of range");
         assert!(
-            offset % UNIT == 0 && len % UNIT == 0,
+            offset.is_multiple_of(UNIT) && len.is_multiple_of(UNIT),
             "unaligned record {offset}+{len}"
         );
         let (o, l) = (offset / UNIT, len / UNIT);
@@ -68,6 +68,7 @@ impl Location {
         ((self.0 >> 19) & ((1 << 19) - 1)) as u32 * UNIT
     }
 
+    #[expect(clippy::len_without_is_empty, reason = "a record is never empty")]
     pub fn len(self) -> u32 {
         (self.0 & ((1 << 19) - 1)) as u32 * UNIT
     }
@@ -175,7 +176,10 @@ impl Partition {
                 self.removed -= 1;
             }
             Err(_) => {
-                let at = self.find_delta(&entry.key).unwrap_err();
+                // Absent from the delta too: the caller looked the key up under this lock.
+                let found = self.find_delta(&entry.key);
+                debug_assert!(found.is_err(), "insert of a key already in the delta");
+                let (Ok(at) | Err(at)) = found;
                 self.delta.insert(at, entry);
                 if self.delta.len() > (self.base.len() / 8).clamp(DELTA_MIN, DELTA_MAX) {
                     self.merge_delta();

@@ -21,7 +21,7 @@ impl AlignedBuf {
     /// A zeroed buffer of `len` bytes; `len` must be a non-zero multiple of the alignment.
     pub fn zeroed(len: usize) -> AlignedBuf {
         assert!(
-            len > 0 && len % IO_ALIGN_BYTES == 0,
+            len > 0 && len.is_multiple_of(IO_ALIGN_BYTES),
             "aligned buffer of {len} bytes"
         );
         let layout = Self::layout(len);

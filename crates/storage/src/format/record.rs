@@ -142,7 +142,7 @@ pub fn decode_record(b: &[u8], block_sequence: u64) -> Result<RecordView<'_>, De
         return Err(DecodeError::BadVersion(b[OFFSET_VERSION]));
     }
     let len = read_u32(b, OFFSET_LEN) as usize;
-    if len < RECORD_HEADER_BYTES || len % RECORD_ALIGN_BYTES != 0 || len > b.len() {
+    if len < RECORD_HEADER_BYTES || !len.is_multiple_of(RECORD_ALIGN_BYTES) || len > b.len() {
         return Err(DecodeError::BadLength(len));
     }
     let stored = read_u32(b, OFFSET_CRC);
