@@ -86,6 +86,18 @@ impl DeviceSet {
     }
 }
 
+/// Who takes a free block, and so how much of the stop-writes reserve it may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// A client write that leaves live data: stops at the reserve.
+    Write,
+    /// A client write that leaves its row without live data (a delete): may use the smaller
+    /// half of the reserve, so that users can still empty a full namespace.
+    Delete,
+    /// Defragmentation, which frees space: may use all of it.
+    Defrag,
+}
+
 pub struct BlockTable {
     meta: Box<[BlockMeta]>,
     free: Mutex<VecDeque<u32>>,
@@ -124,9 +136,19 @@ impl BlockTable {
 
     /// Takes a free block for the writer. Client writes leave the reserve to defragmentation,
     /// which frees space and so must never be starved of it.
-    pub fn take_free(&self, for_defrag: bool) -> Option<u32> {
+    ///
+    /// Bug fixed here: deletes used to stop at the reserve like every client write (a tombstone
+    /// is a write), so once a namespace was full nothing could be deleted and its space never
+    /// came back. A delete may now take blocks from the reserve while at least half of it (rounded
+    /// up) is left for defragmentation.
+    pub fn take_free(&self, claim: Claim) -> Option<u32> {
         let mut free = self.free.lock().expect("free list lock poisoned");
-        if !for_defrag && (free.len() as u64) <= self.reserve_blocks {
+        let keep = match claim {
+            Claim::Write => self.reserve_blocks,
+            Claim::Delete => self.reserve_blocks.div_ceil(2),
+            Claim::Defrag => 0,
+        };
+        if (free.len() as u64) <= keep {
             return None;
         }
         let block = free.pop_front()?;

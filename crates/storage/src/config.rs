@@ -60,6 +60,11 @@ impl NamespaceConfig {
                 size_bytes,
             }],
             index_snapshot_path: Some(dir.join(format!("{name}.index"))),
+            // Bug fixed here: this inherited `data_in_memory = true` from `in_memory`, so every
+            // file namespace kept all its blocks in RAM, never evicted them and never read the
+            // device (a damaged record on the device went unnoticed). Aerospike's default, and
+            // this engine's design, is the index in RAM and the data on the device.
+            data_in_memory: false,
             ..NamespaceConfig::in_memory(name, 0)
         }
     }
@@ -86,12 +91,8 @@ impl NamespaceConfig {
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
+        self.validate_settings()?;
         let b = self.block_size_bytes;
-        if !(BLOCK_SIZE_MIN_BYTES..=BLOCK_SIZE_MAX_BYTES).contains(&b) || !b.is_power_of_two() {
-            return Err(format!(
-                "block_size_bytes = {b}: must be a power of two from {BLOCK_SIZE_MIN_BYTES} to {BLOCK_SIZE_MAX_BYTES}"
-            ));
-        }
         if self.devices.is_empty() && !self.data_in_memory {
             return Err("no devices: configure at least one device, or data_in_memory".into());
         }
@@ -99,6 +100,18 @@ impl NamespaceConfig {
             return Err(format!(
                 "memory_size_bytes = {}: a RAM namespace needs at least four blocks",
                 self.memory_size_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Everything but where the data lives: what a caller that brings its own devices
+    /// ([`crate::Engine::open_on_devices`]) must still get right.
+    pub(crate) fn validate_settings(&self) -> Result<(), String> {
+        let b = self.block_size_bytes;
+        if !(BLOCK_SIZE_MIN_BYTES..=BLOCK_SIZE_MAX_BYTES).contains(&b) || !b.is_power_of_two() {
+            return Err(format!(
+                "block_size_bytes = {b}: must be a power of two from {BLOCK_SIZE_MIN_BYTES} to {BLOCK_SIZE_MAX_BYTES}"
             ));
         }
         if !(1..=99).contains(&self.defrag_lwm_pct) {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::blocks::BlockState;
+use crate::blocks::{BlockState, Claim};
 use crate::device::AlignedBuf;
 use crate::engine::Inner;
 use crate::error::WriteError;
@@ -112,7 +112,7 @@ fn defrag_block(inner: &Inner, b: u32) -> Result<bool, WriteError> {
         }
         match inner
             .writer
-            .append(&buf[offset..offset + view.record_bytes], true)
+            .append(&buf[offset..offset + view.record_bytes], Claim::Defrag)
         {
             Ok((moved, _)) => {
                 if index.relocate(&key, here, moved) {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::blocks::{BlockTable, DeviceSet};
+use crate::blocks::{BlockTable, Claim, DeviceSet};
 use crate::cache::PostWriteCache;
 use crate::clock::{Clock, SystemClock};
 use crate::config::NamespaceConfig;
@@ -151,20 +151,30 @@ impl Engine {
             })?;
             devices.push(Arc::new(dev));
         }
-        if devices.is_empty() {
+        let in_ram_only = devices.is_empty();
+        if in_ram_only {
             devices.push(Arc::new(NullDevice::new(config.memory_size_bytes)));
         }
-        Engine::open_on(config, devices, clock, locks)
+        Engine::open_on(config, devices, clock, locks, in_ram_only)
     }
 
     /// Opens a namespace on devices the caller made (tests put fault-injecting devices here).
+    /// `config.devices` is ignored (it may be empty): the devices given are the namespace's, and
+    /// the index is rebuilt from them as from files.
     pub fn open_on_devices(
         config: NamespaceConfig,
         devices: Vec<Arc<dyn Device>>,
         clock: Arc<dyn Clock>,
     ) -> Result<Engine, OpenError> {
-        config.validate().map_err(OpenError::Config)?;
-        Engine::open_on(config, devices, clock, Vec::new())
+        // Bug fixed here: this used to run the full `validate()` and then decide "RAM only, skip
+        // recovery" from `config.devices.is_empty()`. A config without device paths was refused
+        // unless `data_in_memory`, and with one the engine never recovered what the given
+        // devices held, so a crash test on a fault-injecting device could not reopen its data.
+        config.validate_settings().map_err(OpenError::Config)?;
+        if devices.is_empty() {
+            return Err(OpenError::Config("open_on_devices: no devices given".into()));
+        }
+        Engine::open_on(config, devices, clock, Vec::new(), false)
     }
 
     fn open_on(
@@ -172,6 +182,7 @@ impl Engine {
         devices: Vec<Arc<dyn Device>>,
         clock: Arc<dyn Clock>,
         locks: Vec<std::fs::File>,
+        in_ram_only: bool,
     ) -> Result<Engine, OpenError> {
         let devices = Arc::new(DeviceSet::new(devices, config.block_size_bytes));
         if devices.blocks() < 4 {
@@ -182,7 +193,6 @@ impl Engine {
             )));
         }
         let blocks = Arc::new(BlockTable::new(devices.blocks(), config.stop_writes_free_pct));
-        let in_ram_only = config.devices.is_empty();
         let cache = Arc::new(PostWriteCache::new(
             config.post_write_cache_bytes,
             !config.data_in_memory,
@@ -271,9 +281,16 @@ impl Engine {
                 let mut scratch = scratch.borrow_mut();
                 let (record, body) = &mut *scratch;
                 let meta = encode_row(record, body, key, ikey, &row);
+                // A write that leaves the row without live data is a delete: it may dip into
+                // the reserve, so that a full namespace can be emptied.
+                let claim = if meta.tombstone {
+                    Claim::Delete
+                } else {
+                    Claim::Write
+                };
                 inner
                     .writer
-                    .append(record, false)
+                    .append(record, claim)
                     .map(|(loc, pos)| (loc, pos, meta))
             })?;
             inner.stats.add_user_bytes_written(loc.len() as u64);

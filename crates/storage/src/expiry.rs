@@ -38,7 +38,12 @@ pub(crate) fn pass(inner: &Inner) -> usize {
     let grace_s = inner.config.tombstone_grace_s;
     let oldest_in_use = inner.blocks.oldest_sequence_in_use();
     let decide = |e: &Entry| {
-        let older_gone = !e.has_older() || oldest_in_use > inner.blocks.sequence(e.location.block());
+        // Bug fixed here: this compared with `>`, which can never hold, since the entry's own
+        // block is in use; an overwritten row's tombstone (every delete of an existing row) was
+        // never dropped, nor its space reclaimed. Older versions of the row sit in older blocks
+        // or earlier in the entry's own block, which a cold start reads together with the entry's
+        // record, so the newest still wins there; once no older block is in use, none can return.
+        let older_gone = !e.has_older() || oldest_in_use >= inner.blocks.sequence(e.location.block());
         if e.is_tombstone() {
             if now_s >= e.expiry_s.saturating_add(grace_s) && older_gone {
                 Action::Remove

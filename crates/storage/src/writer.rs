@@ -16,7 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::blocks::{BlockState, BlockTable, DeviceSet};
+use crate::blocks::{BlockState, BlockTable, Claim, DeviceSet};
 use crate::cache::PostWriteCache;
 use crate::device::{align_down, align_up, AlignedBuf, IO_ALIGN_BYTES};
 use crate::error::WriteError;
@@ -120,8 +120,9 @@ impl Writer {
     }
 
     /// Appends an encoded record (its checksum is recomputed for the block it lands in) and
-    /// counts it as live in that block. Defragmentation may use the free-block reserve.
-    pub fn append(&self, record: &[u8], for_defrag: bool) -> Result<(Location, Position), WriteError> {
+    /// counts it as live in that block. `claim` says how much of the free-block reserve a new
+    /// block may come from.
+    pub fn append(&self, record: &[u8], claim: Claim) -> Result<(Location, Position), WriteError> {
         let len = record.len();
         if len > self.record_max_bytes() {
             return Err(WriteError::RecordTooLarge {
@@ -135,7 +136,7 @@ impl Writer {
             match &st.open {
                 Some(open) if open.used + len <= block_size => break,
                 Some(_) => self.seal(&mut st),
-                None => self.open_block(&mut st, for_defrag)?,
+                None => self.open_block(&mut st, claim)?,
             }
         }
         let open = st.open.as_mut().expect("just ensured an open block");
@@ -151,8 +152,8 @@ impl Writer {
         ))
     }
 
-    fn open_block(&self, st: &mut WriterState, for_defrag: bool) -> Result<(), WriteError> {
-        let Some(block) = self.blocks.take_free(for_defrag) else {
+    fn open_block(&self, st: &mut WriterState, claim: Claim) -> Result<(), WriteError> {
+        let Some(block) = self.blocks.take_free(claim) else {
             return Err(WriteError::DeviceFull {
                 free_blocks: self.blocks.free_blocks(),
                 total_blocks: u64::from(self.blocks.len()),
