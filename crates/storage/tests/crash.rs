@@ -1,0 +1,316 @@
+//! A writer process killed with SIGKILL at random moments, in rounds on the same device file: after
+//! each kill the parent reopens the namespace and checks what the durability settings promise.
+//!
+//! - `commit_to_device = true`: every acknowledged write survives.
+//! - `commit_to_device = false`: a write acknowledged well before the kill survives; the bound
+//!   is the flush interval plus what was queued behind the device (see `BUFFERED_LOSS_BOUND`).
+//!
+//! The child is this test binary itself, running `child_writer` with `HAYATE_CRASH_CHILD_DIR`
+//! set: several threads write keys `start, start + 1, ...` on a real file with O_DIRECT and print
+//! each key once its write is acknowledged, with the monotonic clock (which parent and child
+//! share) at that moment. Replay a failure with `HAYATE_SEED=<seed>`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use common::Rng;
+use hayate_storage::{Cell, Engine, NamespaceConfig, Row, RowKey};
+
+const CHILD_DIR_ENV: &str = "HAYATE_CRASH_CHILD_DIR";
+const CHILD_START_ENV: &str = "HAYATE_CRASH_CHILD_START";
+const CHILD_MODE_ENV: &str = "HAYATE_CRASH_CHILD_MODE";
+/// Microseconds each child thread sleeps after a write in buffered mode. A slow writer takes
+/// seconds to fill a block, so only the flusher's timer saves its writes; a fast one fills
+/// blocks faster than the device takes them.
+const CHILD_PACE_ENV: &str = "HAYATE_CRASH_CHILD_PACE_US";
+const CHILD_THREADS: u64 = 4;
+const ROUNDS: u32 = 4;
+/// How long the parent waits for the child's next acknowledgement before giving up on it.
+const ACK_TIMEOUT: Duration = Duration::from_secs(60);
+const FLUSH_INTERVAL_MS: u64 = 100;
+/// In buffered mode, every write acknowledged longer than this before the kill must survive:
+/// the flush interval, with a generous margin for the device write and sync that may be in
+/// progress and for blocks queued ahead of the open one.
+const BUFFERED_LOSS_BOUND: Duration = Duration::from_secs(1);
+
+fn config(dir: &Path, buffered: bool) -> NamespaceConfig {
+    let mut c = NamespaceConfig::with_file("crash", dir, 64 << 20);
+    c.block_size_bytes = 128 << 10;
+    c.post_write_cache_bytes = 1 << 20;
+    c.commit_to_device = !buffered;
+    c.flush_interval_ms = if buffered { FLUSH_INTERVAL_MS } else { 1_000 };
+    c
+}
+
+fn key_bytes(k: u64) -> [u8; 8] {
+    k.to_be_bytes()
+}
+
+fn value(k: u64) -> Vec<u8> {
+    let unit = format!("value of key {k};").into_bytes();
+    unit.iter()
+        .copied()
+        .cycle()
+        .take(40 + (k % 7) as usize * 23)
+        .collect()
+}
+
+fn row(k: u64) -> Row {
+    Row {
+        cells: vec![Cell::live(0, k as i64, value(k))],
+        ..Row::default()
+    }
+}
+
+/// The monotonic clock in nanoseconds: the same clock in every process on the machine.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The child: does nothing in a normal test run. Under the parent it writes until killed.
+#[test]
+fn child_writer() {
+    let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
+        return;
+    };
+    let start: u64 = std::env::var(CHILD_START_ENV)
+        .expect("start key")
+        .parse()
+        .expect("start key is a number");
+    let buffered = std::env::var(CHILD_MODE_ENV).expect("mode") == "buffered";
+    let pace = Duration::from_micros(
+        std::env::var(CHILD_PACE_ENV)
+            .expect("pace")
+            .parse()
+            .expect("pace is a number"),
+    );
+    let engine =
+        Arc::new(Engine::open(config(Path::new(&dir), buffered)).expect("child opens the namespace"));
+    let next = Arc::new(AtomicU64::new(start));
+    let threads: Vec<_> = (0..CHILD_THREADS)
+        .map(|_| {
+            let (engine, next) = (Arc::clone(&engine), Arc::clone(&next));
+            std::thread::spawn(move || loop {
+                let k = next.fetch_add(1, Ordering::SeqCst);
+                let key = RowKey {
+                    table: 1,
+                    partition: &key_bytes(k),
+                    clustering: b"",
+                };
+                engine.write(key, row(k)).expect("child write");
+                let acked_ns = monotonic_ns();
+                // One short line per write, so that a kill cannot leave half a line that parses.
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "ack {k} {acked_ns} end").expect("stdout");
+                out.flush().expect("stdout");
+                drop(out);
+                if !pace.is_zero() {
+                    std::thread::sleep(pace);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    panic!("the child's writer threads stopped; the parent should have killed it");
+}
+
+fn parse_ack(line: &str) -> Option<(u64, u64)> {
+    // libtest may print "test child_writer ... " on the same line as the first ack.
+    let rest = &line[line.find("ack ")? + 4..];
+    let mut parts = rest.split(' ');
+    let key = parts.next()?.parse().ok()?;
+    let acked_ns = parts.next()?.parse().ok()?;
+    (parts.next()? == "end").then_some((key, acked_ns))
+}
+
+/// One child run: starts it at `start`, kills it with SIGKILL when `kill_when` says so, and
+/// returns every acknowledgement it printed with the time of the kill.
+fn run_child(
+    dir: &Path,
+    start: u64,
+    buffered: bool,
+    pace_us: u64,
+    mut kill_when: impl FnMut(usize, Duration) -> bool,
+) -> (BTreeMap<u64, u64>, u64) {
+    let stderr_path = dir.join(format!("child-{start}.stderr"));
+    let stderr = std::fs::File::create(&stderr_path).expect("child stderr file");
+    let mut child = Command::new(std::env::current_exe().expect("test binary path"))
+        .args(["child_writer", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR_ENV, dir)
+        .env(CHILD_START_ENV, start.to_string())
+        .env(CHILD_MODE_ENV, if buffered { "buffered" } else { "durable" })
+        .env(CHILD_PACE_ENV, pace_us.to_string())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn the child writer");
+    let stdout = child.stdout.take().expect("child stdout");
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(ack) = parse_ack(&line) {
+                if tx.send(ack).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let started = std::time::Instant::now();
+    let mut acked = BTreeMap::new();
+    let kill_ns = loop {
+        if kill_when(acked.len(), started.elapsed()) {
+            break monotonic_ns();
+        }
+        match rx.recv_timeout(Duration::from_millis(10)) {
+            Ok((k, ns)) => {
+                acked.insert(k, ns);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if started.elapsed() < ACK_TIMEOUT => {}
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the child stopped acknowledging writes ({e:?}) after {} acks; its stderr:\n{}",
+                    acked.len(),
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                );
+            }
+        }
+    };
+    // `Child::kill` sends SIGKILL: no destructor, no flush, no snapshot.
+    child.kill().expect("SIGKILL the child");
+    let status = child.wait().expect("reap the child");
+    assert!(
+        !status.success(),
+        "the child must die by the signal, not exit: {status:?}"
+    );
+    reader.join().expect("reader thread");
+    // Lines written before the kill and still in the pipe were acknowledged before it too.
+    acked.extend(rx.try_iter());
+    (acked, kill_ns)
+}
+
+/// Opens the namespace in the parent and checks that every key in `required` reads back with
+/// its value and that every key that reads back at all has its own value.
+fn verify(dir: &Path, buffered: bool, required: &BTreeSet<u64>, written_up_to: u64, what: &str) -> Engine {
+    let engine = Engine::open(config(dir, buffered)).expect("parent reopens the namespace");
+    let mut missing = Vec::new();
+    for k in 0..written_up_to {
+        let key = RowKey {
+            table: 1,
+            partition: &key_bytes(k),
+            clustering: b"",
+        };
+        match engine.get(key).unwrap_or_else(|e| panic!("{what}: key {k}: {e}")) {
+            Some(r) => assert_eq!(
+                r.cells[0].value_at(0),
+                Some(&value(k)[..]),
+                "{what}: key {k} reads back a value it was never given"
+            ),
+            None if required.contains(&k) => missing.push(k),
+            None => {}
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{what}: {} acknowledged keys are missing after the kill, first {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    engine
+}
+
+fn crash_rounds(buffered: bool, seed: u64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = Rng::new(seed);
+    let mut required = BTreeSet::new();
+    let mut next = 0u64;
+    for round in 0..ROUNDS {
+        let what = format!(
+            "{} mode, seed {seed}, round {round}",
+            if buffered { "buffered" } else { "durable" }
+        );
+        let (acked, kill_ns) = if buffered {
+            // Slow rounds (a block takes seconds to fill) and fast ones alternate.
+            let pace_us = if round % 2 == 0 { 30_000 } else { 500 };
+            let after = Duration::from_millis(rng.range(1_500, 3_000));
+            run_child(dir.path(), next, true, pace_us, |_, elapsed| elapsed >= after)
+        } else {
+            let after = rng.range(1, 1_000) as usize;
+            run_child(dir.path(), next, false, 0, |acks, _| acks >= after)
+        };
+        assert!(!acked.is_empty(), "{what}: the child acknowledged nothing");
+        let bound_ns = BUFFERED_LOSS_BOUND.as_nanos() as u64;
+        let mut late = 0;
+        for (&k, &acked_ns) in &acked {
+            if !buffered || acked_ns + bound_ns <= kill_ns {
+                required.insert(k);
+            } else {
+                late += 1;
+            }
+        }
+        let written_up_to = acked.keys().max().expect("acks") + 1 + CHILD_THREADS;
+        let engine = verify(dir.path(), buffered, &required, written_up_to, &what);
+        // How much buffered mode actually lost, for the record: the oldest lost acknowledgement.
+        let lost: Vec<u64> = acked
+            .iter()
+            .filter(|(&k, _)| {
+                let key = RowKey {
+                    table: 1,
+                    partition: &key_bytes(k),
+                    clustering: b"",
+                };
+                engine.get(key).expect("read").is_none()
+            })
+            .map(|(_, &ns)| kill_ns.saturating_sub(ns))
+            .collect();
+        eprintln!(
+            "{what}: {} writes acknowledged ({late} within {BUFFERED_LOSS_BOUND:?} of the kill, not \
+             required), {} required keys all present; {} acknowledged writes lost, the oldest {:?} \
+             before the kill",
+            acked.len(),
+            required.len(),
+            lost.len(),
+            Duration::from_nanos(lost.iter().copied().max().unwrap_or(0))
+        );
+        // Every other round the parent closes cleanly, so the next child starts from the index
+        // snapshot rather than from a scan.
+        if round % 2 == 0 {
+            engine.close().expect("close");
+        } else {
+            drop(engine);
+        }
+        next = written_up_to;
+    }
+}
+
+#[test]
+fn sigkill_loses_no_acknowledged_write_with_commit_to_device() {
+    for seed in common::seeds(&[7]) {
+        crash_rounds(false, seed);
+    }
+}
+
+#[test]
+fn sigkill_in_buffered_mode_loses_at_most_the_last_flush_interval() {
+    for seed in common::seeds(&[8]) {
+        crash_rounds(true, seed);
+    }
+}
