@@ -17,7 +17,9 @@ use crate::device::{align_down, align_up, AlignedBuf, Device, FileDevice, NullDe
 use crate::error::{OpenError, ReadError, WriteError};
 use crate::format::record::{decode_body, decode_record, encode_body, encode_record, RecordMeta, RecordView};
 use crate::format::DecodeError;
-use crate::index::{Entry, IndexKey, Location, TableIndex, FLAG_HAS_OLDER, FLAG_TOMBSTONE};
+use crate::index::{
+    Entry, IndexKey, Location, TableIndex, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER, FLAG_TOMBSTONE,
+};
 use crate::row::Row;
 use crate::token::{clustering_prefix, digest, token};
 use crate::writer::{spawn_flusher, Writer};
@@ -280,7 +282,7 @@ impl Engine {
             let (loc, pos, meta) = SCRATCH.with(|scratch| {
                 let mut scratch = scratch.borrow_mut();
                 let (record, body) = &mut *scratch;
-                let meta = encode_row(record, body, key, ikey, &row);
+                let meta = encode_row(record, body, key, ikey, &row, now_s);
                 // A write that leaves the row without live data is a delete: it may dip into
                 // the reserve, so that a full namespace can be emptied.
                 let claim = if meta.tombstone {
@@ -300,6 +302,7 @@ impl Engine {
                 write_timestamp_us: meta.write_timestamp_us,
                 expiry_s: meta.expiry_s,
                 flags: if meta.tombstone { FLAG_TOMBSTONE } else { 0 }
+                    | if meta.has_deletions { FLAG_HAS_DELETIONS } else { 0 }
                     | if previous.is_some() { FLAG_HAS_OLDER } else { 0 },
             };
             if let Some(replaced) = index.upsert(entry) {
@@ -543,21 +546,24 @@ fn encode_row(
     key: RowKey<'_>,
     ikey: IndexKey,
     row: &Row,
+    now_s: u32,
 ) -> RecordMeta {
     let write_timestamp_us = row.max_timestamp_us();
-    let live_until = row.live_until_s();
-    let tombstone = live_until == Some(0);
+    // A row with nothing live left (only deletions, or content already expired) is stored as a
+    // tombstone, dated by its latest deletion or expiry.
+    let (tombstone, expiry_s) = match row.live_until_s() {
+        None => (false, 0),
+        Some(until) if until > now_s => (false, until),
+        Some(until) => (true, row.latest_deletion_s().max(until).max(1)),
+    };
     let meta = RecordMeta {
         table: key.table,
         token: ikey.token,
         digest: ikey.digest,
         write_timestamp_us,
-        expiry_s: if tombstone {
-            row.latest_deletion_s().max(1)
-        } else {
-            live_until.unwrap_or(0)
-        },
+        expiry_s,
         tombstone,
+        has_deletions: row.has_deletions(),
     };
     body.clear();
     encode_body(body, row, write_timestamp_us);

@@ -5,6 +5,7 @@
 //! every replica learns of it. Dropping an entry is safe only if no older version of the row can
 //! reappear at cold start: if the row was ever overwritten (`has_older`), the entry is kept (an
 //! expired row turns into a tombstone) until every block older than the entry's has been freed.
+//! An expired row that carries deletions also turns into a tombstone, kept for the grace period.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -51,7 +52,8 @@ pub(crate) fn pass(inner: &Inner) -> usize {
                 Action::Keep
             }
         } else if e.expiry_s != 0 && e.expiry_s <= now_s {
-            if older_gone {
+            // Deletions inside the row must outlive it by the grace period, as a tombstone's do.
+            if older_gone && !e.has_deletions() {
                 Action::Remove
             } else {
                 Action::Tombstone

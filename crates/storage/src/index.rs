@@ -102,6 +102,9 @@ pub const FLAG_TOMBSTONE: u32 = 1;
 pub const FLAG_HAS_OLDER: u32 = 2;
 /// Removed from the base array; swept out at the next merge.
 const FLAG_REMOVED: u32 = 4;
+/// The row carries deletions: when its live content expires it becomes a tombstone, kept for
+/// the grace period, rather than being dropped.
+pub const FLAG_HAS_DELETIONS: u32 = 8;
 
 /// One row in the index: 48 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +122,10 @@ const _: () = assert!(std::mem::size_of::<Entry>() == 48);
 impl Entry {
     pub fn is_tombstone(&self) -> bool {
         self.flags & FLAG_TOMBSTONE != 0
+    }
+
+    pub fn has_deletions(&self) -> bool {
+        self.flags & FLAG_HAS_DELETIONS != 0
     }
 
     pub fn has_older(&self) -> bool {

@@ -1,9 +1,9 @@
 //! Cold start: rebuild the RAM index by reading every block.
 //!
 //! Each block with a valid header is read whole and its records walked in order. For a key
-//! found more than once, the newest version wins: the higher write timestamp, then the later
-//! block sequence, then the later offset (every stored version is the merge of all before it,
-//! so the last written is the whole truth). Tombstones are loaded like rows, so a deleted row
+//! found more than once, the last version written wins: the later block sequence, then the
+//! later offset. Every stored version is the merge of all before it, so the last written is the
+//! whole truth, and its write timestamp is the newest. Tombstones are loaded like rows, so a deleted row
 //! stays deleted. A block whose header fails its checksum is logged with its place and treated
 //! as free; a record that fails its checksum ends the walk of its block, logged likewise. The
 //! engine opens either way.
@@ -18,7 +18,7 @@ use crate::device::{AlignedBuf, IO_ALIGN_BYTES};
 use crate::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES};
 use crate::format::record::{decode_record, RecordView, RECORD_ALIGN_BYTES};
 use crate::format::DecodeError;
-use crate::index::{Entry, IndexKey, Location, Offer, TableIndex, FLAG_TOMBSTONE};
+use crate::index::{Entry, IndexKey, Location, Offer, TableIndex, FLAG_HAS_DELETIONS, FLAG_TOMBSTONE};
 use crate::token::clustering_prefix;
 
 pub(crate) struct Recovered {
@@ -65,7 +65,12 @@ pub(crate) fn entry_for(view: &RecordView<'_>, location: Location) -> Entry {
         location,
         write_timestamp_us: view.meta.write_timestamp_us,
         expiry_s: view.meta.expiry_s,
-        flags: if view.meta.tombstone { FLAG_TOMBSTONE } else { 0 },
+        flags: if view.meta.tombstone { FLAG_TOMBSTONE } else { 0 }
+            | if view.meta.has_deletions {
+                FLAG_HAS_DELETIONS
+            } else {
+                0
+            },
     }
 }
 
@@ -149,18 +154,13 @@ fn scan(
             None => blocks.release(b),
         }
     }
-    // The newest version of a key wins; sequences are known for all blocks before any record
-    // is offered, so the comparison is complete.
+    // The last version written wins: every write merged the version before it, so the last
+    // one holds everything the others did (and its timestamp is the newest, unless a tombstone
+    // was purged after its grace period, when ordering by timestamp would wrongly bring it
+    // back). Sequences are known for all blocks before any record is offered.
     let newer = |a: &Entry, b: &Entry| {
-        (
-            a.write_timestamp_us,
-            blocks.sequence(a.location.block()),
-            a.location.offset(),
-        ) > (
-            b.write_timestamp_us,
-            blocks.sequence(b.location.block()),
-            b.location.offset(),
-        )
+        (blocks.sequence(a.location.block()), a.location.offset())
+            > (blocks.sequence(b.location.block()), b.location.offset())
     };
     for (b, h) in headers {
         let (device, offset) = devices.locate(b);

@@ -259,6 +259,18 @@ impl Row {
         Some(until)
     }
 
+    /// True if the row carries a deletion: of the row, of a column or of a cell. (Expiring
+    /// content is not counted: a row that only expires is reclaimed when it does, as Aerospike
+    /// reclaims it, unless an older version of it may still be on the device.)
+    pub fn has_deletions(&self) -> bool {
+        self.deletion.is_some()
+            || !self.column_deletions.is_empty()
+            || self
+                .cells
+                .iter()
+                .any(|c| matches!(c.value, CellValue::Tombstone { .. }))
+    }
+
     /// The latest local deletion time of any tombstone in the row (0 if none).
     pub fn latest_deletion_s(&self) -> EpochSeconds {
         let mut at = self.deletion.map_or(0, |d| d.deleted_at_s);

@@ -225,3 +225,72 @@ fn data_in_memory_serves_reads_from_ram_and_persists_when_given_a_device() {
         "a data-in-memory namespace never reads the device for a row"
     );
 }
+
+/// Regression: when all of a row's live content expired, the expiry pass dropped the whole
+/// entry, deletions inside it included, before their grace period; a late write carrying an
+/// older timestamp than the deletion then brought the deleted cell back.
+#[test]
+fn deletions_inside_an_expired_row_outlive_it_until_grace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::new(1_000_000_000_000_000));
+    let e = Engine::open_with_clock(config(dir.path()), clock.clone()).expect("open");
+    let now = hayate_storage::Clock::now_s(&*clock);
+    let k = key(b"session");
+    e.write(
+        k,
+        Row {
+            cells: vec![Cell::expiring(0, 10, b"a".to_vec(), 5, now)],
+            ..Row::default()
+        },
+    )
+    .expect("write");
+    e.write(
+        k,
+        Row {
+            cells: vec![Cell::tombstone(1, 20, now)],
+            ..Row::default()
+        },
+    )
+    .expect("delete a cell");
+    clock.advance_s(6);
+    e.expire_now();
+    e.write(
+        k,
+        Row {
+            cells: vec![Cell::live(1, 15, b"late".to_vec())],
+            ..Row::default()
+        },
+    )
+    .expect("late write");
+    assert!(
+        e.get(k).expect("read").is_none(),
+        "a write older than the cell's deletion stays deleted"
+    );
+}
+
+/// Regression: cold start picked the version with the newest timestamp, so a tombstone purged
+/// after its grace period, but still on the device, came back over a later write that carried an
+/// older timestamp. The last version written is the merge of all before it and must win.
+#[test]
+fn a_purged_tombstone_does_not_return_at_cold_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::new(1_000_000_000_000_000));
+    let mut c = config(dir.path());
+    c.tombstone_grace_s = 60;
+    let open = || Engine::open_with_clock(c.clone(), clock.clone()).expect("open");
+    let e = open();
+    e.delete(key(b"k"), 100).expect("delete");
+    clock.advance_s(61);
+    assert_eq!(
+        e.expire_now(),
+        1,
+        "the tombstone is purged after its grace period"
+    );
+    e.write(key(b"k"), row(50, b"after")).expect("write");
+    assert!(e.get(key(b"k")).expect("read").is_some());
+    e.sync().expect("sync");
+    drop(e);
+    let e = open();
+    let r = e.get(key(b"k")).expect("read").expect("still there after a scan");
+    assert_eq!(value(&r, 0, 0), Some(b"after".to_vec()));
+}

@@ -18,7 +18,7 @@
 //! 16. `crc32c` covers the block's sequence number (8 bytes LE), then bytes 0..8 and 12..record
 //! bytes (everything but itself): folding in the sequence means a stale record left over from an earlier use of the
 //! same block can never pass for part of the current one. Flag bit 0 marks a tombstone (the row
-//! has no live content, only deletions). `expiry s` is, for a live record, the second after which
+//! has no live content, only deletions); bit 1 says the row carries deletions of any kind. `expiry s` is, for a live record, the second after which
 //! nothing in it is live (0: something lives forever); for a tombstone, its latest deletion
 //! time. The write timestamp is the newest timestamp anywhere in the row.
 //!
@@ -34,6 +34,7 @@ pub const RECORD_HEADER_BYTES: usize = 52;
 /// Records start and end on this boundary, so the index can address them in 16-byte units.
 pub const RECORD_ALIGN_BYTES: usize = 16;
 pub const FLAG_TOMBSTONE: u8 = 1;
+pub const FLAG_DELETIONS: u8 = 2;
 
 const OFFSET_VERSION: usize = 2;
 const OFFSET_FLAGS: usize = 3;
@@ -57,6 +58,9 @@ pub struct RecordMeta {
     pub write_timestamp_us: i64,
     pub expiry_s: u32,
     pub tombstone: bool,
+    /// The row carries deletions (a row or column deletion, or a cell tombstone), which must
+    /// outlive its live content until their grace period ends.
+    pub has_deletions: bool,
 }
 
 /// A decoded record that borrows its bytes from the block.
@@ -97,7 +101,9 @@ pub fn encode_record(
     let len = padded_len(unpadded);
     out.extend_from_slice(&RECORD_MAGIC);
     out.push(RECORD_VERSION);
-    out.push(if meta.tombstone { FLAG_TOMBSTONE } else { 0 });
+    out.push(
+        if meta.tombstone { FLAG_TOMBSTONE } else { 0 } | if meta.has_deletions { FLAG_DELETIONS } else { 0 },
+    );
     out.extend_from_slice(&(len as u32).to_le_bytes());
     out.extend_from_slice(&[0u8; 4]); // crc, filled in below
     out.extend_from_slice(&meta.table.to_le_bytes());
@@ -167,6 +173,7 @@ pub fn decode_record(b: &[u8], block_sequence: u64) -> Result<RecordView<'_>, De
             write_timestamp_us: read_i64(b, OFFSET_TIMESTAMP),
             expiry_s: read_u32(b, OFFSET_EXPIRY),
             tombstone: b[OFFSET_FLAGS] & FLAG_TOMBSTONE != 0,
+            has_deletions: b[OFFSET_FLAGS] & FLAG_DELETIONS != 0,
         },
         partition_key: &b[RECORD_HEADER_BYTES..pk_end],
         clustering_key: &b[pk_end..ck_end],
@@ -403,6 +410,7 @@ mod tests {
             write_timestamp_us: row.max_timestamp_us(),
             expiry_s: 0,
             tombstone: false,
+            has_deletions: false,
         };
         let mut out = Vec::new();
         let len = encode_record(&mut out, 3, &meta, b"pk", b"ck", &body);
@@ -427,6 +435,7 @@ mod tests {
             write_timestamp_us: 1,
             expiry_s: 0,
             tombstone: false,
+            has_deletions: false,
         };
         encode_record(&mut out, 3, &meta, b"k", b"", &[0]);
         assert!(matches!(
@@ -449,6 +458,7 @@ mod tests {
             write_timestamp_us: 1_000,
             expiry_s: 0,
             tombstone: false,
+            has_deletions: false,
         };
         let mut out = Vec::new();
         let len = encode_record(&mut out, 1, &meta, b"pk", b"", &body);
