@@ -1,0 +1,463 @@
+//! What the fuzz targets share: how an input is split, the properties every decoded record must
+//! have, a copy of cold start's record walk, and the seed corpus in `seeds/`.
+//!
+//! An input is `sequence (u64 LE) | mode (u8) | payload` for the record targets and
+//! `mode (u8) | payload` for the header target. Random bytes almost never pass a crc32c, so a
+//! mode bit asks the target to recompute the checksum before decoding: that way the fuzzer spends
+//! its time on the parsing behind the checksum instead of on the checksum itself, and the
+//! unsealed path still tests that damage is rejected.
+
+use hayate_storage::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES, BLOCK_MAGIC};
+use hayate_storage::format::record::{
+    decode_body, decode_record, encode_body, encode_record, padded_len, reseal_record, RecordMeta,
+    FLAG_DELETIONS, FLAG_TOMBSTONE, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
+};
+use hayate_storage::index::{Location, BLOCKS_MAX};
+use hayate_storage::row::{Cell, CellValue, Deletion, Liveness, Row};
+
+/// Mode bit: recompute the checksum of each record (or of the block header) before decoding.
+pub const MODE_RESEAL: u8 = 1;
+/// Mode bit (`block_walk` only): put a valid header for the input's sequence at the block start.
+pub const MODE_HEADER: u8 = 2;
+
+/// The largest block the walk checks `Location`s for: `Location` addresses at most 8 MiB.
+const BLOCK_SIZE_MAX_BYTES: usize = 8 << 20;
+
+const OFFSET_LEN: usize = 4;
+const OFFSET_FLAGS: usize = 3;
+const HEADER_OFFSET_CRC: usize = 60;
+const HEADER_FLAG_FREE: u8 = 1;
+
+/// `sequence | mode | payload`; `None` if the input is too short to hold the first two.
+pub fn split_sequenced(data: &[u8]) -> Option<(u64, u8, &[u8])> {
+    if data.len() < 9 {
+        return None;
+    }
+    let mut sequence = [0u8; 8];
+    sequence.copy_from_slice(&data[..8]);
+    Some((u64::from_le_bytes(sequence), data[8], &data[9..]))
+}
+
+/// Recomputes the checksum of the record at the start of `rest` if its length field could be
+/// right, the way the writer reseals a record copied into a block.
+pub fn reseal_candidate(rest: &mut [u8], sequence: u64) {
+    if rest.len() < RECORD_HEADER_BYTES {
+        return;
+    }
+    let mut len = [0u8; 4];
+    len.copy_from_slice(&rest[OFFSET_LEN..OFFSET_LEN + 4]);
+    let len = u32::from_le_bytes(len) as usize;
+    if len >= RECORD_HEADER_BYTES && len % RECORD_ALIGN_BYTES == 0 && len <= rest.len() {
+        reseal_record(&mut rest[..len], sequence);
+    }
+}
+
+/// Decodes the record at the start of `bytes` and, if it decodes, checks every property a
+/// decoded record must have; returns its length in the block.
+///
+/// Re-encoding a record reproduces it byte for byte exactly when it is canonical (unknown flag
+/// bits clear, the shortest padding, and zero padding bytes): the decoder
+/// accepts the others, since the checksum already vouches for them, and they decode to the same
+/// record.
+pub fn check_record(bytes: &[u8], sequence: u64) -> Option<usize> {
+    let view = decode_record(bytes, sequence).ok()?;
+    let len = view.record_bytes;
+    assert!(len >= RECORD_HEADER_BYTES, "record of {len} bytes");
+    assert_eq!(len % RECORD_ALIGN_BYTES, 0, "unaligned record of {len} bytes");
+    assert!(
+        len <= bytes.len(),
+        "record of {len} bytes in {} bytes",
+        bytes.len()
+    );
+    let unpadded =
+        RECORD_HEADER_BYTES + view.partition_key.len() + view.clustering_key.len() + view.body.len();
+    assert!(
+        unpadded <= len,
+        "contents of {unpadded} bytes in a record of {len}"
+    );
+
+    let mut out = Vec::new();
+    let n = encode_record(
+        &mut out,
+        sequence,
+        &view.meta,
+        view.partition_key,
+        view.clustering_key,
+        view.body,
+    );
+    assert_eq!(n, out.len());
+    assert_eq!(n, padded_len(unpadded));
+    let again = decode_record(&out, sequence).expect("a freshly encoded record decodes");
+    assert_eq!(again.meta, view.meta);
+    assert_eq!(again.partition_key, view.partition_key);
+    assert_eq!(again.clustering_key, view.clustering_key);
+    assert_eq!(again.body, view.body);
+    assert_eq!(again.record_bytes, n);
+    let canonical = bytes[OFFSET_FLAGS] & !(FLAG_TOMBSTONE | FLAG_DELETIONS) == 0
+        && len == padded_len(unpadded)
+        && bytes[unpadded..len].iter().all(|&b| b == 0);
+    assert_eq!(
+        canonical,
+        out[..] == bytes[..len],
+        "re-encoding reproduces the record exactly when it is canonical"
+    );
+
+    check_body(view.body, &view.meta);
+    Some(len)
+}
+
+/// Decodes a body and checks that it survives re-encoding.
+///
+/// A body does not always re-encode to its own bytes (varints may be longer than needed, unknown
+/// flag bits are ignored, a tombstone cell may carry an ignored TTL), so the properties are:
+/// decode(encode(row)) is the row up to [`canonical_row`], encoding the result again gives the
+/// same bytes, and re-encoding never makes a body longer.
+pub fn check_body(body: &[u8], meta: &RecordMeta) {
+    let base_ts = meta.write_timestamp_us;
+    let Ok(row) = decode_body(body, base_ts) else {
+        return;
+    };
+    let mut encoded = Vec::new();
+    encode_body(&mut encoded, &row, base_ts);
+    assert!(
+        encoded.len() <= body.len(),
+        "re-encoding grew a body from {} to {} bytes",
+        body.len(),
+        encoded.len()
+    );
+    let again = decode_body(&encoded, base_ts).expect("a freshly encoded body decodes");
+    assert_eq!(again, canonical_row(row));
+    let mut encoded_again = Vec::new();
+    encode_body(&mut encoded_again, &again, base_ts);
+    assert_eq!(
+        encoded, encoded_again,
+        "encoding is a fixed point after one round"
+    );
+}
+
+/// The row as the encoder can express it: an expiry time without a TTL is not written (the
+/// encoder writes the expiry only when `ttl_s != 0`), so it reads back as 0. Nothing reads an
+/// expiry time whose TTL is 0, so the two rows mean the same.
+pub fn canonical_row(mut row: Row) -> Row {
+    if let Some(l) = &mut row.liveness {
+        if l.ttl_s == 0 {
+            l.expires_at_s = 0;
+        }
+    }
+    for c in &mut row.cells {
+        if let CellValue::Live {
+            ttl_s: 0,
+            expires_at_s,
+            ..
+        } = &mut c.value
+        {
+            *expires_at_s = 0;
+        }
+    }
+    row
+}
+
+/// Decodes a block header and checks it against the bytes it came from.
+pub fn check_header(b: &[u8]) {
+    match BlockHeader::decode(b) {
+        Ok(h) => {
+            let encoded = h.encode();
+            assert_eq!(BlockHeader::decode(&encoded), Ok(h));
+            // Flag bits other than bit 0 (free) and the reserved bytes (24..60) are covered by
+            // the checksum but not decoded; only a header with them zero re-encodes to itself.
+            let canonical = b[6] & !HEADER_FLAG_FREE == 0
+                && b[7] == 0
+                && b[24..HEADER_OFFSET_CRC].iter().all(|&x| x == 0);
+            assert_eq!(canonical, encoded[..] == b[..BLOCK_HEADER_BYTES]);
+        }
+        Err(HeaderError::Free) => {
+            assert!(b.len() < BLOCK_HEADER_BYTES || b[..4] != BLOCK_MAGIC);
+        }
+        Err(HeaderError::BadVersion(v)) => assert_ne!(v, 1),
+        Err(HeaderError::BadChecksum { stored, computed }) => assert_ne!(stored, computed),
+    }
+}
+
+/// Puts a correct checksum on the header at the start of `b`.
+pub fn reseal_header(b: &mut [u8]) {
+    if b.len() >= BLOCK_HEADER_BYTES {
+        let crc = crc32c(&b[..HEADER_OFFSET_CRC]);
+        b[HEADER_OFFSET_CRC..BLOCK_HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// How a walk of a block ended, as cold start's `recovery::walk_block` reports it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WalkEnd {
+    Clean,
+    Damaged { offset: usize },
+}
+
+/// Walks a block's records the way cold start does (`recovery::walk_block` is private to the
+/// storage crate, so this copies its loop onto the public decoders; keep the two in step): from
+/// the end of the header, stop cleanly at 16 zero bytes or the end of the block, stop as damaged
+/// at the first record that does not decode, otherwise step over the record. With `reseal`, each
+/// candidate record's checksum is fixed first. Returns the records found and how the walk ended.
+pub fn walk(buf: &mut [u8], sequence: u64, reseal: bool) -> (Vec<(usize, usize)>, WalkEnd) {
+    let block = (sequence % BLOCKS_MAX) as u32;
+    let mut records = Vec::new();
+    let mut offset = BLOCK_HEADER_BYTES;
+    while offset + RECORD_ALIGN_BYTES <= buf.len() {
+        if buf[offset..offset + RECORD_ALIGN_BYTES].iter().all(|&b| b == 0) {
+            return (records, WalkEnd::Clean);
+        }
+        if reseal {
+            reseal_candidate(&mut buf[offset..], sequence);
+        }
+        let Some(len) = check_record(&buf[offset..], sequence) else {
+            return (records, WalkEnd::Damaged { offset });
+        };
+        if buf.len() <= BLOCK_SIZE_MAX_BYTES {
+            // What cold start puts in the index must point back at the record.
+            let loc = Location::new(block, offset as u32, len as u32);
+            assert_eq!(
+                (loc.block(), loc.offset() as usize, loc.len() as usize),
+                (block, offset, len)
+            );
+        }
+        records.push((offset, len));
+        offset += len;
+    }
+    (records, WalkEnd::Clean)
+}
+
+/// crc32c (Castagnoli), bit by bit: slow, but the fuzz crate then needs no checksum crate of its
+/// own and the header target checks the storage crate's table-driven one against it.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// The seed corpus: `(target, file name, contents)`. `seeds/` holds exactly these; the test
+/// below checks that, and rewrites them with `HAYATE_FUZZ_WRITE_SEEDS=1`.
+pub fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    let sequence = 7u64;
+    let mut out = Vec::new();
+
+    let mut rich = sequenced(sequence, 0);
+    rich.extend(sample_record(sequence, &rich_row(), false));
+    out.push(("record_decode", "rich-row", rich));
+    let mut tomb = sequenced(sequence, 0);
+    tomb.extend(sample_record(sequence, &Row::deleted(1_000, 50), true));
+    out.push(("record_decode", "tombstone", tomb));
+    // A record sealed for another sequence: valid only when the target reseals it.
+    let mut stale = sequenced(sequence, MODE_RESEAL);
+    stale.extend(sample_record(sequence + 1, &simple_row(), false));
+    out.push(("record_decode", "reseal", stale));
+
+    let header = BlockHeader {
+        sequence,
+        block_index: 3,
+        block_size_bytes: 1 << 20,
+        free: false,
+    };
+    let mut h = vec![0u8];
+    h.extend(header.encode());
+    out.push(("block_header_decode", "valid", h));
+    let mut freed = vec![0u8];
+    freed.extend(BlockHeader { free: true, ..header }.encode());
+    out.push(("block_header_decode", "freed", freed));
+    out.push((
+        "block_header_decode",
+        "never-used",
+        vec![0u8; 1 + BLOCK_HEADER_BYTES],
+    ));
+
+    let mut block = header.encode().to_vec();
+    block.extend(sample_record(sequence, &rich_row(), false));
+    block.extend(sample_record(sequence, &Row::deleted(1_000, 50), true));
+    block.extend(sample_record(sequence, &simple_row(), false));
+    let records_end = block.len();
+    block.resize(1024, 0);
+    let mut clean = sequenced(sequence, 0);
+    clean.extend(&block);
+    out.push(("block_walk", "clean", clean));
+    // Stale bytes after the terminator's place: the walk must stop at them as damaged.
+    block[records_end..records_end + 16].fill(0xa5);
+    let mut damaged = sequenced(sequence, MODE_RESEAL | MODE_HEADER);
+    damaged.extend(&block);
+    out.push(("block_walk", "damaged-tail", damaged));
+    out
+}
+
+fn sequenced(sequence: u64, mode: u8) -> Vec<u8> {
+    let mut v = sequence.to_le_bytes().to_vec();
+    v.push(mode);
+    v
+}
+
+fn sample_record(sequence: u64, row: &Row, tombstone: bool) -> Vec<u8> {
+    let ts = row.max_timestamp_us();
+    let mut body = Vec::new();
+    encode_body(&mut body, row, ts);
+    let meta = RecordMeta {
+        table: 9,
+        token: -42,
+        digest: 0x0123_4567_89ab_cdef,
+        write_timestamp_us: ts,
+        expiry_s: if tombstone { 50 } else { 0 },
+        tombstone,
+        has_deletions: row.has_deletions(),
+    };
+    let mut out = Vec::new();
+    encode_record(&mut out, sequence, &meta, b"partition", b"clustering", &body);
+    out
+}
+
+fn simple_row() -> Row {
+    Row {
+        liveness: Some(Liveness {
+            timestamp_us: 2_000,
+            ttl_s: 0,
+            expires_at_s: 0,
+        }),
+        cells: vec![Cell::live(1, 2_000, b"value".to_vec())],
+        ..Row::default()
+    }
+}
+
+fn rich_row() -> Row {
+    let mut row = Row {
+        liveness: Some(Liveness {
+            timestamp_us: 1_000,
+            ttl_s: 60,
+            expires_at_s: 5_000,
+        }),
+        deletion: Some(Deletion {
+            timestamp_us: 10,
+            deleted_at_s: 7,
+        }),
+        column_deletions: vec![(
+            3,
+            Deletion {
+                timestamp_us: 20,
+                deleted_at_s: 8,
+            },
+        )],
+        cells: vec![
+            Cell::live(1, 1_000, vec![7; 40]),
+            Cell::tombstone(2, 900, 77),
+            Cell {
+                column: 3,
+                path: b"key".to_vec(),
+                timestamp_us: 1_200,
+                value: CellValue::Live {
+                    value: b"v".to_vec(),
+                    ttl_s: 9,
+                    expires_at_s: 99,
+                },
+            },
+        ],
+    };
+    row.normalize();
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn seeds_are_current_and_pass_the_checks() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
+        let write = std::env::var_os("HAYATE_FUZZ_WRITE_SEEDS").is_some();
+        let mut expected: Vec<String> = seeds().iter().map(|(t, n, _)| format!("{t}/{n}")).collect();
+        for (target, name, bytes) in seeds() {
+            let path = dir.join(target).join(name);
+            if write {
+                std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
+                std::fs::write(&path, &bytes).expect("write seed");
+            } else {
+                let on_disk = std::fs::read(&path).expect("seed file (HAYATE_FUZZ_WRITE_SEEDS=1)");
+                assert_eq!(on_disk, bytes, "{} is stale", path.display());
+            }
+        }
+        // Nothing else: libFuzzer writes new inputs into the first corpus directory it is given,
+        // so a run that named `seeds/` first would have filled it.
+        let mut found = Vec::new();
+        for target in std::fs::read_dir(&dir).expect("seeds/") {
+            let target = target.expect("dir entry").path();
+            for seed in std::fs::read_dir(&target).expect("seeds/<target>/") {
+                let seed = seed.expect("dir entry").path();
+                let rel = seed.strip_prefix(&dir).expect("under seeds/");
+                found.push(rel.to_string_lossy().into_owned());
+            }
+        }
+        found.sort();
+        expected.sort();
+        assert_eq!(found, expected, "seeds/ holds exactly the generated seeds");
+    }
+
+    #[test]
+    fn seeds_decode() {
+        for (target, name, bytes) in seeds() {
+            match target {
+                "record_decode" => {
+                    let (seq, mode, payload) = split_sequenced(&bytes).expect("long enough");
+                    let mut payload = payload.to_vec();
+                    assert_eq!(mode & MODE_RESEAL != 0, name == "reseal");
+                    if mode & MODE_RESEAL != 0 {
+                        assert!(check_record(&payload, seq).is_none(), "stale seal rejected");
+                        reseal_candidate(&mut payload, seq);
+                    }
+                    assert!(check_record(&payload, seq).is_some(), "{name}");
+                }
+                "block_header_decode" => check_header(&bytes[1..]),
+                _ => {
+                    let (seq, mode, payload) = split_sequenced(&bytes).expect("long enough");
+                    let (records, end) = walk(&mut payload.to_vec(), seq, mode & MODE_RESEAL != 0);
+                    assert_eq!(records.len(), 3, "{name}");
+                    let damaged = matches!(end, WalkEnd::Damaged { .. });
+                    assert_eq!(damaged, name == "damaged-tail");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bit_by_bit_crc_matches_the_header_checksum() {
+        let h = BlockHeader {
+            sequence: 1,
+            block_index: 2,
+            block_size_bytes: 3,
+            free: true,
+        }
+        .encode();
+        let mut copy = h;
+        copy[HEADER_OFFSET_CRC..].fill(0);
+        reseal_header(&mut copy);
+        assert_eq!(copy, h);
+    }
+
+    /// The body decoder accepts an expiry time with a TTL of 0 (the encoder never writes one),
+    /// and it does not survive a round trip: this is why the round-trip property compares
+    /// through `canonical_row`. Harmless, since nothing reads an expiry whose TTL is 0.
+    #[test]
+    fn an_expiry_without_ttl_reads_back_as_zero() {
+        // flags: liveness | liveness expires; ts delta 0; ttl 0; expiry 5; no deletions, no cells.
+        let body = [0b011, 0, 0, 5, 0, 0, 0, 0, 0];
+        let row = decode_body(&body, 100).expect("decodes");
+        assert_eq!(row.liveness.map(|l| (l.ttl_s, l.expires_at_s)), Some((0, 5)));
+        let mut encoded = Vec::new();
+        encode_body(&mut encoded, &row, 100);
+        let again = decode_body(&encoded, 100).expect("decodes");
+        assert_ne!(again, row);
+        assert_eq!(again, canonical_row(row));
+    }
+}
