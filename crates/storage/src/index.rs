@@ -29,7 +29,8 @@ const DELTA_MAX: usize = 1024;
 ///  |   26 bits     |   19 bits       |   19 bits       |
 ///  +---------------+-----------------+-----------------+
 /// ```
-/// 26 bits of block index address 64 Mi blocks (64 TiB at 1 MiB); 19 bits of 16-byte units
+/// 26 bits of block index address 64 Mi blocks, of which the last is not used (64 TiB at
+/// 1 MiB); 19 bits of 16-byte units
 /// cover an 8 MiB block, the largest allowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Location(u64);
@@ -106,7 +107,8 @@ const FLAG_REMOVED: u32 = 4;
 /// the grace period, rather than being dropped.
 pub const FLAG_HAS_DELETIONS: u32 = 8;
 
-/// One row in the index: 48 bytes.
+/// One row in the index: 48 bytes, so that with the partition arrays' slack an entry stays
+/// within DESIGN.md's budget of 64 bytes of RAM per record, all in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub key: IndexKey,
@@ -118,6 +120,15 @@ pub struct Entry {
 }
 
 const _: () = assert!(std::mem::size_of::<Entry>() == 48);
+
+/// Fills slots of the base while a merge moves entries into them.
+const PLACEHOLDER: Entry = Entry {
+    key: IndexKey::MIN,
+    location: Location(0),
+    write_timestamp_us: 0,
+    expiry_s: 0,
+    flags: 0,
+};
 
 impl Entry {
     pub fn is_tombstone(&self) -> bool {
@@ -213,19 +224,32 @@ impl Partition {
         }
     }
 
-    /// Folds the delta into a new, exactly sized base, dropping removed entries.
+    /// Folds the delta into the base, dropping removed entries. The base grows in place, by
+    /// exactly the delta's length (a `realloc`, which large allocations do by remapping pages),
+    /// and is merged from the back, so a merge neither copies the base to a new allocation nor
+    /// leaves a freed one behind for the heap to fragment around.
     fn merge_delta(&mut self) {
-        let mut merged = Vec::with_capacity(self.live_len());
-        let mut delta = std::mem::take(&mut self.delta).into_iter().peekable();
-        for e in self.base.drain(..).filter(|e| !e.is_removed()) {
-            while let Some(d) = delta.next_if(|d| d.key < e.key) {
-                merged.push(d);
-            }
-            merged.push(e);
+        if self.removed > 0 {
+            self.base.retain(|e| !e.is_removed());
+            self.removed = 0;
         }
-        merged.extend(delta);
-        self.base = merged;
-        self.removed = 0;
+        let delta = std::mem::take(&mut self.delta);
+        let (n, d) = (self.base.len(), delta.len());
+        self.base.reserve_exact(d);
+        self.base.resize(n + d, PLACEHOLDER);
+        let (mut i, mut j) = (n, d);
+        for k in (0..n + d).rev() {
+            if j == 0 {
+                break; // the rest of the base is already in place
+            }
+            if i > 0 && self.base[i - 1].key > delta[j - 1].key {
+                self.base[k] = self.base[i - 1];
+                i -= 1;
+            } else {
+                self.base[k] = delta[j - 1];
+                j -= 1;
+            }
+        }
     }
 
     /// Entries with keys in range, in order, appended to `out` until it holds `limit`.

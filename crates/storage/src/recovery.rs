@@ -144,6 +144,8 @@ fn scan(
     for b in 0..blocks.len() {
         match read_header(devices, b) {
             Some(h) if !h.free => {
+                // Counted even if the body turns out unreadable: that sequence was used.
+                max_sequence = max_sequence.max(h.sequence);
                 blocks.mark_holding(b, h.sequence);
                 headers.push((b, h));
             }
@@ -173,7 +175,6 @@ fn scan(
             damaged_blocks += 1;
             continue;
         }
-        max_sequence = max_sequence.max(h.sequence);
         let end = walk_block(&buf, h.sequence, |off, view| {
             records += 1;
             let loc = Location::new(b, off as u32, view.record_bytes as u32);

@@ -5,8 +5,8 @@
 //! MurmurHash3 (x64, 128-bit) differs from the reference algorithm in one way that matters: the
 //! tail bytes are sign-extended before they are shifted. We reproduce that quirk on purpose.
 //!
-//! The digest identifies one row (table, partition key, clustering key) inside the RAM index. It
-//! is a second, independently seeded Murmur3 hash; together with the token it gives 128 bits of
+//! The digest identifies one row (partition key, clustering key) inside its table's RAM index
+//! (each table has its own index, which keeps tables apart). It is a second, independently seeded Murmur3 hash; together with the token it gives 128 bits of
 //! identity across partitions and 64 bits between rows of one partition. The full key is stored
 //! on the device and compared on every read, so a collision is detected, never served.
 

@@ -99,6 +99,10 @@ impl<'a> Cursor<'a> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
             let byte = self.u8()?;
+            // The tenth byte holds only bit 63; anything more does not fit in 64 bits.
+            if shift == 63 && byte > 1 {
+                return Err(DecodeError::BadVarint);
+            }
             v |= u64::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
                 return Ok(v);
