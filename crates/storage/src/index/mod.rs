@@ -7,17 +7,22 @@
 //! sit together, in clustering order as far as the first eight bytes of the clustering key tell.
 //!
 //! A partition is a sorted array (`base`) plus a small sorted array of recent inserts (`delta`)
-//! that is merged into the base when it grows past an eighth of it. The base is allocated to its
-//! exact size, so an entry costs its 48 bytes plus a little: a B-tree would waste a third of its
-//! nodes at the fill factor random inserts leave it. Updates, which move a row to a new place on
+//! that is merged into the base when it grows past an eighth of it. The base is held to its
+//! size, in pages of its own once it is large ([`page_vec`]), so an entry costs its 48 bytes
+//! plus a little: a B-tree would waste a third of its nodes at the fill factor random inserts
+//! leave it. Updates, which move a row to a new place on
 //! the device, change the entry in place; removals mark it and are swept out at the next merge.
+
+mod page_vec;
 
 use std::ops::Bound;
 use std::sync::Mutex;
 
+use page_vec::PageVec;
+
 pub const PARTITIONS: usize = 4096;
 const PARTITION_BITS: u32 = 12;
-const DELTA_MIN: usize = 64;
+const DELTA_MIN: usize = 16;
 const DELTA_MAX: usize = 1024;
 
 /// Where a record is: block, offset and length, packed in 64 bits.
@@ -155,7 +160,7 @@ impl Entry {
 
 #[derive(Default)]
 struct Partition {
-    base: Vec<Entry>,
+    base: PageVec<Entry>,
     removed: usize,
     delta: Vec<Entry>,
 }
@@ -224,10 +229,9 @@ impl Partition {
         }
     }
 
-    /// Folds the delta into the base, dropping removed entries. The base grows in place, by
-    /// exactly the delta's length (a `realloc`, which large allocations do by remapping pages),
-    /// and is merged from the back, so a merge neither copies the base to a new allocation nor
-    /// leaves a freed one behind for the heap to fragment around.
+    /// Folds the delta into the base, dropping removed entries. The base grows in place by the
+    /// delta's length (see [`PageVec`]) and is merged from the back, so a merge never copies
+    /// the base to a new allocation.
     fn merge_delta(&mut self) {
         if self.removed > 0 {
             self.base.retain(|e| !e.is_removed());
@@ -235,7 +239,6 @@ impl Partition {
         }
         let delta = std::mem::take(&mut self.delta);
         let (n, d) = (self.base.len(), delta.len());
-        self.base.reserve_exact(d);
         self.base.resize(n + d, PLACEHOLDER);
         let (mut i, mut j) = (n, d);
         for k in (0..n + d).rev() {
@@ -254,7 +257,7 @@ impl Partition {
 
     /// Entries with keys in range, in order, appended to `out` until it holds `limit`.
     fn collect(&self, from: Bound<&IndexKey>, to: Bound<&IndexKey>, limit: usize, out: &mut Vec<Entry>) {
-        let start = |v: &Vec<Entry>| match from {
+        let start = |v: &[Entry]| match from {
             Bound::Included(k) => v.partition_point(|e| e.key < *k),
             Bound::Excluded(k) => v.partition_point(|e| e.key <= *k),
             Bound::Unbounded => 0,
@@ -285,7 +288,7 @@ impl Partition {
     }
 
     fn heap_bytes(&self) -> usize {
-        (self.base.capacity() + self.delta.capacity()) * std::mem::size_of::<Entry>()
+        self.base.held_bytes() + self.delta.capacity() * std::mem::size_of::<Entry>()
     }
 }
 
