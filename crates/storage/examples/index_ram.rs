@@ -46,6 +46,25 @@ fn main() {
         (after - before) as f64 / n as f64,
         index.heap_bytes() as f64 / n as f64
     );
+    let started = std::time::Instant::now();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut found = 0u64;
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let key = IndexKey {
+            token: x as i64,
+            clustering_prefix: 0,
+            digest: x.rotate_left(17),
+        };
+        found += u64::from(index.get(&key).is_some());
+    }
+    println!(
+        "{found} lookups in {:.2} s ({:.0} ns each)",
+        started.elapsed().as_secs_f64(),
+        started.elapsed().as_nanos() as f64 / n as f64
+    );
     // SAFETY: malloc_trim only returns free memory to the kernel.
     unsafe { libc::malloc_trim(0) };
     println!(
