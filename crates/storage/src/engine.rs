@@ -348,7 +348,7 @@ impl Engine {
             );
             return Ok(None);
         }
-        let row = found.row.visible(now_s);
+        let row = found.row.into_visible(now_s);
         Ok(row.is_live(now_s).then_some(row))
     }
 
@@ -650,18 +650,18 @@ impl Inner {
         for _ in 0..READ_ATTEMPTS_MAX {
             let loc = entry.location;
             let sequence = self.blocks.sequence(loc.block());
-            match self.read_record_bytes(loc, sequence) {
-                Ok(bytes) => match decode_record(&bytes, sequence) {
-                    Ok(view)
-                        if view.meta.digest == entry.key.digest && view.meta.token == entry.key.token =>
-                    {
-                        return decode_found(&view)
-                            .map(Some)
-                            .map_err(|detail| self.corrupt(loc, detail));
-                    }
-                    Ok(_) => last_err = Some(self.corrupt(loc, DecodeError::BadMagic)),
-                    Err(detail) => last_err = Some(self.corrupt(loc, detail)),
-                },
+            // Decoded straight from where the bytes are (the cache or the read buffer).
+            let key = entry.key;
+            let decoded = self.with_record_bytes(loc, sequence, |bytes| {
+                let view = decode_record(bytes, sequence)?;
+                if view.meta.digest != key.digest || view.meta.token != key.token {
+                    return Err(DecodeError::OtherKey);
+                }
+                decode_found(&view)
+            });
+            match decoded {
+                Ok(Ok(found)) => return Ok(Some(found)),
+                Ok(Err(detail)) => last_err = Some(self.corrupt(loc, detail)),
                 Err(e) => last_err = Some(e),
             }
             // The block may have been defragmented and reused between the index lookup and the
@@ -688,15 +688,21 @@ impl Inner {
         }
     }
 
-    /// The bytes of one record: from the open block, the post-write cache, or one device read.
-    fn read_record_bytes(&self, loc: Location, sequence: u64) -> Result<Vec<u8>, ReadError> {
+    /// Runs `f` on the bytes of one record: from the open block, the post-write cache, or one
+    /// device read into this thread's aligned buffer.
+    fn with_record_bytes<R>(
+        &self,
+        loc: Location,
+        sequence: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, ReadError> {
         if let Some(bytes) = self.writer.read_open(loc, sequence) {
-            return Ok(bytes);
+            return Ok(f(&bytes));
         }
         let (start, len) = (loc.offset() as usize, loc.len() as usize);
         if let Some(buf) = self.cache.get(loc.block(), sequence) {
             self.stats.add_cache_hit();
-            return Ok(buf[start..start + len].to_vec());
+            return Ok(f(&buf[start..start + len]));
         }
         let (device, block_offset) = self.devices.locate(loc.block());
         let aligned_start = align_down(start);
@@ -715,7 +721,7 @@ impl Inner {
                 })?;
             self.stats.add_device_read();
             let from = start - aligned_start;
-            Ok(buf[from..from + len].to_vec())
+            Ok(f(&buf[from..from + len]))
         })
     }
 
@@ -747,7 +753,7 @@ impl Inner {
                 if !keep(&found) {
                     continue;
                 }
-                let row = found.row.visible(now_s);
+                let row = found.row.into_visible(now_s);
                 if row.is_live(now_s) {
                     out.push(StoredRow {
                         token: found.token,

@@ -285,6 +285,16 @@ impl Row {
         at
     }
 
+    /// The row as a read returns it at `now_s`, without copying: expired and deleted cells
+    /// removed, deletions dropped.
+    pub fn into_visible(mut self, now_s: EpochSeconds) -> Row {
+        self.liveness = self.liveness.filter(|l| l.ttl_s == 0 || l.expires_at_s > now_s);
+        self.deletion = None;
+        self.column_deletions.clear();
+        self.cells.retain(|c| c.value_at(now_s).is_some());
+        self
+    }
+
     /// The row as a read returns it at `now_s`: expired and deleted cells removed, deletions
     /// dropped.
     pub fn visible(&self, now_s: EpochSeconds) -> Row {

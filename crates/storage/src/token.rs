@@ -97,12 +97,24 @@ pub fn token(partition_key: &[u8]) -> i64 {
 
 /// The 64-bit identity of a row inside its table's index.
 pub fn digest(partition_key: &[u8], clustering_key: &[u8]) -> u64 {
-    // Length-prefix the partition key so that ("ab", "c") and ("a", "bc") differ.
-    let mut buf = Vec::with_capacity(4 + partition_key.len() + clustering_key.len());
-    buf.extend_from_slice(&(partition_key.len() as u32).to_le_bytes());
-    buf.extend_from_slice(partition_key);
-    buf.extend_from_slice(clustering_key);
-    murmur3_cassandra(&buf, DIGEST_SEED).0
+    // Length-prefix the partition key so that ("ab", "c") and ("a", "bc") differ. Keys are
+    // usually short: hash them from the stack, and allocate only for long ones.
+    const STACK_BYTES: usize = 256;
+    let len = 4 + partition_key.len() + clustering_key.len();
+    let fill = |buf: &mut [u8]| {
+        buf[..4].copy_from_slice(&(partition_key.len() as u32).to_le_bytes());
+        buf[4..4 + partition_key.len()].copy_from_slice(partition_key);
+        buf[4 + partition_key.len()..].copy_from_slice(clustering_key);
+    };
+    if len <= STACK_BYTES {
+        let mut stack = [0u8; STACK_BYTES];
+        fill(&mut stack[..len]);
+        murmur3_cassandra(&stack[..len], DIGEST_SEED).0
+    } else {
+        let mut heap = vec![0u8; len];
+        fill(&mut heap);
+        murmur3_cassandra(&heap, DIGEST_SEED).0
+    }
 }
 
 /// The first eight bytes of a clustering key, zero-padded, as a big-endian number. Clustering

@@ -17,10 +17,15 @@ pub enum DecodeError {
     BadMagic,
     BadVersion(u8),
     BadLength(usize),
-    BadChecksum { stored: u32, computed: u32 },
+    BadChecksum {
+        stored: u32,
+        computed: u32,
+    },
     BadVarint,
     TooMany(usize),
     TrailingBytes,
+    /// A valid record, but of another key than the index expected there.
+    OtherKey,
 }
 
 impl fmt::Display for DecodeError {
@@ -39,6 +44,7 @@ impl fmt::Display for DecodeError {
             DecodeError::BadVarint => write!(f, "malformed varint"),
             DecodeError::TooMany(n) => write!(f, "count {n} exceeds the format's bound"),
             DecodeError::TrailingBytes => write!(f, "bytes left over after the row body"),
+            DecodeError::OtherKey => write!(f, "the record there belongs to another key"),
         }
     }
 }
