@@ -62,6 +62,9 @@ struct Args {
     /// Length of the read phase and of the mixed phase.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
+    /// Delete `<dir>/hayate` and `<dir>/rocksdb` left by an earlier run before starting.
+    #[arg(long)]
+    fresh: bool,
 }
 
 /// An engine as the benchmark drives and describes it.
@@ -157,7 +160,7 @@ fn run(args: &Args) -> BenchResult<()> {
 
     let mut reports = Vec::new();
     if matches!(args.engine, EngineChoice::Hayate | EngineChoice::Both) {
-        let dir = fresh_dir(&args.dir, "hayate")?;
+        let dir = fresh_dir(&args.dir, "hayate", args.fresh)?;
         let subject = hayate::Hayate::open(&dir, args.records)?;
         reports.push(bench(&subject, args)?);
         drop(subject);
@@ -165,7 +168,7 @@ fn run(args: &Args) -> BenchResult<()> {
     }
     #[cfg(feature = "rocksdb")]
     if wants_rocksdb {
-        let dir = fresh_dir(&args.dir, "rocksdb")?;
+        let dir = fresh_dir(&args.dir, "rocksdb", args.fresh)?;
         let cache_bytes = hayate_storage::NamespaceConfig::with_file("bench", &dir, 0).post_write_cache_bytes;
         let subject = rocks::Rocks::open(&dir, cache_bytes)?;
         reports.push(bench(&subject, args)?);
@@ -178,11 +181,14 @@ fn run(args: &Args) -> BenchResult<()> {
 
 /// `<dir>/<name>`, created; refuses to reuse one that holds files, since a benchmark on top of
 /// an earlier run's data measures something else.
-fn fresh_dir(dir: &Path, name: &str) -> BenchResult<PathBuf> {
+fn fresh_dir(dir: &Path, name: &str, fresh: bool) -> BenchResult<PathBuf> {
     let path = dir.join(name);
+    if fresh && path.exists() {
+        std::fs::remove_dir_all(&path)?;
+    }
     if path.exists() && std::fs::read_dir(&path)?.next().is_some() {
         return Err(format!(
-            "{} is not empty: delete it, or pass another --dir",
+            "{} is not empty: delete it, pass --fresh, or pass another --dir",
             path.display()
         )
         .into());
