@@ -1,1 +1,9 @@
-//! The CQL native protocol and statement parser. Built by the CQL server issue.
+//! The CQL native protocol, version 4 (spec: Cassandra's `doc/native_protocol_v4.spec`).
+//!
+//! A request travels through this crate as: 9 header bytes → [`frame::FrameHeader`] → body
+//! bytes → [`request`] message. Responses go the other way. The protocol is big-endian; every
+//! length read from the wire is checked against a named `*_MAX` bound before it is trusted.
+//! This crate does no I/O: the server crate reads and writes sockets.
+
+pub mod frame;
+pub mod opcode;
