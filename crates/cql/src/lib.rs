@@ -8,4 +8,5 @@
 pub mod error;
 pub mod frame;
 pub mod opcode;
+pub mod request;
 pub mod wire;

@@ -47,6 +47,10 @@ pub enum DecodeError {
     InvalidInetLength { length: u8 },
     /// A field held a value the spec does not define.
     Invalid { what: &'static str, value: i64 },
+    /// A required field or option was absent.
+    Missing { what: &'static str },
+    /// A string field held a value the spec does not define.
+    InvalidName { what: &'static str, value: String },
 }
 
 impl fmt::Display for DecodeError {
@@ -77,6 +81,8 @@ impl fmt::Display for DecodeError {
                 )
             }
             DecodeError::Invalid { what, value } => write!(f, "invalid {what}: {value}"),
+            DecodeError::Missing { what } => write!(f, "missing {what}"),
+            DecodeError::InvalidName { what, value } => write!(f, "invalid {what}: '{value}'"),
         }
     }
 }
