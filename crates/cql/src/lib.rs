@@ -9,4 +9,5 @@ pub mod error;
 pub mod frame;
 pub mod opcode;
 pub mod request;
+pub mod response;
 pub mod wire;
