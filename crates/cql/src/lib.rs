@@ -11,3 +11,6 @@ pub mod opcode;
 pub mod request;
 pub mod response;
 pub mod wire;
+
+#[cfg(test)]
+mod driver_frames_tests;

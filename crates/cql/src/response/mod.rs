@@ -16,3 +16,100 @@ pub use event::{Event, SchemaChange};
 pub use ready::Ready;
 pub use result::ResultBody;
 pub use supported::Supported;
+
+use std::fmt;
+
+use crate::error::WireError;
+use crate::frame::{
+    Direction, FrameFlags, FrameHeader, FRAME_BODY_MAX_BYTES, HEADER_BYTES, PROTOCOL_VERSION,
+};
+use crate::opcode::Opcode;
+
+/// A response, ready to be framed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Error(WireError),
+    Ready(Ready),
+    Authenticate(Authenticate),
+    Supported(Supported),
+    Result(ResultBody),
+    Event(Event),
+    AuthChallenge(AuthChallenge),
+    AuthSuccess(AuthSuccess),
+}
+
+/// A response body came out larger than [`FRAME_BODY_MAX_BYTES`]. The caller should answer
+/// with an ERROR instead (and page smaller next time); nothing was left in the buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseTooLarge {
+    pub body_length_bytes: usize,
+}
+
+impl fmt::Display for ResponseTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "response body of {} bytes exceeds the frame maximum of {FRAME_BODY_MAX_BYTES} bytes; \
+             use a smaller page size",
+            self.body_length_bytes
+        )
+    }
+}
+
+impl std::error::Error for ResponseTooLarge {}
+
+impl Response {
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Response::Error(_) => Opcode::Error,
+            Response::Ready(_) => Opcode::Ready,
+            Response::Authenticate(_) => Opcode::Authenticate,
+            Response::Supported(_) => Opcode::Supported,
+            Response::Result(_) => Opcode::Result,
+            Response::Event(_) => Opcode::Event,
+            Response::AuthChallenge(_) => Opcode::AuthChallenge,
+            Response::AuthSuccess(_) => Opcode::AuthSuccess,
+        }
+    }
+
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        match self {
+            Response::Error(r) => r.encode(out),
+            Response::Ready(r) => r.encode(out),
+            Response::Authenticate(r) => r.encode(out),
+            Response::Supported(r) => r.encode(out),
+            Response::Result(r) => r.encode(out),
+            Response::Event(r) => r.encode(out),
+            Response::AuthChallenge(r) => r.encode(out),
+            Response::AuthSuccess(r) => r.encode(out),
+        }
+    }
+
+    /// Appends a whole v4 response frame (header and body) on `stream`. Appending lets the
+    /// connection coalesce many responses into one socket write.
+    pub fn encode_frame(&self, stream: i16, out: &mut Vec<u8>) -> Result<(), ResponseTooLarge> {
+        let start = out.len();
+        out.resize(start + HEADER_BYTES, 0);
+        self.encode_body(out);
+        let body_length_bytes = out.len() - start - HEADER_BYTES;
+        let Some(length) = u32::try_from(body_length_bytes)
+            .ok()
+            .filter(|n| *n <= FRAME_BODY_MAX_BYTES)
+        else {
+            out.truncate(start);
+            return Err(ResponseTooLarge { body_length_bytes });
+        };
+        let header = FrameHeader {
+            version: PROTOCOL_VERSION,
+            direction: Direction::Response,
+            flags: FrameFlags::default(),
+            stream,
+            opcode: self.opcode(),
+            body_length_bytes: length,
+        };
+        let mut head = Vec::with_capacity(HEADER_BYTES);
+        header.encode(&mut head);
+        out[start..start + HEADER_BYTES].copy_from_slice(&head);
+        Ok(())
+    }
+}
