@@ -269,7 +269,9 @@ fn decode_column_specs(buf: &mut &[u8], flags: i32, n: usize) -> Result<Vec<Colu
     } else {
         None
     };
-    let mut columns = Vec::with_capacity(n);
+    // Each spec takes at least 4 bytes (an empty name and a type id): never reserve more
+    // than the remaining bytes could describe.
+    let mut columns = Vec::with_capacity(n.min(buf.len() / 4));
     for _ in 0..n {
         let table = match &global {
             Some(t) => t.clone(),
