@@ -164,6 +164,7 @@ fn scan(
         (blocks.sequence(a.location.block()), a.location.offset())
             > (blocks.sequence(b.location.block()), b.location.offset())
     };
+    let mut seen: HashMap<u32, Arc<TableIndex>> = HashMap::new();
     for (b, h) in headers {
         let (device, offset) = devices.locate(b);
         let mut buf = AlignedBuf::zeroed(block_size);
@@ -178,10 +179,11 @@ fn scan(
         let end = walk_block(&buf, h.sequence, |off, view| {
             records += 1;
             let loc = Location::new(b, off as u32, view.record_bytes as u32);
-            let table = {
+            // Looked up once per table, not once per record under the tables' write lock.
+            let table = seen.entry(view.meta.table).or_insert_with(|| {
                 let mut t = tables.write().expect("tables lock poisoned");
                 Arc::clone(t.entry(view.meta.table).or_default())
-            };
+            });
             match table.offer(entry_for(view, loc), newer) {
                 Offer::Inserted => blocks.add_live(b, loc.len()),
                 Offer::Replaced(old) => {

@@ -298,17 +298,7 @@ impl Row {
     /// The row as a read returns it at `now_s`: expired and deleted cells removed, deletions
     /// dropped.
     pub fn visible(&self, now_s: EpochSeconds) -> Row {
-        Row {
-            liveness: self.liveness.filter(|l| l.ttl_s == 0 || l.expires_at_s > now_s),
-            deletion: None,
-            column_deletions: Vec::new(),
-            cells: self
-                .cells
-                .iter()
-                .filter(|c| c.value_at(now_s).is_some())
-                .cloned()
-                .collect(),
-        }
+        self.clone().into_visible(now_s)
     }
 
     /// Merges `other` into `self` by last-write-wins per cell; the order of the two arguments

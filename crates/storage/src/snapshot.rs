@@ -94,7 +94,7 @@ pub(crate) fn save(inner: &Inner, path: &Path) -> io::Result<()> {
         w.write_all(&id.to_le_bytes())?;
         w.write_all(&(t.len() as u64).to_le_bytes())?;
         for p in 0..PARTITIONS {
-            for e in t.partition_entries(p) {
+            for e in t.partition_select(p, |_| true) {
                 w.write_all(&e.key.token.to_le_bytes())?;
                 w.write_all(&e.key.clustering_prefix.to_le_bytes())?;
                 w.write_all(&e.key.digest.to_le_bytes())?;

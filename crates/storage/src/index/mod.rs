@@ -459,15 +459,6 @@ impl TableIndex {
         out
     }
 
-    /// A copy of one partition's entries, for background passes that must not hold the lock
-    /// while they work.
-    pub fn partition_entries(&self, p: usize) -> Vec<Entry> {
-        let part = self.partitions[p].lock().expect("index partition lock poisoned");
-        let mut out = Vec::with_capacity(part.live_len());
-        part.collect(Bound::Unbounded, Bound::Unbounded, usize::MAX, &mut out);
-        out
-    }
-
     /// The entries of one partition that `pred` selects, copied out under a short lock.
     pub fn partition_select(&self, p: usize, mut pred: impl FnMut(&Entry) -> bool) -> Vec<Entry> {
         let part = self.partitions[p].lock().expect("index partition lock poisoned");

@@ -179,6 +179,35 @@ fn progress(label: &str, ops: &AtomicU64, total: Option<u64>, done: &AtomicBool)
     }
 }
 
+/// Joins a phase's worker threads and stops its progress line.
+fn join_workers(
+    workers: Vec<std::thread::ScopedJoinHandle<'_, BenchResult<PhaseResult>>>,
+    done: &AtomicBool,
+) -> Vec<BenchResult<PhaseResult>> {
+    let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+    // Stop the progress thread before a worker's panic unwinds, or the scope would wait for it
+    // forever.
+    done.store(true, Ordering::Relaxed);
+    joined
+        .into_iter()
+        .map(|j| j.expect("benchmark worker panicked"))
+        .collect()
+}
+
+/// Adds up what a phase's workers measured.
+fn sum_phase(
+    name: &'static str,
+    started: Instant,
+    results: Vec<BenchResult<PhaseResult>>,
+) -> BenchResult<PhaseResult> {
+    let mut total = PhaseResult::new(name);
+    total.elapsed = started.elapsed();
+    for r in results {
+        total.absorb(r?);
+    }
+    Ok(total)
+}
+
 /// Loads records `0..records`, each thread a contiguous share of the numbers (whose keys are
 /// scattered over the key space by the hash).
 pub fn load(store: &dyn Store, records: u64, threads: usize) -> BenchResult<PhaseResult> {
@@ -212,21 +241,9 @@ pub fn load(store: &dyn Store, records: u64, threads: usize) -> BenchResult<Phas
                 })
             })
             .collect();
-        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
-        // Stop the progress thread before a worker's panic unwinds, or the scope would wait
-        // for it forever.
-        done.store(true, Ordering::Relaxed);
-        joined
-            .into_iter()
-            .map(|j| j.expect("load worker panicked"))
-            .collect()
+        join_workers(workers, &done)
     });
-    let mut total = PhaseResult::new("load");
-    total.elapsed = started.elapsed();
-    for r in results {
-        total.absorb(r?);
-    }
-    Ok(total)
+    sum_phase("load", started, results)
 }
 
 /// Runs uniformly random operations over `0..records` for `seconds`: reads, and updates of one
@@ -277,21 +294,9 @@ pub fn run_timed(
                 })
             })
             .collect();
-        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
-        // Stop the progress thread before a worker's panic unwinds, or the scope would wait
-        // for it forever.
-        done.store(true, Ordering::Relaxed);
-        joined
-            .into_iter()
-            .map(|j| j.expect("timed worker panicked"))
-            .collect()
+        join_workers(workers, &done)
     });
-    let mut total = PhaseResult::new(name);
-    total.elapsed = started.elapsed();
-    for r in results {
-        total.absorb(r?);
-    }
-    Ok(total)
+    sum_phase(name, started, results)
 }
 
 #[cfg(test)]
