@@ -10,6 +10,8 @@ pub mod frame;
 pub mod opcode;
 pub mod request;
 pub mod response;
+pub mod statement;
+pub mod value;
 pub mod wire;
 
 #[cfg(test)]

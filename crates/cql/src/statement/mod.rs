@@ -1,0 +1,1 @@
+//! The CQL statement parser: text -> [`ast`]. Filled in by its own change.
