@@ -5,6 +5,7 @@
 //! length read from the wire is checked against a named `*_MAX` bound before it is trusted.
 //! This crate does no I/O: the server crate reads and writes sockets.
 
+pub mod compression;
 pub mod error;
 pub mod frame;
 pub mod opcode;

@@ -1,0 +1,1 @@
+//! Frame body compression (the STARTUP `COMPRESSION` option). Filled in by its own change.
