@@ -1,5 +1,8 @@
-//! The `hayate` node. The CQL server arrives with its own issue; until then this binary opens
-//! the storage engine on the embedded default and reports what it found.
+//! The `hayate` node. Being built; see the CQL server issue.
+
+mod auth;
+mod config;
+mod metrics;
 
 fn main() {
     eprintln!("hayate: the CQL server is not built yet (see the CQL server issue).");
