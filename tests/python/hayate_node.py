@@ -1,0 +1,250 @@
+"""Starting and stopping real `hayate` processes for the acceptance tests.
+
+Every node gets its own data directory under `target/test-nodes/` and its own port on 127.0.0.1,
+so tests never share state by accident. A node's stderr goes to `node.log` in its directory and
+is quoted in every failure that involves the node, because "connection refused" alone says
+nothing about why a server is not there.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NODES_ROOT = REPO_ROOT / "target" / "test-nodes"
+HAYATE_BIN = Path(os.environ.get("HAYATE_BIN", REPO_ROOT / "target" / "debug" / "hayate"))
+
+# How long a node may take to open its CQL port. A debug build formats a 256 MiB device on first
+# start, which takes a moment; a server that needs longer than this is stuck, not slow.
+START_TIMEOUT_S = 30
+# How long a node may take to exit after SIGTERM before the test calls it hung.
+STOP_TIMEOUT_S = 20
+
+_live_processes: set[subprocess.Popen] = set()
+_node_counter = itertools.count()
+
+
+def _kill_leftovers() -> None:
+    # The fixtures stop their nodes; this catches an interrupted run (Ctrl-C, a crash in pytest).
+    for proc in list(_live_processes):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+atexit.register(_kill_leftovers)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NodeError(Exception):
+    """The node did not do what the test needed from its process (start, stop, stay up)."""
+
+
+class Endpoint:
+    """Where a CQL server listens, and how to point the Python driver at it."""
+
+    host: str
+    port: int
+
+    def cluster(self, **kwargs):
+        """A `cassandra.cluster.Cluster` for this node, with short timeouts so failures are quick."""
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+
+        kwargs.setdefault("protocol_version", 4)
+        kwargs.setdefault("connect_timeout", 5)
+        kwargs.setdefault("control_connection_timeout", 5)
+        profile = kwargs.pop("profile", None) or ExecutionProfile(request_timeout=15)
+        kwargs.setdefault("execution_profiles", {EXEC_PROFILE_DEFAULT: profile})
+        return Cluster([self.host], port=self.port, **kwargs)
+
+    def connect(self, keyspace: str | None = None, **kwargs):
+        """(cluster, session); the caller shuts the cluster down."""
+        cluster = self.cluster(**kwargs)
+        try:
+            session = cluster.connect(keyspace)
+        except Exception:
+            cluster.shutdown()
+            raise
+        return cluster, session
+
+
+class ExternalNode(Endpoint):
+    """A server this suite did not start: `HAYATE_REFERENCE=host:port` runs the shared-node tests
+    against it, which is how the expectations here were checked against Apache Cassandra."""
+
+    def __init__(self, address: str):
+        host, _, port = address.rpartition(":")
+        self.name = f"external {address}"
+        self.host, self.port = host, int(port)
+        self.metrics_port = 0
+        self.proc = None
+
+    def alive(self) -> bool:
+        return True
+
+    def start(self):
+        return self
+
+    def kill(self) -> None:
+        pass
+
+    def log_tail(self, lines: int = 30) -> str:
+        return f"(external server {self.host}:{self.port}: no log)"
+
+
+class Node(Endpoint):
+    """One `hayate` process, restartable on the same data directory and port."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        authenticator: str = "AllowAllAuthenticator",
+        metrics_port: int = 0,
+        commit_to_device: bool = False,
+        data_dir: Path | None = None,
+        port: int | None = None,
+        device_size: str = "256MiB",
+    ):
+        self.name = name
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self.metrics_port = metrics_port
+        self.authenticator = authenticator
+        self.commit_to_device = commit_to_device
+        self.dir = NODES_ROOT / f"{name}-{os.getpid()}-{next(_node_counter)}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = data_dir or (self.dir / "data")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.dir / "node.log"
+        self.config_path = self.dir / "hayate.toml"
+        self.config_path.write_text(
+            "[storage]\n"
+            f'device_size = "{device_size}"\n'
+            "[metrics]\n"
+            f"port = {metrics_port}\n"
+            "[auth]\n"
+            f'authenticator = "{authenticator}"\n'
+        )
+        self.proc: subprocess.Popen | None = None
+
+    # ---- process control -------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        cmd = [
+            str(HAYATE_BIN),
+            "--config", str(self.config_path),
+            "--data-dir", str(self.data_dir),
+            "--listen-address", self.host,
+            "--cql-port", str(self.port),
+        ]
+        if self.commit_to_device:
+            cmd.append("--commit-to-device")
+        return cmd
+
+    def spawn(self) -> subprocess.Popen:
+        """Start the process without waiting for it to be ready (for tests that expect failure)."""
+        if not HAYATE_BIN.exists():
+            raise NodeError(
+                f"{HAYATE_BIN} does not exist: build it with `cargo build -p hayate-server` "
+                "or point HAYATE_BIN at a binary"
+            )
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n==== {' '.join(self.command())}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "RUST_BACKTRACE": "1"},
+            )
+        _live_processes.add(proc)
+        return proc
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> "Node":
+        if self.alive():
+            raise NodeError(f"{self.name} is already running (pid {self.proc.pid})")
+        self.proc = self.spawn()
+        self.wait_ready(timeout_s)
+        return self
+
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Ready means the CQL port accepts TCP, as the server's contract says."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code = self.proc.poll()
+            if code is not None:
+                raise NodeError(
+                    f"{self.name} exited with status {code} before opening port {self.port}.\n"
+                    f"{self.log_tail()}"
+                )
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise NodeError(
+            f"{self.name} did not open CQL port {self.port} within {timeout_s} s.\n{self.log_tail()}"
+        )
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM, as an operator's `systemctl stop` would; returns the exit status."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise NodeError(
+                f"{self.name} did not exit within {timeout_s} s of SIGTERM (killed).\n{self.log_tail()}"
+            )
+        _live_processes.discard(self.proc)
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, or power lost to the process."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc is not None:
+            _live_processes.discard(self.proc)
+
+    def restart(self) -> "Node":
+        code = self.stop()
+        if code != 0:
+            raise NodeError(f"{self.name} exited with status {code} on SIGTERM.\n{self.log_tail()}")
+        return self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def rss_bytes(self) -> int:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return f"(no log at {self.log_path})"
+        return f"--- last {lines} lines of {self.log_path} ---\n" + "\n".join(text[-lines:])

@@ -1,0 +1,151 @@
+"""SELECT as applications write it: projections, key restrictions, token ranges, limits, order,
+count, and both kinds of bind markers."""
+
+import struct
+
+import pytest
+
+import cqlwire
+from cassandra.metadata import Murmur3Token
+
+PARTITIONS = 6
+ROWS_PER_PARTITION = 5
+
+
+@pytest.fixture
+def t(ks):
+    """t(k, c) holds rows k in 0..5, c in 0..4, with v = 'k:c' and n = 10k + c."""
+    s = ks.session
+    s.execute("CREATE TABLE t (k int, c int, v text, n int, PRIMARY KEY (k, c))")
+    insert = s.prepare("INSERT INTO t (k, c, v, n) VALUES (?, ?, ?, ?)")
+    for k in range(PARTITIONS):
+        for c in range(ROWS_PER_PARTITION):
+            s.execute(insert, (k, c, f"{k}:{c}", 10 * k + c))
+    return s
+
+
+def token_of_int(k: int) -> int:
+    """The Murmur3 token Cassandra gives an int partition key (its 4 big-endian bytes)."""
+    return Murmur3Token.from_key(struct.pack(">i", k)).value
+
+
+def test_column_list_and_star(t):
+    row = t.execute("SELECT n, v FROM t WHERE k = 1 AND c = 2").one()
+    assert row._fields == ("n", "v")
+    assert tuple(row) == (12, "1:2")
+    row = t.execute("SELECT * FROM t WHERE k = 1 AND c = 2").one()
+    assert row._fields == ("k", "c", "n", "v"), "SELECT * lists key columns first, then the rest by name"
+
+
+def test_aliases_name_the_result_columns(t):
+    row = t.execute("SELECT v AS label, n AS number, writetime(v) AS wt FROM t WHERE k = 1 AND c = 2").one()
+    assert row._fields == ("label", "number", "wt")
+    assert (row.label, row.number) == ("1:2", 12)
+
+
+def test_partition_key_equality_and_in(t):
+    assert [r.c for r in t.execute("SELECT c FROM t WHERE k = 3")] == [0, 1, 2, 3, 4]
+    got = [(r.k, r.c) for r in t.execute("SELECT k, c FROM t WHERE k IN (4, 1, 99) AND c = 0")]
+    assert sorted(got) == [(1, 0), (4, 0)]
+    assert len(list(t.execute("SELECT * FROM t WHERE k IN (0, 2)"))) == 2 * ROWS_PER_PARTITION
+
+
+def test_clustering_ranges(t):
+    def cs(where):
+        return [r.c for r in t.execute(f"SELECT c FROM t WHERE k = 2 AND {where}")]
+
+    assert cs("c > 1") == [2, 3, 4]
+    assert cs("c >= 1 AND c < 3") == [1, 2]
+    assert cs("c <= 1") == [0, 1]
+    assert cs("c > 4") == []
+    assert cs("c IN (3, 0)") == [0, 3]
+
+
+def test_token_of_a_key_is_cassandras_murmur3(t):
+    """Token-aware drivers hash keys themselves; the server must agree byte for byte."""
+    for k in (0, 1, 5, -1):
+        t.execute("INSERT INTO t (k, c, v) VALUES (%s, 0, 'x')", [k])
+        assert t.execute("SELECT token(k) FROM t WHERE k = %s", [k]).one()[0] == token_of_int(k)
+
+
+def test_full_scan_is_in_token_order(t):
+    got = [r.k for r in t.execute("SELECT DISTINCT k FROM t")]
+    assert got == sorted(range(PARTITIONS), key=token_of_int)
+    tokens = [r[0] for r in t.execute("SELECT token(k) FROM t")]
+    assert tokens == sorted(tokens)
+    assert len(tokens) == PARTITIONS * ROWS_PER_PARTITION
+
+
+def test_token_ranges_split_the_table(t):
+    """Spark-style and YCSB-style scans: `token(k) > a AND token(k) <= b` over split points."""
+    keys_by_token = sorted(range(PARTITIONS), key=token_of_int)
+    middle = token_of_int(keys_by_token[2])
+    low = [r.k for r in t.execute("SELECT DISTINCT k FROM t WHERE token(k) <= %s", [middle])]
+    high = [r.k for r in t.execute("SELECT DISTINCT k FROM t WHERE token(k) > %s", [middle])]
+    assert low == keys_by_token[:3]
+    assert high == keys_by_token[3:]
+    # The form YCSB's scan uses: a start key, a token bound and a LIMIT.
+    got = [r.k for r in t.execute("SELECT k FROM t WHERE token(k) >= token(%s) LIMIT 7", [keys_by_token[1]])]
+    assert got == [keys_by_token[1]] * 5 + [keys_by_token[2]] * 2
+
+
+def test_limit_and_per_partition_limit(t):
+    assert len(list(t.execute("SELECT * FROM t LIMIT 7"))) == 7
+    assert [r.c for r in t.execute("SELECT c FROM t WHERE k = 1 LIMIT 2")] == [0, 1]
+    got = [(r.k, r.c) for r in t.execute("SELECT k, c FROM t PER PARTITION LIMIT 2")]
+    assert len(got) == 2 * PARTITIONS
+    assert all(c in (0, 1) for _, c in got)
+    got = list(t.execute("SELECT k, c FROM t PER PARTITION LIMIT 1 LIMIT 3"))
+    assert len(got) == 3 and len({r.k for r in got}) == 3
+
+
+def test_order_by_desc_reverses_clustering(t):
+    assert [r.c for r in t.execute("SELECT c FROM t WHERE k = 4 ORDER BY c DESC")] == [4, 3, 2, 1, 0]
+    assert [r.c for r in t.execute("SELECT c FROM t WHERE k = 4 AND c < 3 ORDER BY c DESC LIMIT 2")] == [2, 1]
+    assert [r.c for r in t.execute("SELECT c FROM t WHERE k = 4 ORDER BY c ASC")] == [0, 1, 2, 3, 4]
+
+
+def test_count_star(t):
+    row = t.execute("SELECT count(*) FROM t").one()
+    assert row._fields == ("count",)
+    assert row.count == PARTITIONS * ROWS_PER_PARTITION
+    assert t.execute("SELECT COUNT(*) FROM t WHERE k = 2 AND c > 1").one()[0] == 3
+    assert t.execute("SELECT count(*) FROM t WHERE k = 999").one()[0] == 0
+
+
+def test_select_on_missing_partition_is_empty(t):
+    assert list(t.execute("SELECT * FROM t WHERE k = 12345")) == []
+    assert list(t.execute("SELECT * FROM t WHERE k = 1 AND c = 99")) == []
+
+
+def test_positional_bind_markers(t):
+    stmt = t.prepare("SELECT v FROM t WHERE k = ? AND c >= ? AND c < ? LIMIT ?")
+    assert [r.v for r in t.execute(stmt, (3, 1, 4, 2))] == ["3:1", "3:2"]
+    assert [r.v for r in t.execute(stmt, (3, 0, 10, 10))] == [f"3:{c}" for c in range(5)]
+
+
+def test_named_bind_markers(t):
+    stmt = t.prepare("SELECT v FROM t WHERE k = :key AND c = :col")
+    assert t.execute(stmt, {"col": 2, "key": 5}).one().v == "5:2"
+    update = t.prepare("UPDATE t SET v = :value WHERE k = :key AND c = :col")
+    t.execute(update, {"value": "named", "key": 5, "col": 2})
+    assert t.execute(stmt, {"key": 5, "col": 2}).one().v == "named"
+
+
+def test_bind_markers_in_a_simple_statement(t, ks, node):
+    """QUERY with `?` and values, no PREPARE: what the Java drivers send for a SimpleStatement
+    with values. (The Python driver interpolates values into the text itself, so this test
+    writes the frame by hand.)"""
+    with cqlwire.RawConnection(node.host, node.port) as conn:
+        assert conn.startup().opcode == cqlwire.READY
+        reply = conn.query(f"SELECT v, n FROM {ks.name}.t WHERE k = ? AND c = ?",
+                           [struct.pack(">i", 3), struct.pack(">i", 4)])
+        assert reply.opcode == cqlwire.RESULT, reply
+        names, rows = cqlwire.parse_rows(reply.body)
+    assert names == ["v", "n"]
+    assert rows == [[b"3:4", struct.pack(">i", 34)]]
+
+
+def test_in_with_bind_marker_list(t):
+    stmt = t.prepare("SELECT k, c FROM t WHERE k IN ? AND c = ?")
+    assert sorted((r.k, r.c) for r in t.execute(stmt, ([0, 5], 3))) == [(0, 3), (5, 3)]
