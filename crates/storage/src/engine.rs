@@ -453,6 +453,45 @@ impl Engine {
         Ok(rows)
     }
 
+    /// Forgets every row of `table`: its index goes, and the blocks that held its records count
+    /// them as dead, so defragmentation reclaims the space. The records stay on the device
+    /// until then, and a cold start in between finds them again: the caller drops the table
+    /// again after each open (see [`Engine::table_ids`]). Returns the rows forgotten.
+    pub fn drop_table(&self, table: TableId) -> usize {
+        let Some(index) = self.inner.existing_table(table) else {
+            return 0;
+        };
+        self.inner
+            .tables
+            .write()
+            .expect("tables lock poisoned")
+            .remove(&table);
+        let mut dropped = 0;
+        for p in 0..crate::index::PARTITIONS {
+            for e in index.partition_select(p, |_| true) {
+                if index.update_if(&e, |_| None) {
+                    self.inner.blocks.sub_live(e.location.block(), e.location.len());
+                    dropped += 1;
+                }
+            }
+        }
+        dropped
+    }
+
+    /// The tables that hold rows (or tombstones).
+    pub fn table_ids(&self) -> Vec<TableId> {
+        let mut ids: Vec<TableId> = self
+            .inner
+            .tables
+            .read()
+            .expect("tables lock poisoned")
+            .keys()
+            .copied()
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// Counters and gauges for metrics.
     pub fn stats(&self) -> StatsSnapshot {
         let inner = &self.inner;

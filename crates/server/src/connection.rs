@@ -1,0 +1,175 @@
+//! One client connection: bytes in, frames out.
+//!
+//! The reader reads the socket in large chunks and cuts complete frames out of its buffer. Each
+//! request runs on the blocking pool (the storage engine's calls are synchronous and may read a
+//! device), so many streams of one connection are in flight at once; a semaphore bounds how
+//! many. Finished responses go to a writer task through a channel; the writer takes everything
+//! queued and sends it in one `write`, so a pipelining driver gets its answers coalesced.
+//!
+//! A frame header that cannot be trusted (unknown version, a body over the limit, a response
+//! bit) is answered with a protocol ERROR and the connection is closed, since the byte stream is
+//! no longer known to be aligned on frames. A body that does not decode is answered with an
+//! ERROR on its stream and the connection keeps going: the length in the header was honoured.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Buf, Bytes, BytesMut};
+use hayate_cql::error::WireError;
+use hayate_cql::frame::{FrameError, FrameHeader, HEADER_BYTES};
+use hayate_cql::response::Response;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::node::Node;
+use crate::requests::{self, Session};
+
+/// How much the reader asks the socket for at once.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+/// The writer stops gathering queued responses into one write past this size.
+const WRITE_COALESCE_MAX_BYTES: usize = 256 << 10;
+
+/// Serves one connection until the client closes it or breaks the protocol.
+pub async fn serve(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
+    node.metrics.connection_opened();
+    let _ = stream.set_nodelay(true);
+    let (mut reader, mut writer) = stream.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+
+    let write_task = tokio::spawn(async move {
+        let mut out = Vec::with_capacity(WRITE_COALESCE_MAX_BYTES);
+        while let Some(first) = rx.recv().await {
+            out.clear();
+            out.extend_from_slice(&first);
+            while out.len() < WRITE_COALESCE_MAX_BYTES {
+                match rx.try_recv() {
+                    Ok(more) => out.extend_from_slice(&more),
+                    Err(_) => break,
+                }
+            }
+            if writer.write_all(&out).await.is_err() {
+                break;
+            }
+        }
+        let _ = writer.shutdown().await;
+    });
+
+    let session = Arc::new(Session::new(node.clone(), peer, tx.clone()));
+    let max_in_flight = node.config.limits.max_requests_in_flight_per_connection;
+    let in_flight = Arc::new(Semaphore::new(max_in_flight as usize));
+    let max_frame_bytes = usize::try_from(node.config.limits.max_frame_bytes.0).unwrap_or(usize::MAX);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+
+    'read: loop {
+        while buf.len() >= HEADER_BYTES {
+            let mut head = [0u8; HEADER_BYTES];
+            head.copy_from_slice(&buf[..HEADER_BYTES]);
+            let header = match FrameHeader::decode_request(&head) {
+                Ok(h) if h.body_length_bytes as usize > max_frame_bytes => {
+                    let e = FrameError::BodyTooLarge {
+                        body_length_bytes: h.body_length_bytes,
+                        stream: h.stream,
+                    };
+                    refuse(&session, &e, max_frame_bytes);
+                    break 'read;
+                }
+                Ok(h) => h,
+                Err(e) => {
+                    refuse(&session, &e, max_frame_bytes);
+                    break 'read;
+                }
+            };
+            let frame_bytes = HEADER_BYTES + header.body_length_bytes as usize;
+            if buf.len() < frame_bytes {
+                buf.reserve(frame_bytes - buf.len());
+                break;
+            }
+            let mut frame = buf.split_to(frame_bytes);
+            frame.advance(HEADER_BYTES);
+            let body: Bytes = frame.freeze();
+            node.metrics.frame_received(frame_bytes as u64);
+
+            if requests::runs_inline(&header) {
+                // Connection-level requests (STARTUP, OPTIONS, REGISTER, AUTH_RESPONSE) change
+                // the session's state, so they run in order, before the next frame is read.
+                let session = session.clone();
+                let done = tokio::task::spawn_blocking(move || session.handle(header, body)).await;
+                if done.is_err() {
+                    break 'read;
+                }
+                continue;
+            }
+            let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                break 'read;
+            };
+            let session = session.clone();
+            tokio::task::spawn_blocking(move || {
+                session.handle(header, body);
+                drop(permit);
+            });
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {
+            buf.reserve(READ_CHUNK_BYTES);
+        }
+        match reader.read_buf(&mut buf).await {
+            Ok(0) => {
+                if !buf.is_empty() {
+                    tracing::debug!(%peer, bytes = buf.len(), "client closed the connection mid-frame");
+                }
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "connection read failed");
+                break;
+            }
+        }
+    }
+    // Let requests still running finish and queue their answers, then close.
+    let _ = in_flight.acquire_many(max_in_flight).await;
+    session.close();
+    node.metrics.connection_closed();
+    drop(tx);
+    let _ = write_task.await;
+}
+
+/// Answers a header we cannot trust with a protocol error; the caller then closes.
+fn refuse(session: &Session, e: &FrameError, max_frame_bytes: usize) {
+    let message = match e {
+        FrameError::BodyTooLarge {
+            body_length_bytes, ..
+        } => format!(
+            "Request is too big: length {body_length_bytes} exceeds maximum allowed length \
+             {max_frame_bytes}; send smaller requests (smaller batches or values)"
+        ),
+        other => other.to_string(),
+    };
+    tracing::debug!(peer = %session.peer, "closing connection: {message}");
+    session.send(e.stream(), &Response::Error(WireError::protocol(message)));
+}
+
+/// A place responses can be queued from any thread.
+#[derive(Clone)]
+pub struct Outbox {
+    tx: Arc<Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>>,
+}
+
+impl Outbox {
+    pub fn new(tx: mpsc::UnboundedSender<Vec<u8>>) -> Outbox {
+        Outbox {
+            tx: Arc::new(Mutex::new(Some(tx))),
+        }
+    }
+
+    /// Queues whole frames; silently dropped once the connection is gone.
+    pub fn push(&self, frames: Vec<u8>) {
+        if let Some(tx) = self.tx.lock().expect("outbox lock poisoned").as_ref() {
+            let _ = tx.send(frames);
+        }
+    }
+
+    pub fn close(&self) {
+        self.tx.lock().expect("outbox lock poisoned").take();
+    }
+}

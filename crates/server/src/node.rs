@@ -1,0 +1,95 @@
+//! The node: everything a request may need, shared by every connection.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use hayate_cql::response::Event;
+use hayate_storage::Engine;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::auth::Authenticator;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::prepared::PreparedCache;
+use crate::schema::SchemaStore;
+
+/// The data center and rack a single node reports, as Cassandra's defaults name them.
+pub const DATA_CENTER: &str = "datacenter1";
+pub const RACK: &str = "rack1";
+/// The Cassandra version drivers see: 4.x makes them read `system_schema` and
+/// `system_virtual_schema` (their modern schema parsers) and cqlsh describe on the server.
+pub const RELEASE_VERSION: &str = "4.1.5";
+pub const CQL_VERSION: &str = "3.4.6";
+/// Virtual nodes this node owns on the token ring.
+pub const NUM_TOKENS: usize = 16;
+/// EVENT frames a slow client may fall behind by before it misses some.
+const EVENT_QUEUE_MAX: usize = 1024;
+
+pub struct Node {
+    pub config: Config,
+    pub engine: Engine,
+    pub schema: SchemaStore,
+    pub prepared: PreparedCache,
+    pub auth: Authenticator,
+    pub roles: Arc<crate::auth::RoleStore>,
+    pub metrics: Arc<Metrics>,
+    pub events: broadcast::Sender<Event>,
+    pub local: LocalNode,
+}
+
+/// What this node says about itself in `system.local`, kept across restarts.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LocalNode {
+    pub host_id: [u8; 16],
+    pub tokens: Vec<i64>,
+    /// Counts restarts, as Cassandra's gossip generation does.
+    pub generation: i32,
+    #[serde(skip)]
+    pub rpc_address: Option<SocketAddr>,
+}
+
+impl LocalNode {
+    /// Loads `<data_dir>/node.json`, or makes a new identity: a host id and evenly spaced
+    /// tokens offset by a random amount.
+    pub fn load_or_create(data_dir: &Path) -> std::io::Result<LocalNode> {
+        let path = data_dir.join("node.json");
+        let mut local = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let host_id = crate::schema::random_uuid();
+                let offset = i64::from_be_bytes(host_id[..8].try_into().unwrap_or([0; 8]));
+                let step = (u64::MAX / NUM_TOKENS as u64) as i64;
+                let tokens = (0..NUM_TOKENS as i64)
+                    .map(|i| offset.wrapping_add(i.wrapping_mul(step)))
+                    .collect();
+                LocalNode {
+                    host_id,
+                    tokens,
+                    generation: 0,
+                    rpc_address: None,
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        local.generation = local.generation.max(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i32)
+                .unwrap_or(1),
+        );
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(&local).map_err(std::io::Error::other)?,
+        )?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(local)
+    }
+}
+
+pub fn event_channel() -> broadcast::Sender<Event> {
+    broadcast::channel(EVENT_QUEUE_MAX).0
+}

@@ -1,0 +1,306 @@
+//! Terms to bytes: literals, bind values, collection literals and the few functions a term may
+//! call (`now()`, `uuid()`, `currentTimestamp()`, ...), each checked against the type of the
+//! column that receives it.
+
+use hayate_cql::request::Values;
+use hayate_cql::statement::{BindMarker, Term};
+use hayate_cql::value::{
+    canonicalize, encode_list, encode_map, encode_set, encode_tuple, literal_to_bytes, validate,
+};
+use hayate_cql::value::{DataType, Literal};
+use hayate_cql::wire::Value as WireValue;
+
+use crate::error::{invalid, QueryResult};
+
+/// A term's value: null, "leave as is" (an unset bind value), or bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Evaluated {
+    Null,
+    Unset,
+    Bytes(Vec<u8>),
+}
+
+impl Evaluated {
+    pub fn bytes(self) -> Option<Vec<u8>> {
+        match self {
+            Evaluated::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// The bind values of one request, by marker index.
+pub struct Binds<'a> {
+    values: Vec<WireValue<'a>>,
+}
+
+impl<'a> Binds<'a> {
+    pub fn none() -> Binds<'a> {
+        Binds { values: Vec::new() }
+    }
+
+    /// Lines up the values sent with the statement's markers. Named values are matched to
+    /// markers by name (`:name`, or the receiving column's name for `?`), as drivers send them.
+    pub fn new(
+        values: &Values<'a>,
+        markers: &[BindMarker],
+        marker_names: &[String],
+    ) -> QueryResult<Binds<'a>> {
+        let values = match values {
+            Values::None => Vec::new(),
+            Values::Positional(v) => v.clone(),
+            Values::Named(named) => {
+                let mut out = vec![WireValue::NotSet; markers.len()];
+                for (name, value) in named {
+                    let lowered = name.to_lowercase();
+                    let mut matched = false;
+                    for (i, m) in markers.iter().enumerate() {
+                        let marker_name = m.name.as_deref().or(marker_names.get(i).map(String::as_str));
+                        if marker_name == Some(name) || marker_name == Some(lowered.as_str()) {
+                            out[i] = *value;
+                            matched = true;
+                        }
+                    }
+                    if !matched {
+                        return Err(invalid(format!(
+                            "Invalid named value: no bind marker named {name}"
+                        )));
+                    }
+                }
+                out
+            }
+        };
+        if values.len() != markers.len() {
+            return Err(invalid(format!(
+                "There were {} markers(?) in CQL but {} bound variables",
+                markers.len(),
+                values.len()
+            )));
+        }
+        Ok(Binds { values })
+    }
+
+    fn get(&self, i: usize) -> WireValue<'a> {
+        self.values.get(i).copied().unwrap_or(WireValue::NotSet)
+    }
+}
+
+/// What a term is evaluated for: its receiver's name (for messages) and type.
+pub struct Receiver<'t> {
+    pub name: &'t str,
+    pub ty: &'t DataType,
+}
+
+/// Evaluates `term` as a value of the receiver's type.
+pub fn evaluate(term: &Term, to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResult<Evaluated> {
+    let bad =
+        |e: hayate_cql::value::ValueError| invalid(format!("Invalid value for column {}: {e}", to.name));
+    match term {
+        Term::Literal(Literal::Null) => Ok(Evaluated::Null),
+        Term::Literal(lit) => {
+            let mut out = Vec::new();
+            literal_to_bytes(to.ty, lit, &mut out).map_err(|e| {
+                invalid(format!(
+                    "Invalid {} constant for {} of type {}: {e}",
+                    literal_kind(lit),
+                    to.name,
+                    to.ty
+                ))
+            })?;
+            Ok(Evaluated::Bytes(out))
+        }
+        Term::Negate(inner) => match inner.as_ref() {
+            Term::Literal(Literal::Int(s)) => evaluate(&Term::Literal(Literal::Int(negate(s))), to, binds),
+            Term::Literal(Literal::Float(s)) => {
+                evaluate(&Term::Literal(Literal::Float(negate(s))), to, binds)
+            }
+            _ => Err(invalid(format!("Invalid negation for {}", to.name))),
+        },
+        Term::Marker(i) => match binds.get(*i) {
+            WireValue::Null => Ok(Evaluated::Null),
+            WireValue::NotSet => Ok(Evaluated::Unset),
+            WireValue::Bytes(b) => {
+                validate(to.ty, b).map_err(bad)?;
+                if to.ty.is_collection() || matches!(to.ty, DataType::Tuple(_)) {
+                    let mut out = Vec::with_capacity(b.len());
+                    canonicalize(to.ty, b, &mut out).map_err(bad)?;
+                    Ok(Evaluated::Bytes(out))
+                } else {
+                    Ok(Evaluated::Bytes(b.to_vec()))
+                }
+            }
+        },
+        Term::List(items) => {
+            let element = match to.ty {
+                DataType::List { element, .. } => element,
+                // Cassandra accepts a list literal for a set only when it is empty.
+                DataType::Set { element, .. } if items.is_empty() => element,
+                _ => return Err(type_mismatch("list literal", to)),
+            };
+            let elements = evaluate_elements(items, element, to, binds)?;
+            let mut out = Vec::new();
+            encode_list(elements, &mut out);
+            Ok(Evaluated::Bytes(out))
+        }
+        Term::Set(items) => {
+            let DataType::Set { element, .. } = to.ty else {
+                return Err(type_mismatch("set literal", to));
+            };
+            let elements = evaluate_elements(items, element, to, binds)?;
+            let mut out = Vec::new();
+            encode_set(element, elements, &mut out);
+            Ok(Evaluated::Bytes(out))
+        }
+        Term::Map(pairs) => {
+            let DataType::Map { key, value, .. } = to.ty else {
+                return Err(type_mismatch("map literal", to));
+            };
+            let mut entries = Vec::with_capacity(pairs.len());
+            for (k, v) in pairs {
+                let k = element_bytes(k, key, to, binds)?;
+                let v = element_bytes(v, value, to, binds)?;
+                entries.push((k, v));
+            }
+            let mut out = Vec::new();
+            encode_map(key, entries, &mut out);
+            Ok(Evaluated::Bytes(out))
+        }
+        Term::EmptyBraces => match to.ty {
+            DataType::Set { .. } | DataType::Map { .. } | DataType::List { .. } => {
+                let mut out = Vec::new();
+                encode_list(std::iter::empty::<&[u8]>(), &mut out);
+                Ok(Evaluated::Bytes(out))
+            }
+            _ => Err(type_mismatch("{}", to)),
+        },
+        Term::Tuple(items) => {
+            let DataType::Tuple(types) = to.ty else {
+                return Err(type_mismatch("tuple literal", to));
+            };
+            if items.len() > types.len() {
+                return Err(invalid(format!(
+                    "Invalid tuple literal for {}: too many elements. Type {} expects {} but got {}",
+                    to.name,
+                    to.ty,
+                    types.len(),
+                    items.len()
+                )));
+            }
+            let mut components = Vec::with_capacity(items.len());
+            for (item, ty) in items.iter().zip(types) {
+                let r = Receiver { name: to.name, ty };
+                components.push(match evaluate(item, &r, binds)? {
+                    Evaluated::Bytes(b) => Some(b),
+                    _ => None,
+                });
+            }
+            let mut out = Vec::new();
+            encode_tuple(components, &mut out);
+            Ok(Evaluated::Bytes(out))
+        }
+        Term::Function { name, args } => function(&name.name, args, to),
+        Term::Cast { term, .. } => evaluate(term, to, binds),
+        Term::UserType(_) => Err(invalid("hayate does not support user-defined types yet")),
+    }
+}
+
+fn negate(s: &str) -> String {
+    match s.strip_prefix('-') {
+        Some(rest) => rest.to_owned(),
+        None => format!("-{s}"),
+    }
+}
+
+fn literal_kind(l: &Literal) -> &'static str {
+    match l {
+        Literal::Str(_) => "STRING",
+        Literal::Int(_) => "INTEGER",
+        Literal::Float(_) => "FLOAT",
+        Literal::Bool(_) => "BOOLEAN",
+        Literal::Uuid(_) => "UUID",
+        Literal::Hex(_) => "HEX",
+        Literal::Duration(_) => "DURATION",
+        Literal::Null => "NULL",
+    }
+}
+
+fn type_mismatch(what: &str, to: &Receiver<'_>) -> hayate_cql::error::WireError {
+    invalid(format!("Invalid {what} for {} of type {}", to.name, to.ty))
+}
+
+fn element_bytes(term: &Term, ty: &DataType, to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResult<Vec<u8>> {
+    match evaluate(term, &Receiver { name: to.name, ty }, binds)? {
+        Evaluated::Bytes(b) => Ok(b),
+        Evaluated::Null => Err(invalid("null is not supported inside collections")),
+        Evaluated::Unset => Err(invalid(format!("Invalid unset value for {}", to.name))),
+    }
+}
+
+fn evaluate_elements(
+    items: &[Term],
+    element: &DataType,
+    to: &Receiver<'_>,
+    binds: &Binds<'_>,
+) -> QueryResult<Vec<Vec<u8>>> {
+    items
+        .iter()
+        .map(|t| element_bytes(t, element, to, binds))
+        .collect()
+}
+
+/// The microseconds since the epoch now.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// A version 1 (time-based) UUID for now, with a random clock sequence and node.
+pub fn timeuuid_now() -> [u8; 16] {
+    // 100 ns intervals since 1582-10-15.
+    const GREGORIAN_OFFSET_100NS: u64 = 0x01B2_1DD2_1381_4000;
+    let t = (now_us() as u64) * 10 + GREGORIAN_OFFSET_100NS;
+    let mut u = crate::schema::random_uuid();
+    u[0..4].copy_from_slice(&((t & 0xFFFF_FFFF) as u32).to_be_bytes());
+    u[4..6].copy_from_slice(&(((t >> 32) & 0xFFFF) as u16).to_be_bytes());
+    u[6..8].copy_from_slice(&((((t >> 48) & 0x0FFF) as u16) | 0x1000).to_be_bytes());
+    u[8] = (u[8] & 0x3F) | 0x80;
+    u
+}
+
+fn function(name: &str, args: &[Term], to: &Receiver<'_>) -> QueryResult<Evaluated> {
+    let name = name.to_ascii_lowercase();
+    let now_ms = now_us() / 1000;
+    let bytes = match (name.as_str(), args) {
+        ("now", []) => timeuuid_now().to_vec(),
+        ("uuid", []) => crate::schema::random_uuid().to_vec(),
+        ("currenttimestamp", []) => now_ms.to_be_bytes().to_vec(),
+        ("totimestamp", [Term::Function { name: inner, args }])
+            if inner.name.eq_ignore_ascii_case("now") && args.is_empty() =>
+        {
+            now_ms.to_be_bytes().to_vec()
+        }
+        ("currentdate", []) => {
+            let days = now_ms.div_euclid(86_400_000);
+            ((days + (1i64 << 31)) as u32).to_be_bytes().to_vec()
+        }
+        ("currenttime", []) => (now_us().rem_euclid(86_400_000_000) * 1000)
+            .to_be_bytes()
+            .to_vec(),
+        ("currenttimeuuid", []) => timeuuid_now().to_vec(),
+        _ => {
+            return Err(invalid(format!(
+                "Unknown function {name} called (hayate supports now(), uuid(), currentTimestamp(), \
+                 currentDate(), currentTime(), currentTimeUUID() and toTimestamp(now()) in values)"
+            )))
+        }
+    };
+    validate(to.ty, &bytes).map_err(|_| {
+        invalid(format!(
+            "Type error: cannot assign result of function {name} to {} of type {}",
+            to.name, to.ty
+        ))
+    })?;
+    Ok(Evaluated::Bytes(bytes))
+}

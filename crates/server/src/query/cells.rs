@@ -1,0 +1,142 @@
+//! A stored row as CQL column values, and the cell layout of collections.
+//!
+//! A frozen value or a scalar is one cell with an empty path. A non-frozen collection is one
+//! cell per element: a list element's path is a 16-byte time-ordered id (so appends sort last
+//! and prepends first), a set element's path is the element's order key with an empty value,
+//! and a map entry's path is the key's order key. Cells iterate in path order, which is
+//! therefore the collection's order, as Cassandra returns it.
+
+use hayate_cql::value::{decode_order_key, encode_list, encode_map, encode_set, DataType};
+use hayate_storage::row::{Cell, CellValue, Row};
+
+use crate::schema::{ColumnKind, Table};
+
+/// One row as CQL values, by column index of the table.
+pub struct RowValues {
+    pub values: Vec<Option<Vec<u8>>>,
+    /// Write time (µs) of each non-key, single-cell column that has a live cell.
+    pub writetimes: Vec<Option<i64>>,
+    /// Seconds left to live of each such column that expires.
+    pub ttls: Vec<Option<i32>>,
+}
+
+/// Turns a stored row (already visible at `now_s`) into column values.
+pub fn row_values(table: &Table, partition: &[u8], clustering: &[u8], row: &Row, now_s: u32) -> RowValues {
+    let n = table.columns.len();
+    let mut values: Vec<Option<Vec<u8>>> = vec![None; n];
+    let mut writetimes = vec![None; n];
+    let mut ttls = vec![None; n];
+    for (i, v) in table
+        .partition_key
+        .iter()
+        .zip(super::keys::split_partition_key(table, partition))
+    {
+        values[*i] = Some(v);
+    }
+    if !table.clustering.is_empty() {
+        for (i, v) in table
+            .clustering
+            .iter()
+            .zip(super::keys::split_clustering_key(table, clustering))
+        {
+            values[*i] = Some(v);
+        }
+    }
+    let mut start = 0;
+    while start < row.cells.len() {
+        let id = row.cells[start].column;
+        let end = start + row.cells[start..].iter().take_while(|c| c.column == id).count();
+        let cells = &row.cells[start..end];
+        start = end;
+        let Some(i) = table
+            .columns
+            .iter()
+            .position(|c| c.id == id && c.kind == ColumnKind::Regular)
+        else {
+            continue; // a dropped column's leftovers
+        };
+        let ty = &table.columns[i].ty;
+        if ty.is_multi_cell() {
+            values[i] = collection_value(ty, cells, now_s);
+        } else if let Some(cell) = cells.iter().find(|c| c.path.is_empty()) {
+            if let Some(v) = cell.value_at(now_s) {
+                values[i] = Some(v.to_vec());
+                writetimes[i] = Some(cell.timestamp_us);
+                if let CellValue::Live {
+                    ttl_s, expires_at_s, ..
+                } = &cell.value
+                {
+                    if *ttl_s > 0 {
+                        ttls[i] = Some(expires_at_s.saturating_sub(now_s) as i32);
+                    }
+                }
+            }
+        }
+    }
+    RowValues {
+        values,
+        writetimes,
+        ttls,
+    }
+}
+
+/// A non-frozen collection's serialized value from its live cells; `None` when it has none
+/// (an empty collection reads as null, as in Cassandra).
+fn collection_value(ty: &DataType, cells: &[Cell], now_s: u32) -> Option<Vec<u8>> {
+    let live: Vec<(&[u8], &[u8])> = cells
+        .iter()
+        .filter_map(|c| c.value_at(now_s).map(|v| (c.path.as_slice(), v)))
+        .collect();
+    if live.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    match ty {
+        DataType::List { .. } => encode_list(live.iter().map(|(_, v)| *v), &mut out),
+        DataType::Set { element, .. } => {
+            let elements = live.iter().filter_map(|(p, _)| path_value(element, p)).collect();
+            encode_set(element, elements, &mut out);
+        }
+        DataType::Map { key, .. } => {
+            let entries = live
+                .iter()
+                .filter_map(|(p, v)| Some((path_value(key, p)?, v.to_vec())))
+                .collect();
+            encode_map(key, entries, &mut out);
+        }
+        _ => return None,
+    }
+    Some(out)
+}
+
+/// The serialized value a set element's or map key's path stands for.
+pub fn path_value(ty: &DataType, path: &[u8]) -> Option<Vec<u8>> {
+    let mut rest = path;
+    let mut out = Vec::new();
+    decode_order_key(ty, false, &mut rest, &mut out).ok()?;
+    Some(out)
+}
+
+/// The path of a set element or map key.
+pub fn element_path(ty: &DataType, value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    hayate_cql::value::encode_order_key(ty, value, false, &mut out);
+    out
+}
+
+/// A fresh list element id: later calls sort after earlier ones (appends), or before them
+/// when `prepend`.
+pub fn list_path(timestamp_us: i64, seq: u64, prepend: bool) -> Vec<u8> {
+    let t = (timestamp_us.max(0) as u64)
+        .wrapping_mul(1024)
+        .wrapping_add(seq & 1023);
+    let order = if prepend {
+        (1u64 << 63) - t.min(1 << 62)
+    } else {
+        (1u64 << 63) + t.min(1 << 62)
+    };
+    let mut p = Vec::with_capacity(16);
+    p.extend_from_slice(&order.to_be_bytes());
+    p.extend_from_slice(&crate::schema::random_uuid()[..8]);
+    p
+}

@@ -1,0 +1,894 @@
+//! INSERT, UPDATE, DELETE and BATCH: statements become row updates, and updates go to the
+//! engine, which merges each with the stored row (last write wins per cell).
+//!
+//! An INSERT writes the row marker (the row exists even with every column null); an UPDATE
+//! writes only cells, so a row whose cells are all deleted disappears, as in Cassandra.
+//! Setting a whole non-frozen collection first deletes the column (at the write's timestamp
+//! minus one) and then writes the elements. Deleting a range of rows, or a partition of a table
+//! with clustering columns, deletes each row the range holds now (there are no range
+//! tombstones yet, so a row written later with an older timestamp is not shadowed).
+
+use std::sync::Arc;
+
+use hayate_cql::response::result::ResultBody;
+use hayate_cql::statement::{
+    Assignment, BatchKind, BatchStatement, Condition, Delete, DeleteTarget, Insert, InsertValues, Operation,
+    Statement, Term, Update, Using,
+};
+use hayate_cql::value::DataType;
+use hayate_storage::row::{Cell, Deletion, Liveness, Row};
+use hayate_storage::RowKey;
+
+use super::bind::{evaluate, now_us, Binds, Evaluated, Receiver};
+use super::cells::{element_path, list_path};
+use super::keys::ClusteringRange;
+use super::restrictions::{analyse, split_list};
+use super::{check_consistency, now_s, read_failed, resolve_table, write_failed, Context, TTL_MAX_S};
+use crate::error::{invalid, QueryResult};
+use crate::schema::{Column, ColumnKind, Table};
+
+/// Statements one BATCH may hold.
+pub const BATCH_STATEMENTS_MAX: usize = 65_535;
+
+/// One change to one row, or to every row of a clustering range.
+pub struct Mutation {
+    table: Arc<Table>,
+    partition: Vec<u8>,
+    target: Target,
+}
+
+enum Target {
+    /// A row, and the update merged into it.
+    Row {
+        clustering: Vec<u8>,
+        update: Row,
+        reads: Vec<ReadOp>,
+    },
+    /// Every row in a clustering range of the partition.
+    Range {
+        range: ClusteringRange,
+        timestamp_us: i64,
+    },
+}
+
+/// A list operation that needs the current list: by index, or removal by value.
+struct ReadOp {
+    column: usize,
+    kind: ReadOpKind,
+    timestamp_us: i64,
+    ttl_s: u32,
+}
+
+enum ReadOpKind {
+    SetIndex { index: i32, value: Option<Vec<u8>> },
+    RemoveValues(Vec<Vec<u8>>),
+}
+
+/// Timestamp and TTL of a write.
+#[derive(Clone, Copy)]
+struct WriteTime {
+    timestamp_us: i64,
+    ttl_s: u32,
+    now_s: u32,
+}
+
+pub fn run(ctx: &Context<'_>, stmt: &Statement, binds: &Binds<'_>) -> QueryResult<ResultBody> {
+    let mut mutations = Vec::new();
+    plan(ctx, stmt, binds, &mut mutations)?;
+    apply(ctx, mutations)?;
+    Ok(ResultBody::Void)
+}
+
+/// Checks a statement and turns it into row updates, without applying them.
+pub fn plan(
+    ctx: &Context<'_>,
+    stmt: &Statement,
+    binds: &Binds<'_>,
+    mutations: &mut Vec<Mutation>,
+) -> QueryResult<()> {
+    match stmt {
+        Statement::Insert(s) => insert(ctx, s, binds, None, mutations)?,
+        Statement::Update(s) => update(ctx, s, binds, None, mutations)?,
+        Statement::Delete(s) => delete(ctx, s, binds, None, mutations)?,
+        Statement::Batch(b) => {
+            if b.kind == BatchKind::Counter {
+                return Err(invalid("hayate does not support counters yet (COUNTER BATCH)"));
+            }
+            if b.statements.len() > BATCH_STATEMENTS_MAX {
+                return Err(invalid(format!(
+                    "A batch may hold at most {BATCH_STATEMENTS_MAX} statements"
+                )));
+            }
+            let batch_ts = timestamp(ctx, &b.using, binds)?;
+            if b.using.ttl.is_some() {
+                return Err(invalid("Global TTL on the BATCH statement is not supported."));
+            }
+            for s in &b.statements {
+                match s {
+                    BatchStatement::Insert(s) => insert(ctx, s, binds, Some(batch_ts), mutations)?,
+                    BatchStatement::Update(s) => update(ctx, s, binds, Some(batch_ts), mutations)?,
+                    BatchStatement::Delete(s) => delete(ctx, s, binds, Some(batch_ts), mutations)?,
+                }
+            }
+        }
+        _ => {
+            return Err(invalid(format!(
+                "{} is not a modification statement",
+                stmt.kind()
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// A batch's own USING TIMESTAMP, or the request's default, or now.
+fn timestamp(ctx: &Context<'_>, using: &Using, binds: &Binds<'_>) -> QueryResult<i64> {
+    if let Some(t) = &using.timestamp {
+        let ty = DataType::BigInt;
+        match evaluate(
+            t,
+            &Receiver {
+                name: "[timestamp]",
+                ty: &ty,
+            },
+            binds,
+        )? {
+            Evaluated::Bytes(b) if b.len() == 8 => {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(&b);
+                let ts = i64::from_be_bytes(a);
+                if ts == i64::MIN {
+                    return Err(invalid(format!("Invalid timestamp value {ts}")));
+                }
+                return Ok(ts);
+            }
+            Evaluated::Unset => {}
+            _ => return Err(invalid("Invalid null value of timestamp")),
+        }
+    }
+    Ok(ctx.default_timestamp_us.unwrap_or_else(now_us))
+}
+
+fn write_time(
+    ctx: &Context<'_>,
+    table: &Table,
+    using: &Using,
+    binds: &Binds<'_>,
+    batch_ts: Option<i64>,
+) -> QueryResult<WriteTime> {
+    if batch_ts.is_some() && using.timestamp.is_some() {
+        return Err(invalid(
+            "Timestamp must be set either on BATCH or individual statements",
+        ));
+    }
+    let timestamp_us = match batch_ts {
+        Some(ts) => ts,
+        None => timestamp(ctx, using, binds)?,
+    };
+    let mut ttl_s = table.default_ttl_s();
+    if let Some(t) = &using.ttl {
+        let ty = DataType::Int;
+        match evaluate(
+            t,
+            &Receiver {
+                name: "[ttl]",
+                ty: &ty,
+            },
+            binds,
+        )? {
+            Evaluated::Bytes(b) if b.len() == 4 => {
+                let ttl = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+                if ttl < 0 {
+                    return Err(invalid(format!(
+                        "A TTL must be greater or equal to 0, but was {ttl}"
+                    )));
+                }
+                if ttl as u32 > TTL_MAX_S {
+                    return Err(invalid(format!(
+                        "ttl is too large. requested ({ttl}) maximum ({TTL_MAX_S})"
+                    )));
+                }
+                ttl_s = ttl as u32;
+            }
+            Evaluated::Unset => {}
+            _ => return Err(invalid("Invalid null value of TTL")),
+        }
+    }
+    Ok(WriteTime {
+        timestamp_us,
+        ttl_s,
+        now_s: now_s(),
+    })
+}
+
+fn no_conditions(condition: &Condition) -> QueryResult<()> {
+    match condition {
+        Condition::None => Ok(()),
+        _ => Err(invalid(
+            "hayate does not support lightweight transactions (IF conditions) yet",
+        )),
+    }
+}
+
+fn live_cell(col: &Column, path: Vec<u8>, value: Vec<u8>, wt: WriteTime) -> Cell {
+    let mut cell = if wt.ttl_s > 0 {
+        Cell::expiring(col.id, wt.timestamp_us, value, wt.ttl_s, wt.now_s)
+    } else {
+        Cell::live(col.id, wt.timestamp_us, value)
+    };
+    cell.path = path;
+    cell
+}
+
+fn tombstone_cell(col: &Column, path: Vec<u8>, wt: WriteTime) -> Cell {
+    let mut cell = Cell::tombstone(col.id, wt.timestamp_us, wt.now_s);
+    cell.path = path;
+    cell
+}
+
+fn insert(
+    ctx: &Context<'_>,
+    s: &Insert,
+    binds: &Binds<'_>,
+    batch_ts: Option<i64>,
+    out: &mut Vec<Mutation>,
+) -> QueryResult<()> {
+    let (ks, table) = resolve_table(ctx, &s.table)?;
+    writable(&table)?;
+    check_consistency(&ks, ctx.consistency, true)?;
+    if s.if_not_exists {
+        return Err(invalid(
+            "hayate does not support lightweight transactions (INSERT ... IF NOT EXISTS) yet",
+        ));
+    }
+    let InsertValues::Columns { columns, values } = &s.values else {
+        return Err(invalid("hayate does not support INSERT JSON yet"));
+    };
+    if columns.len() != values.len() {
+        return Err(invalid("Unmatched column names/values"));
+    }
+    let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
+    let mut key_values: Vec<Option<Vec<u8>>> = vec![None; table.columns.len()];
+    let mut update = Row {
+        liveness: Some(Liveness {
+            timestamp_us: wt.timestamp_us,
+            ttl_s: wt.ttl_s,
+            expires_at_s: wt.now_s.saturating_add(wt.ttl_s),
+        }),
+        ..Row::default()
+    };
+    let mut seen = vec![false; table.columns.len()];
+    for (name, term) in columns.iter().zip(values) {
+        let i = table
+            .column_index(name)
+            .ok_or_else(|| invalid(format!("Undefined column name {name}")))?;
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(invalid(format!("Multiple definitions found for column {name}")));
+        }
+        let col = &table.columns[i];
+        let v = evaluate(term, &Receiver { name, ty: &col.ty }, binds)?;
+        if col.kind != ColumnKind::Regular {
+            key_values[i] = Some(key_value(col, v)?);
+            continue;
+        }
+        set_column(col, v, wt, &mut update)?;
+    }
+    let (partition, clustering) = full_key(&table, &key_values)?;
+    update.normalize();
+    out.push(Mutation {
+        table,
+        partition,
+        target: Target::Row {
+            clustering,
+            update,
+            reads: Vec::new(),
+        },
+    });
+    Ok(())
+}
+
+fn writable(table: &Table) -> QueryResult<()> {
+    if table.is_virtual {
+        return Err(crate::error::unauthorized(format!(
+            "{} keyspace is not user-modifiable.",
+            table.keyspace
+        )));
+    }
+    Ok(())
+}
+
+fn key_value(col: &Column, v: Evaluated) -> QueryResult<Vec<u8>> {
+    match v {
+        Evaluated::Bytes(b) => {
+            if b.is_empty() && col.kind == ColumnKind::PartitionKey {
+                return Err(invalid(format!("Key may not be empty (column {})", col.name)));
+            }
+            Ok(b)
+        }
+        Evaluated::Null => Err(invalid(format!(
+            "Invalid null value in condition for column {}",
+            col.name
+        ))),
+        Evaluated::Unset => Err(invalid(format!("Invalid unset value for column {}", col.name))),
+    }
+}
+
+fn full_key(table: &Table, key_values: &[Option<Vec<u8>>]) -> QueryResult<(Vec<u8>, Vec<u8>)> {
+    let missing = |cols: &[usize]| -> Vec<String> {
+        cols.iter()
+            .filter(|&&i| key_values[i].is_none())
+            .map(|&i| table.columns[i].name.clone())
+            .collect()
+    };
+    let m = missing(&table.partition_key);
+    if !m.is_empty() {
+        return Err(invalid(format!(
+            "Some partition key parts are missing: {}",
+            m.join(", ")
+        )));
+    }
+    let m = missing(&table.clustering);
+    if !m.is_empty() {
+        return Err(invalid(format!(
+            "Some clustering keys are missing: {}",
+            m.join(", ")
+        )));
+    }
+    let pk: Vec<&[u8]> = table
+        .partition_key
+        .iter()
+        .map(|&i| key_values[i].as_deref().unwrap_or(&[]))
+        .collect();
+    let ck: Vec<&[u8]> = table
+        .clustering
+        .iter()
+        .map(|&i| key_values[i].as_deref().unwrap_or(&[]))
+        .collect();
+    Ok((
+        super::keys::partition_key(&pk)?,
+        super::keys::clustering_key(table, &ck),
+    ))
+}
+
+/// `col = value`: the whole column.
+fn set_column(col: &Column, v: Evaluated, wt: WriteTime, update: &mut Row) -> QueryResult<()> {
+    match v {
+        Evaluated::Unset => {}
+        Evaluated::Null if col.ty.is_multi_cell() => delete_column(col, wt.timestamp_us, wt.now_s, update),
+        Evaluated::Null => update.cells.push(tombstone_cell(col, Vec::new(), wt)),
+        Evaluated::Bytes(b) if col.ty.is_multi_cell() => {
+            delete_column(col, wt.timestamp_us - 1, wt.now_s, update);
+            add_elements(col, &b, wt, false, update)?;
+        }
+        Evaluated::Bytes(b) => update.cells.push(live_cell(col, Vec::new(), b, wt)),
+    }
+    Ok(())
+}
+
+fn delete_column(col: &Column, timestamp_us: i64, now_s: u32, update: &mut Row) {
+    update.column_deletions.push((
+        col.id,
+        Deletion {
+            timestamp_us,
+            deleted_at_s: now_s,
+        },
+    ));
+    update.column_deletions.sort_by_key(|(c, _)| *c);
+}
+
+/// Appends (or prepends) the elements of a serialized collection value as cells.
+fn add_elements(
+    col: &Column,
+    value: &[u8],
+    wt: WriteTime,
+    prepend: bool,
+    update: &mut Row,
+) -> QueryResult<()> {
+    let bad = || invalid(format!("Invalid collection value for {}", col.name));
+    match &col.ty {
+        DataType::List { .. } => {
+            let items = split_list(value).ok_or_else(bad)?;
+            let n = items.len() as u64;
+            for (seq, item) in items.into_iter().enumerate() {
+                // Prepended elements keep their order: the first gets the smallest id.
+                let seq = if prepend { n - seq as u64 } else { seq as u64 };
+                update
+                    .cells
+                    .push(live_cell(col, list_path(wt.timestamp_us, seq, prepend), item, wt));
+            }
+        }
+        DataType::Set { element, .. } => {
+            for item in split_list(value).ok_or_else(bad)? {
+                update
+                    .cells
+                    .push(live_cell(col, element_path(element, &item), Vec::new(), wt));
+            }
+        }
+        DataType::Map { key, .. } => {
+            for (k, v) in split_map(value).ok_or_else(bad)? {
+                update.cells.push(live_cell(col, element_path(key, &k), v, wt));
+            }
+        }
+        _ => return Err(bad()),
+    }
+    Ok(())
+}
+
+fn split_map(bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    // A map is a list of 2n elements, alternating key and value, after a count of n.
+    let n = i32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+    let mut as_list = Vec::with_capacity(bytes.len());
+    as_list.extend_from_slice(&n.checked_mul(2)?.to_be_bytes());
+    as_list.extend_from_slice(&bytes[4..]);
+    let flat = split_list(&as_list)?;
+    let mut out = Vec::with_capacity(flat.len() / 2);
+    let mut it = flat.into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        out.push((k, v));
+    }
+    Some(out)
+}
+
+fn update(
+    ctx: &Context<'_>,
+    s: &Update,
+    binds: &Binds<'_>,
+    batch_ts: Option<i64>,
+    out: &mut Vec<Mutation>,
+) -> QueryResult<()> {
+    let (ks, table) = resolve_table(ctx, &s.table)?;
+    writable(&table)?;
+    check_consistency(&ks, ctx.consistency, true)?;
+    no_conditions(&s.condition)?;
+    let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
+    let r = analyse(&table, &s.where_clause, binds, false)?;
+    let partitions = r
+        .partitions
+        .ok_or_else(|| invalid("Some partition key parts are missing"))?;
+    if !r.clustering_complete {
+        let missing: Vec<&str> = table.clustering_columns().map(|c| c.name.as_str()).collect();
+        return Err(invalid(format!(
+            "Some clustering keys are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    if !r.filters.is_empty() {
+        return Err(invalid("Non PRIMARY KEY columns found in where clause"));
+    }
+    let mut update = Row::default();
+    let mut reads = Vec::new();
+    for a in &s.assignments {
+        assign(&table, a, binds, wt, &mut update, &mut reads)?;
+    }
+    update.normalize();
+    for partition in &partitions {
+        for range in &r.clustering {
+            let clustering = match &range.start {
+                std::ops::Bound::Included(k) => k.clone(),
+                _ => Vec::new(),
+            };
+            out.push(Mutation {
+                table: table.clone(),
+                partition: partition.clone(),
+                target: Target::Row {
+                    clustering,
+                    update: update.clone(),
+                    reads: reads
+                        .iter()
+                        .map(|o: &ReadOp| ReadOp {
+                            column: o.column,
+                            kind: match &o.kind {
+                                ReadOpKind::SetIndex { index, value } => ReadOpKind::SetIndex {
+                                    index: *index,
+                                    value: value.clone(),
+                                },
+                                ReadOpKind::RemoveValues(v) => ReadOpKind::RemoveValues(v.clone()),
+                            },
+                            timestamp_us: o.timestamp_us,
+                            ttl_s: o.ttl_s,
+                        })
+                        .collect(),
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+fn assign(
+    table: &Table,
+    a: &Assignment,
+    binds: &Binds<'_>,
+    wt: WriteTime,
+    update: &mut Row,
+    reads: &mut Vec<ReadOp>,
+) -> QueryResult<()> {
+    let i = table
+        .column_index(&a.column)
+        .ok_or_else(|| invalid(format!("Undefined column name {}", a.column)))?;
+    let col = &table.columns[i];
+    if col.kind != ColumnKind::Regular {
+        return Err(invalid(format!(
+            "PRIMARY KEY part {} found in SET part",
+            col.name
+        )));
+    }
+    let eval = |t: &Term, ty: &DataType| evaluate(t, &Receiver { name: &col.name, ty }, binds);
+    let needs_collection = |op: &str| -> QueryResult<()> {
+        if col.ty.is_multi_cell() {
+            Ok(())
+        } else if col.ty.is_collection() {
+            Err(invalid(format!(
+                "Invalid operation ({} = {} {op} ?) for frozen collection column {}",
+                col.name, col.name, col.name
+            )))
+        } else {
+            Err(invalid(format!(
+                "Invalid operation ({} = {} {op} ?) for non counter column {}",
+                col.name, col.name, col.name
+            )))
+        }
+    };
+    match &a.operation {
+        Operation::Set(t) => set_column(col, eval(t, &col.ty)?, wt, update)?,
+        Operation::Add(t) => {
+            needs_collection("+")?;
+            if let Evaluated::Bytes(b) = eval(t, &col.ty)? {
+                add_elements(col, &b, wt, false, update)?;
+            }
+        }
+        Operation::Prepend(t) => {
+            if !matches!(col.ty, DataType::List { frozen: false, .. }) {
+                return Err(invalid(format!(
+                    "Invalid operation (prepend) for non list column {}",
+                    col.name
+                )));
+            }
+            if let Evaluated::Bytes(b) = eval(t, &col.ty)? {
+                add_elements(col, &b, wt, true, update)?;
+            }
+        }
+        Operation::Subtract(t) => {
+            needs_collection("-")?;
+            match &col.ty {
+                DataType::List { .. } => {
+                    if let Evaluated::Bytes(b) = eval(t, &col.ty)? {
+                        let values = split_list(&b).ok_or_else(|| invalid("Invalid list value"))?;
+                        reads.push(ReadOp {
+                            column: i,
+                            kind: ReadOpKind::RemoveValues(values),
+                            timestamp_us: wt.timestamp_us,
+                            ttl_s: wt.ttl_s,
+                        });
+                    }
+                }
+                DataType::Set { element, .. } => {
+                    if let Evaluated::Bytes(b) = eval(t, &col.ty)? {
+                        for e in split_list(&b).ok_or_else(|| invalid("Invalid set value"))? {
+                            update
+                                .cells
+                                .push(tombstone_cell(col, element_path(element, &e), wt));
+                        }
+                    }
+                }
+                DataType::Map { key, .. } => {
+                    // `m = m - {k1, k2}` removes keys: the term is a set of keys.
+                    let keys_ty = DataType::Set {
+                        element: key.clone(),
+                        frozen: true,
+                    };
+                    if let Evaluated::Bytes(b) = eval(t, &keys_ty)? {
+                        for k in split_list(&b).ok_or_else(|| invalid("Invalid set of map keys"))? {
+                            update.cells.push(tombstone_cell(col, element_path(key, &k), wt));
+                        }
+                    }
+                }
+                _ => unreachable!("needs_collection checked the type"),
+            }
+        }
+        Operation::SetElement { key, value } => match &col.ty {
+            DataType::Map {
+                key: kt,
+                value: vt,
+                frozen: false,
+            } => {
+                let k = match eval(key, kt)? {
+                    Evaluated::Bytes(k) => k,
+                    _ => return Err(invalid(format!("Invalid null map key for {}", col.name))),
+                };
+                match eval(value, vt)? {
+                    Evaluated::Bytes(v) => update.cells.push(live_cell(col, element_path(kt, &k), v, wt)),
+                    Evaluated::Null => update.cells.push(tombstone_cell(col, element_path(kt, &k), wt)),
+                    Evaluated::Unset => {}
+                }
+            }
+            DataType::List {
+                element,
+                frozen: false,
+            } => {
+                let index = match eval(key, &DataType::Int)? {
+                    Evaluated::Bytes(b) if b.len() == 4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                    _ => return Err(invalid(format!("Invalid null list index for {}", col.name))),
+                };
+                let value = match eval(value, element)? {
+                    Evaluated::Bytes(v) => Some(v),
+                    Evaluated::Null => None,
+                    Evaluated::Unset => return Ok(()),
+                };
+                reads.push(ReadOp {
+                    column: i,
+                    kind: ReadOpKind::SetIndex { index, value },
+                    timestamp_us: wt.timestamp_us,
+                    ttl_s: wt.ttl_s,
+                });
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "Invalid operation ({}[?] = ?) for non-collection or frozen column {}",
+                    col.name, col.name
+                )))
+            }
+        },
+        Operation::SetField { .. } => return Err(invalid("hayate does not support user-defined types yet")),
+    }
+    Ok(())
+}
+
+fn delete(
+    ctx: &Context<'_>,
+    s: &Delete,
+    binds: &Binds<'_>,
+    batch_ts: Option<i64>,
+    out: &mut Vec<Mutation>,
+) -> QueryResult<()> {
+    let (ks, table) = resolve_table(ctx, &s.table)?;
+    writable(&table)?;
+    check_consistency(&ks, ctx.consistency, true)?;
+    no_conditions(&s.condition)?;
+    if s.using.ttl.is_some() {
+        return Err(invalid("DELETE does not take a TTL"));
+    }
+    let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
+    let r = analyse(&table, &s.where_clause, binds, false)?;
+    let partitions = r
+        .partitions
+        .ok_or_else(|| invalid("Some partition key parts are missing"))?;
+    if !r.filters.is_empty() {
+        return Err(invalid("Non PRIMARY KEY columns found in where clause"));
+    }
+    if s.targets.is_empty() {
+        for partition in &partitions {
+            for range in &r.clustering {
+                let target = if r.clustering_complete {
+                    let clustering = match &range.start {
+                        std::ops::Bound::Included(k) => k.clone(),
+                        _ => Vec::new(),
+                    };
+                    Target::Row {
+                        clustering,
+                        update: Row::deleted(wt.timestamp_us, wt.now_s),
+                        reads: Vec::new(),
+                    }
+                } else {
+                    Target::Range {
+                        range: range.clone(),
+                        timestamp_us: wt.timestamp_us,
+                    }
+                };
+                out.push(Mutation {
+                    table: table.clone(),
+                    partition: partition.clone(),
+                    target,
+                });
+            }
+        }
+        return Ok(());
+    }
+    if !r.clustering_complete {
+        return Err(invalid("Range deletions are not supported for specific columns"));
+    }
+    let mut update = Row::default();
+    let mut reads = Vec::new();
+    for t in &s.targets {
+        let (name, key) = match t {
+            DeleteTarget::Column(c) => (c, None),
+            DeleteTarget::Element { column, key } => (column, Some(key)),
+            DeleteTarget::Field { .. } => {
+                return Err(invalid("hayate does not support user-defined types yet"))
+            }
+        };
+        let i = table
+            .column_index(name)
+            .ok_or_else(|| invalid(format!("Undefined column name {name}")))?;
+        let col = &table.columns[i];
+        if col.kind != ColumnKind::Regular {
+            return Err(invalid(format!(
+                "Invalid identifier {name} for deletion (should not be a PRIMARY KEY part)"
+            )));
+        }
+        match (key, &col.ty) {
+            (None, ty) if ty.is_multi_cell() => delete_column(col, wt.timestamp_us, wt.now_s, &mut update),
+            (None, _) => update.cells.push(tombstone_cell(col, Vec::new(), wt)),
+            (
+                Some(k),
+                DataType::Map {
+                    key: kt,
+                    frozen: false,
+                    ..
+                },
+            ) => {
+                if let Evaluated::Bytes(k) = evaluate(k, &Receiver { name, ty: kt }, binds)? {
+                    update.cells.push(tombstone_cell(col, element_path(kt, &k), wt));
+                }
+            }
+            (
+                Some(k),
+                DataType::Set {
+                    element,
+                    frozen: false,
+                },
+            ) => {
+                if let Evaluated::Bytes(k) = evaluate(k, &Receiver { name, ty: element }, binds)? {
+                    update
+                        .cells
+                        .push(tombstone_cell(col, element_path(element, &k), wt));
+                }
+            }
+            (Some(k), DataType::List { frozen: false, .. }) => {
+                let index = match evaluate(
+                    k,
+                    &Receiver {
+                        name,
+                        ty: &DataType::Int,
+                    },
+                    binds,
+                )? {
+                    Evaluated::Bytes(b) if b.len() == 4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                    _ => return Err(invalid(format!("Invalid null list index for {name}"))),
+                };
+                reads.push(ReadOp {
+                    column: i,
+                    kind: ReadOpKind::SetIndex { index, value: None },
+                    timestamp_us: wt.timestamp_us,
+                    ttl_s: 0,
+                });
+            }
+            (Some(_), _) => {
+                return Err(invalid(format!(
+                    "Invalid element deletion on non-collection or frozen column {name}"
+                )))
+            }
+        }
+    }
+    update.normalize();
+    for partition in &partitions {
+        for range in &r.clustering {
+            let clustering = match &range.start {
+                std::ops::Bound::Included(k) => k.clone(),
+                _ => Vec::new(),
+            };
+            out.push(Mutation {
+                table: table.clone(),
+                partition: partition.clone(),
+                target: Target::Row {
+                    clustering,
+                    update: update.clone(),
+                    reads: reads
+                        .iter()
+                        .map(|o| ReadOp {
+                            column: o.column,
+                            kind: match &o.kind {
+                                ReadOpKind::SetIndex { index, value } => ReadOpKind::SetIndex {
+                                    index: *index,
+                                    value: value.clone(),
+                                },
+                                ReadOpKind::RemoveValues(v) => ReadOpKind::RemoveValues(v.clone()),
+                            },
+                            timestamp_us: o.timestamp_us,
+                            ttl_s: o.ttl_s,
+                        })
+                        .collect(),
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+pub fn apply(ctx: &Context<'_>, mutations: Vec<Mutation>) -> QueryResult<()> {
+    let engine = &ctx.node.engine;
+    for m in mutations {
+        let table_id = m.table.storage_id;
+        match m.target {
+            Target::Row {
+                clustering,
+                mut update,
+                reads,
+            } => {
+                let key = RowKey {
+                    table: table_id,
+                    partition: &m.partition,
+                    clustering: &clustering,
+                };
+                if !reads.is_empty() {
+                    let now = now_s();
+                    let current = engine.get(key).map_err(read_failed)?.map(|r| r.into_visible(now));
+                    for op in reads {
+                        list_read_op(&m.table, current.as_ref(), op, now, &mut update)?;
+                    }
+                    update.normalize();
+                }
+                engine.write(key, update).map_err(write_failed)?;
+            }
+            Target::Range { range, timestamp_us } => {
+                let now = now_s();
+                let (start, end) = range.as_refs();
+                let rows = engine
+                    .read_partition(table_id, &m.partition, start, end, false, usize::MAX)
+                    .map_err(read_failed)?;
+                for row in rows {
+                    let key = RowKey {
+                        table: table_id,
+                        partition: &m.partition,
+                        clustering: &row.clustering_key,
+                    };
+                    engine
+                        .write(key, Row::deleted(timestamp_us, now))
+                        .map_err(write_failed)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn list_read_op(
+    table: &Table,
+    current: Option<&Row>,
+    op: ReadOp,
+    now: u32,
+    update: &mut Row,
+) -> QueryResult<()> {
+    let col = &table.columns[op.column];
+    let wt = WriteTime {
+        timestamp_us: op.timestamp_us,
+        ttl_s: op.ttl_s,
+        now_s: now,
+    };
+    let elements: Vec<&Cell> = current
+        .map(|r| {
+            r.cells
+                .iter()
+                .filter(|c| c.column == col.id && c.value_at(now).is_some())
+                .collect()
+        })
+        .unwrap_or_default();
+    match op.kind {
+        ReadOpKind::SetIndex { index, value } => {
+            let cell = usize::try_from(index)
+                .ok()
+                .and_then(|i| elements.get(i))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "List index {index} out of bound, list has size {}",
+                        elements.len()
+                    ))
+                })?;
+            update.cells.push(match value {
+                Some(v) => live_cell(col, cell.path.clone(), v, wt),
+                None => tombstone_cell(col, cell.path.clone(), wt),
+            });
+        }
+        ReadOpKind::RemoveValues(values) => {
+            for cell in elements {
+                if cell
+                    .value_at(now)
+                    .is_some_and(|v| values.iter().any(|x| x.as_slice() == v))
+                {
+                    update.cells.push(tombstone_cell(col, cell.path.clone(), wt));
+                }
+            }
+        }
+    }
+    Ok(())
+}

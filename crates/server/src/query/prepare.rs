@@ -1,0 +1,335 @@
+//! What PREPARE answers: the name and type of every bind marker, which markers hold the
+//! partition key (drivers route by it), and the columns a SELECT returns.
+
+use hayate_cql::response::result::{ColumnSpec, ColumnType, PreparedMetadata, RowsMetadata, TableSpec};
+use hayate_cql::statement::{
+    Assignment, BatchStatement, DeleteTarget, InValues, InsertValues, Operation, Relation, RelationLhs,
+    Statement, Term, Using,
+};
+use hayate_cql::value::DataType;
+
+use super::{resolve_table, select, Context};
+use crate::error::{invalid, QueryResult};
+use crate::schema::Table;
+
+/// A marker's receiver: its name as drivers show it, and its type.
+type Spec = Option<(String, DataType, Option<usize>)>;
+
+pub struct Prepared {
+    pub metadata: PreparedMetadata,
+    pub result: RowsMetadata,
+    /// Each marker's receiver name, for matching named values.
+    pub marker_names: Vec<String>,
+}
+
+pub fn prepare(ctx: &Context<'_>, stmt: &Statement, markers: usize) -> QueryResult<Prepared> {
+    let mut specs: Vec<Spec> = vec![None; markers];
+    let mut tables: Vec<Option<(String, String)>> = vec![None; markers];
+    let mut pk_source: Option<(std::sync::Arc<Table>, Vec<Option<usize>>)> = None;
+    let mut result = RowsMetadata::new(Vec::new());
+
+    let mut visit_table = |table: &std::sync::Arc<Table>, f: &mut dyn FnMut(&Table, &mut Vec<Spec>)| {
+        let before: Vec<bool> = specs.iter().map(Option::is_some).collect();
+        f(table, &mut specs);
+        for (i, was) in before.into_iter().enumerate() {
+            if !was && specs[i].is_some() {
+                tables[i] = Some((table.keyspace.clone(), table.name.clone()));
+            }
+        }
+    };
+
+    match stmt {
+        Statement::Select(s) => {
+            let (_, table) = resolve_table(ctx, &s.table)?;
+            visit_table(&table, &mut |t, specs| {
+                relations(t, &s.where_clause, specs);
+                limit(&s.per_partition_limit, "[per_partition_limit]", specs);
+                limit(&s.limit, "[limit]", specs);
+            });
+            let projection = select::projection(&table, s)?;
+            result = RowsMetadata::new(projection.specs);
+            pk_source = Some((table, vec![None; 0]));
+        }
+        Statement::Insert(s) => {
+            let (_, table) = resolve_table(ctx, &s.table)?;
+            visit_table(&table, &mut |t, specs| {
+                if let InsertValues::Columns { columns, values } = &s.values {
+                    for (name, term) in columns.iter().zip(values) {
+                        if let Some(c) = t.column(name) {
+                            term_spec(term, &c.name, &c.ty, t.column_index(name), specs);
+                        }
+                    }
+                }
+                using(&s.using, specs);
+            });
+            pk_source = Some((table, Vec::new()));
+        }
+        Statement::Update(s) => {
+            let (_, table) = resolve_table(ctx, &s.table)?;
+            visit_table(&table, &mut |t, specs| {
+                using(&s.using, specs);
+                for a in &s.assignments {
+                    assignment(t, a, specs);
+                }
+                relations(t, &s.where_clause, specs);
+            });
+            pk_source = Some((table, Vec::new()));
+        }
+        Statement::Delete(s) => {
+            let (_, table) = resolve_table(ctx, &s.table)?;
+            visit_table(&table, &mut |t, specs| {
+                for target in &s.targets {
+                    if let DeleteTarget::Element { column, key } = target {
+                        if let Some(c) = t.column(column) {
+                            let kt = match &c.ty {
+                                DataType::Map { key, .. } => (**key).clone(),
+                                DataType::Set { element, .. } => (**element).clone(),
+                                _ => DataType::Int,
+                            };
+                            term_spec(key, &format!("key({column})"), &kt, None, specs);
+                        }
+                    }
+                }
+                using(&s.using, specs);
+                relations(t, &s.where_clause, specs);
+            });
+            pk_source = Some((table, Vec::new()));
+        }
+        Statement::Batch(b) => {
+            for s in &b.statements {
+                let table_name = s.table();
+                let (_, table) = resolve_table(ctx, table_name)?;
+                visit_table(&table, &mut |t, specs| match s {
+                    BatchStatement::Insert(i) => {
+                        if let InsertValues::Columns { columns, values } = &i.values {
+                            for (name, term) in columns.iter().zip(values) {
+                                if let Some(c) = t.column(name) {
+                                    term_spec(term, &c.name, &c.ty, t.column_index(name), specs);
+                                }
+                            }
+                        }
+                        using(&i.using, specs);
+                    }
+                    BatchStatement::Update(u) => {
+                        using(&u.using, specs);
+                        for a in &u.assignments {
+                            assignment(t, a, specs);
+                        }
+                        relations(t, &u.where_clause, specs);
+                    }
+                    BatchStatement::Delete(d) => {
+                        using(&d.using, specs);
+                        relations(t, &d.where_clause, specs);
+                    }
+                });
+            }
+            using(&b.using, &mut specs);
+        }
+        _ => {}
+    }
+
+    let mut columns = Vec::with_capacity(markers);
+    let mut marker_names = Vec::with_capacity(markers);
+    for (i, spec) in specs.iter().enumerate() {
+        let Some((name, ty, _)) = spec else {
+            return Err(invalid(format!(
+                "hayate cannot tell the type of bind marker {} in this statement",
+                i + 1
+            )));
+        };
+        let (keyspace, table) = tables[i].clone().unwrap_or_default();
+        marker_names.push(name.clone());
+        columns.push(ColumnSpec {
+            table: TableSpec { keyspace, table },
+            name: name.clone(),
+            ty: if name == "partition key token" {
+                ColumnType::Bigint
+            } else {
+                ty.to_column_type()
+            },
+        });
+    }
+    let pk_indexes = match pk_source {
+        Some((table, _)) => table
+            .partition_key
+            .iter()
+            .map(|&col| {
+                specs
+                    .iter()
+                    .position(|s| s.as_ref().is_some_and(|(_, _, c)| *c == Some(col)))
+                    .and_then(|p| u16::try_from(p).ok())
+            })
+            .collect::<Option<Vec<u16>>>()
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    Ok(Prepared {
+        metadata: PreparedMetadata { pk_indexes, columns },
+        result,
+        marker_names,
+    })
+}
+
+fn set(specs: &mut [Spec], i: usize, name: &str, ty: &DataType, column: Option<usize>) {
+    if let Some(slot) = specs.get_mut(i) {
+        if slot.is_none() {
+            *slot = Some((name.to_owned(), ty.clone(), column));
+        }
+    }
+}
+
+/// Records the receivers of the markers inside `term`, which is assigned to `name` of `ty`.
+fn term_spec(term: &Term, name: &str, ty: &DataType, column: Option<usize>, specs: &mut [Spec]) {
+    match term {
+        Term::Marker(i) => set(specs, *i, name, ty, column),
+        Term::List(items) | Term::Set(items) => {
+            if let Some(e) = ty.element() {
+                for t in items {
+                    term_spec(t, &format!("value({name})"), e, None, specs);
+                }
+            }
+        }
+        Term::Map(pairs) => {
+            if let Some((k, v)) = ty.key_value() {
+                for (kt, vt) in pairs {
+                    term_spec(kt, &format!("key({name})"), k, None, specs);
+                    term_spec(vt, &format!("value({name})"), v, None, specs);
+                }
+            }
+        }
+        Term::Tuple(items) => {
+            if let DataType::Tuple(types) = ty {
+                for (t, ty) in items.iter().zip(types) {
+                    term_spec(t, name, ty, None, specs);
+                }
+            }
+        }
+        Term::Cast { term, .. } | Term::Negate(term) => term_spec(term, name, ty, column, specs),
+        _ => {}
+    }
+}
+
+fn limit(term: &Option<Term>, name: &str, specs: &mut [Spec]) {
+    if let Some(t) = term {
+        term_spec(t, name, &DataType::Int, None, specs);
+    }
+}
+
+fn using(u: &Using, specs: &mut [Spec]) {
+    limit(&u.ttl, "[ttl]", specs);
+    if let Some(t) = &u.timestamp {
+        term_spec(t, "[timestamp]", &DataType::BigInt, None, specs);
+    }
+}
+
+fn assignment(t: &Table, a: &Assignment, specs: &mut [Spec]) {
+    let Some(c) = t.column(&a.column) else { return };
+    match &a.operation {
+        Operation::Set(term) | Operation::Add(term) | Operation::Prepend(term) => {
+            term_spec(term, &c.name, &c.ty, None, specs)
+        }
+        Operation::Subtract(term) => {
+            let ty = match &c.ty {
+                DataType::Map { key, .. } => DataType::Set {
+                    element: key.clone(),
+                    frozen: true,
+                },
+                other => other.clone(),
+            };
+            term_spec(term, &c.name, &ty, None, specs);
+        }
+        Operation::SetElement { key, value } => match &c.ty {
+            DataType::Map {
+                key: kt, value: vt, ..
+            } => {
+                term_spec(key, &format!("key({})", c.name), kt, None, specs);
+                term_spec(value, &format!("value({})", c.name), vt, None, specs);
+            }
+            DataType::List { element, .. } => {
+                term_spec(key, &format!("idx({})", c.name), &DataType::Int, None, specs);
+                term_spec(value, &format!("value({})", c.name), element, None, specs);
+            }
+            _ => {}
+        },
+        Operation::SetField { .. } => {}
+    }
+}
+
+fn relations(t: &Table, relations: &[Relation], specs: &mut [Spec]) {
+    for r in relations {
+        match r {
+            Relation::Compare {
+                lhs: RelationLhs::Column(name),
+                rhs,
+                ..
+            } => {
+                if let Some(c) = t.column(name) {
+                    term_spec(rhs, &c.name, &c.ty, t.column_index(name), specs);
+                }
+            }
+            Relation::In {
+                lhs: RelationLhs::Column(name),
+                values,
+            } => {
+                if let Some(c) = t.column(name) {
+                    match values {
+                        InValues::Terms(terms) => {
+                            for term in terms {
+                                term_spec(term, &c.name, &c.ty, None, specs);
+                            }
+                        }
+                        InValues::Marker(i) => set(
+                            specs,
+                            *i,
+                            &format!("in({})", c.name),
+                            &DataType::List {
+                                element: Box::new(c.ty.clone()),
+                                frozen: true,
+                            },
+                            None,
+                        ),
+                    }
+                }
+            }
+            Relation::Compare {
+                lhs: RelationLhs::Token(_),
+                rhs,
+                ..
+            } => match rhs {
+                Term::Function { args, .. } => {
+                    for (term, c) in args.iter().zip(t.partition_columns()) {
+                        term_spec(term, &c.name, &c.ty, None, specs);
+                    }
+                }
+                other => term_spec(other, "partition key token", &DataType::BigInt, None, specs),
+            },
+            Relation::Compare {
+                lhs: RelationLhs::Tuple(names),
+                rhs,
+                ..
+            } => {
+                let types: Vec<DataType> = names
+                    .iter()
+                    .filter_map(|n| t.column(n).map(|c| c.ty.clone()))
+                    .collect();
+                match rhs {
+                    Term::Tuple(items) => {
+                        for (term, name) in items.iter().zip(names) {
+                            if let Some(c) = t.column(name) {
+                                term_spec(term, &c.name, &c.ty, None, specs);
+                            }
+                        }
+                    }
+                    other => term_spec(
+                        other,
+                        &format!("({})", names.join(",")),
+                        &DataType::Tuple(types),
+                        None,
+                        specs,
+                    ),
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,642 @@
+//! SELECT: rows of one table, by partition, by token range, or all of them; paged.
+//!
+//! A paging state is ours to define (drivers hand it back untouched):
+//!
+//! ```text
+//! [version u8 = 1][kind u8][rows returned so far u64][rows of the current partition u32]
+//! kind 1, by partition: [partition index u32][clustering key of the last row: u32 length, bytes]
+//! kind 2, by scan:      [ScanPosition, 24 bytes]
+//! kind 3, built-in:     [rows skipped u64]
+//! ```
+
+use std::sync::Arc;
+
+use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
+use hayate_cql::statement::{Select, Selection, SelectorExpr, Term};
+use hayate_cql::value::DataType;
+use hayate_storage::{RowKey, ScanFrom, ScanPosition, StoredRow};
+
+use super::bind::{evaluate, Binds, Evaluated, Receiver};
+use super::cells::{row_values, RowValues};
+use super::keys::ClusteringRange;
+use super::restrictions::{analyse, Restrictions};
+use super::{check_consistency, now_s, read_failed, resolve_table, Context, PAGE_ROWS_MAX};
+use crate::error::{invalid, QueryResult};
+use crate::schema::{ColumnKind, Table};
+
+const PAGING_VERSION: u8 = 1;
+const KIND_PARTITION: u8 = 1;
+const KIND_SCAN: u8 = 2;
+const KIND_BUILT_IN: u8 = 3;
+/// Rows a scan asks the engine for at once.
+const SCAN_BATCH_ROWS: usize = 1000;
+
+/// What one output column shows.
+#[derive(Clone, Debug)]
+pub enum Output {
+    Column(usize),
+    WriteTime(usize),
+    Ttl(usize),
+    Token,
+    Count,
+}
+
+/// The selection of a SELECT, resolved against its table.
+pub struct Projection {
+    pub outputs: Vec<Output>,
+    pub specs: Vec<ColumnSpec>,
+    pub aggregate: bool,
+}
+
+pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
+    let spec_of = |name: String, ty: ColumnType| ColumnSpec {
+        table: TableSpec {
+            keyspace: table.keyspace.clone(),
+            table: table.name.clone(),
+        },
+        name,
+        ty,
+    };
+    let mut outputs = Vec::new();
+    let mut specs = Vec::new();
+    match &select.selection {
+        Selection::Wildcard => {
+            for i in table.select_star_order() {
+                let c = &table.columns[i];
+                outputs.push(Output::Column(i));
+                specs.push(spec_of(c.name.clone(), c.ty.to_column_type()));
+            }
+        }
+        Selection::Selectors(selectors) => {
+            for s in selectors {
+                let (output, name, ty) = match &s.expr {
+                    SelectorExpr::Column(name) => {
+                        let i = column(table, name)?;
+                        (
+                            Output::Column(i),
+                            name.clone(),
+                            table.columns[i].ty.to_column_type(),
+                        )
+                    }
+                    SelectorExpr::WriteTime(name) | SelectorExpr::Ttl(name) => {
+                        let writetime = matches!(s.expr, SelectorExpr::WriteTime(_));
+                        let fname = if writetime { "writetime" } else { "ttl" };
+                        let i = column(table, name)?;
+                        let c = &table.columns[i];
+                        if c.kind != ColumnKind::Regular {
+                            return Err(invalid(format!(
+                                "Cannot use selection function {fname} on PRIMARY KEY part {name}"
+                            )));
+                        }
+                        if c.ty.is_multi_cell() {
+                            return Err(invalid(format!(
+                                "Cannot use selection function {fname} on non-frozen collection {name}"
+                            )));
+                        }
+                        if writetime {
+                            (
+                                Output::WriteTime(i),
+                                format!("writetime({name})"),
+                                ColumnType::Bigint,
+                            )
+                        } else {
+                            (Output::Ttl(i), format!("ttl({name})"), ColumnType::Int)
+                        }
+                    }
+                    SelectorExpr::CountRows => (Output::Count, "count".to_owned(), ColumnType::Bigint),
+                    SelectorExpr::Function { name, args } if name.name.eq_ignore_ascii_case("count") => {
+                        let _ = args;
+                        (Output::Count, "system.count(*)".to_owned(), ColumnType::Bigint)
+                    }
+                    SelectorExpr::Function { name, args } if name.name.eq_ignore_ascii_case("token") => {
+                        let cols: Vec<String> = args
+                            .iter()
+                            .map(|a| match a {
+                                SelectorExpr::Column(c) => Ok(c.clone()),
+                                _ => Err(invalid("token() takes the partition key columns")),
+                            })
+                            .collect::<QueryResult<_>>()?;
+                        let expected: Vec<String> =
+                            table.partition_columns().map(|c| c.name.clone()).collect();
+                        if cols != expected {
+                            return Err(invalid(format!(
+                                "Type error: token() needs the partition key columns ({})",
+                                expected.join(", ")
+                            )));
+                        }
+                        (
+                            Output::Token,
+                            format!("system.token({})", cols.join(", ")),
+                            ColumnType::Bigint,
+                        )
+                    }
+                    SelectorExpr::Function { name, .. } => {
+                        return Err(invalid(format!(
+                            "hayate does not support the function {} in a selection yet",
+                            name.name
+                        )))
+                    }
+                    _ => return Err(invalid("hayate does not support this kind of selector yet")),
+                };
+                outputs.push(output);
+                specs.push(spec_of(s.alias.clone().unwrap_or(name), ty));
+            }
+        }
+    }
+    let aggregate = outputs.iter().any(|o| matches!(o, Output::Count));
+    if aggregate && outputs.iter().any(|o| !matches!(o, Output::Count)) {
+        return Err(invalid(
+            "hayate does not support mixing count(*) with other selectors yet",
+        ));
+    }
+    Ok(Projection {
+        outputs,
+        specs,
+        aggregate,
+    })
+}
+
+fn column(table: &Table, name: &str) -> QueryResult<usize> {
+    table
+        .column_index(name)
+        .ok_or_else(|| invalid(format!("Undefined column name {name} in selection clause")))
+}
+
+fn limit_value(term: &Option<Term>, binds: &Binds<'_>, what: &str) -> QueryResult<Option<usize>> {
+    let Some(t) = term else {
+        return Ok(None);
+    };
+    let ty = DataType::Int;
+    match evaluate(t, &Receiver { name: what, ty: &ty }, binds)? {
+        Evaluated::Bytes(b) if b.len() == 4 => {
+            let n = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            if n <= 0 {
+                return Err(invalid(format!(
+                    "{} must be strictly positive",
+                    what.trim_matches(['[', ']']).to_uppercase()
+                )));
+            }
+            Ok(Some(n as usize))
+        }
+        Evaluated::Unset => Ok(None),
+        _ => Err(invalid(format!("Invalid null value of {what}"))),
+    }
+}
+
+/// Decoded paging state.
+#[derive(Default)]
+struct Resume {
+    returned: u64,
+    partition_rows: u32,
+    partition_index: usize,
+    clustering: Option<Vec<u8>>,
+    scan: Option<ScanPosition>,
+    skipped: u64,
+}
+
+fn decode_paging(state: &[u8]) -> QueryResult<(u8, Resume)> {
+    let bad = || invalid("Invalid paging state: it was not made by this server for this query");
+    let mut r = state;
+    let mut take = |n: usize| -> QueryResult<&[u8]> {
+        if r.len() < n {
+            return Err(bad());
+        }
+        let (h, t) = r.split_at(n);
+        r = t;
+        Ok(h)
+    };
+    let head = take(2)?;
+    if head[0] != PAGING_VERSION {
+        return Err(bad());
+    }
+    let kind = head[1];
+    let mut resume = Resume {
+        returned: u64::from_be_bytes(take(8)?.try_into().map_err(|_| bad())?),
+        partition_rows: u32::from_be_bytes(take(4)?.try_into().map_err(|_| bad())?),
+        ..Resume::default()
+    };
+    match kind {
+        KIND_PARTITION => {
+            resume.partition_index = u32::from_be_bytes(take(4)?.try_into().map_err(|_| bad())?) as usize;
+            let len = u32::from_be_bytes(take(4)?.try_into().map_err(|_| bad())?);
+            // u32::MAX: the partition is to be read from its start.
+            if len != u32::MAX {
+                resume.clustering = Some(take(len as usize)?.to_vec());
+            }
+        }
+        KIND_SCAN => {
+            resume.scan = Some(ScanPosition::from_bytes(take(ScanPosition::BYTES)?).ok_or_else(bad)?)
+        }
+        KIND_BUILT_IN => resume.skipped = u64::from_be_bytes(take(8)?.try_into().map_err(|_| bad())?),
+        _ => return Err(bad()),
+    }
+    Ok((kind, resume))
+}
+
+fn paging_head(kind: u8, returned: u64, partition_rows: u32) -> Vec<u8> {
+    let mut s = vec![PAGING_VERSION, kind];
+    s.extend_from_slice(&returned.to_be_bytes());
+    s.extend_from_slice(&partition_rows.to_be_bytes());
+    s
+}
+
+/// Collects output rows, enforcing LIMIT, PER PARTITION LIMIT and the page size.
+struct Sink<'p> {
+    projection: &'p Projection,
+    content: Vec<u8>,
+    rows: usize,
+    count: u64,
+    returned: u64,
+    limit: Option<usize>,
+    per_partition: Option<usize>,
+    page: usize,
+    partition_rows: u32,
+}
+
+impl Sink<'_> {
+    fn done(&self) -> bool {
+        self.limit.is_some_and(|l| self.returned as usize >= l) || self.rows >= self.page
+    }
+
+    fn limit_reached(&self) -> bool {
+        self.limit.is_some_and(|l| self.returned as usize >= l)
+    }
+
+    fn partition_full(&self) -> bool {
+        self.per_partition
+            .is_some_and(|l| self.partition_rows as usize >= l)
+    }
+
+    fn push(&mut self, table: &Table, v: &RowValues, token: i64) {
+        self.returned += 1;
+        self.partition_rows += 1;
+        if self.projection.aggregate {
+            self.count += 1;
+            return;
+        }
+        self.rows += 1;
+        for o in &self.projection.outputs {
+            let cell: Option<Vec<u8>> = match o {
+                Output::Column(i) => v.values[*i].clone(),
+                Output::WriteTime(i) => v.writetimes[*i].map(|t| t.to_be_bytes().to_vec()),
+                Output::Ttl(i) => v.ttls[*i].map(|t| t.to_be_bytes().to_vec()),
+                Output::Token => Some(token.to_be_bytes().to_vec()),
+                Output::Count => None,
+            };
+            let _ = table;
+            match cell {
+                Some(b) => {
+                    self.content.extend_from_slice(&(b.len() as i32).to_be_bytes());
+                    self.content.extend_from_slice(&b);
+                }
+                None => self.content.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+    }
+}
+
+pub fn run(ctx: &Context<'_>, select: &Select, binds: &Binds<'_>) -> QueryResult<ResultBody> {
+    let (ks, table) = resolve_table(ctx, &select.table)?;
+    check_consistency(&ks, ctx.consistency, false)?;
+    if select.json {
+        return Err(invalid("hayate does not support SELECT JSON yet"));
+    }
+    if !select.group_by.is_empty() {
+        return Err(invalid("hayate does not support GROUP BY yet"));
+    }
+    let projection = projection(&table, select)?;
+    let restrictions = analyse(&table, &select.where_clause, binds, select.allow_filtering)?;
+    let reverse = ordering(&table, select, &restrictions)?;
+    let limit = limit_value(&select.limit, binds, "[limit]")?;
+    let per_partition = limit_value(&select.per_partition_limit, binds, "[per_partition_limit]")?;
+    let page = if projection.aggregate {
+        usize::MAX
+    } else {
+        ctx.page_size
+            .unwrap_or(usize::MAX)
+            .min(if ctx.page_size.is_some() {
+                PAGE_ROWS_MAX
+            } else {
+                usize::MAX
+            })
+    };
+    let resume = match ctx.paging_state {
+        Some(s) if !s.is_empty() => Some(decode_paging(s)?),
+        _ => None,
+    };
+    let mut sink = Sink {
+        projection: &projection,
+        content: Vec::new(),
+        rows: 0,
+        count: 0,
+        returned: resume.as_ref().map_or(0, |(_, r)| r.returned),
+        limit,
+        per_partition,
+        page,
+        partition_rows: resume.as_ref().map_or(0, |(_, r)| r.partition_rows),
+    };
+    let distinct = select.distinct;
+    let next_state = if table.is_virtual {
+        built_in(ctx, &table, &restrictions, &mut sink, resume.map(|(_, r)| r))?
+    } else if let Some(partitions) = &restrictions.partitions {
+        by_partition(
+            ctx,
+            &table,
+            partitions,
+            &restrictions,
+            reverse,
+            distinct,
+            &mut sink,
+            resume.map(|(_, r)| r),
+        )?
+    } else {
+        if reverse {
+            return Err(invalid(
+                "ORDER BY is only supported when the partition key is restricted by an EQ or an IN.",
+            ));
+        }
+        scan(
+            ctx,
+            &table,
+            &restrictions,
+            distinct,
+            &mut sink,
+            resume.map(|(_, r)| r),
+        )?
+    };
+    if projection.aggregate {
+        sink.content.clear();
+        sink.content.extend_from_slice(&8i32.to_be_bytes());
+        sink.content.extend_from_slice(&(sink.count as i64).to_be_bytes());
+        sink.rows = 1;
+    }
+    let mut metadata = RowsMetadata::new(projection.specs.clone());
+    metadata.paging_state = if projection.aggregate { None } else { next_state };
+    metadata.no_metadata = ctx.skip_metadata;
+    Ok(ResultBody::Rows(Rows {
+        metadata,
+        rows_count: sink.rows,
+        rows_content: sink.content,
+    }))
+}
+
+/// Whether rows come in reverse clustering order, checking ORDER BY as Cassandra does.
+fn ordering(table: &Table, select: &Select, r: &Restrictions) -> QueryResult<bool> {
+    if select.order_by.is_empty() {
+        return Ok(false);
+    }
+    if r.partitions.is_none() && !table.is_virtual {
+        return Err(invalid(
+            "ORDER BY is only supported when the partition key is restricted by an EQ or an IN.",
+        ));
+    }
+    let mut reverse = None;
+    for (i, o) in select.order_by.iter().enumerate() {
+        let col = table
+            .column_index(&o.column)
+            .ok_or_else(|| invalid(format!("Undefined column name {}", o.column)))?;
+        if table.clustering.get(i) != Some(&col) {
+            return Err(invalid(format!(
+                "Order by currently only supports the ordering of columns following their declared order in the PRIMARY KEY ({} is out of place)",
+                o.column
+            )));
+        }
+        let flips = o.descending != table.columns[col].descending;
+        if reverse.is_some_and(|r| r != flips) {
+            return Err(invalid("Unsupported order by relation"));
+        }
+        reverse = Some(flips);
+    }
+    Ok(reverse.unwrap_or(false))
+}
+
+fn passes(table: &Table, r: &Restrictions, v: &RowValues) -> bool {
+    r.filters
+        .iter()
+        .all(|f| f.matches(&table.columns[f.column].ty, v.values[f.column].as_deref()))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn by_partition(
+    ctx: &Context<'_>,
+    table: &Arc<Table>,
+    partitions: &[Vec<u8>],
+    r: &Restrictions,
+    reverse: bool,
+    distinct: bool,
+    sink: &mut Sink<'_>,
+    resume: Option<Resume>,
+) -> QueryResult<Option<Vec<u8>>> {
+    let engine = &ctx.node.engine;
+    let now = now_s();
+    let (start_index, mut after) = match resume {
+        Some(r) => (r.partition_index, r.clustering),
+        None => (0, None),
+    };
+    let mut ordered: Vec<&Vec<u8>> = partitions.iter().collect();
+    // Cassandra returns IN partitions in token order.
+    ordered.sort_by_key(|p| hayate_storage::token::token(p));
+    ordered.dedup();
+    for (pi, pk) in ordered.iter().enumerate().skip(start_index) {
+        if pi > start_index {
+            sink.partition_rows = 0;
+            after = None;
+        }
+        let token = hayate_storage::token::token(pk);
+        if table.clustering.is_empty() {
+            if after.is_some() {
+                continue;
+            }
+            let row = engine
+                .get(RowKey {
+                    table: table.storage_id,
+                    partition: pk,
+                    clustering: &[],
+                })
+                .map_err(read_failed)?;
+            if let Some(row) = row.map(|r| r.into_visible(now)).filter(|r| r.is_live(now)) {
+                let v = row_values(table, pk, &[], &row, now);
+                if passes(table, r, &v) {
+                    sink.push(table, &v, token);
+                }
+            }
+        } else {
+            let mut ranges: Vec<ClusteringRange> = r.clustering.clone();
+            if reverse {
+                ranges.reverse();
+            }
+            'ranges: for range in ranges {
+                let mut range = range;
+                if let Some(last) = &after {
+                    // Skip ranges wholly before the resume point, and narrow the one holding it.
+                    range.resume_after(last.clone(), reverse);
+                    if range.is_empty() {
+                        continue;
+                    }
+                }
+                loop {
+                    if sink.done() || sink.partition_full() || (distinct && sink.partition_rows > 0) {
+                        break 'ranges;
+                    }
+                    let want = (sink.page - sink.rows).min(SCAN_BATCH_ROWS).max(1);
+                    let (start, end) = range.as_refs();
+                    let rows = engine
+                        .read_partition(table.storage_id, pk, start, end, reverse, want)
+                        .map_err(read_failed)?;
+                    let got = rows.len();
+                    let mut last_key = None;
+                    for row in rows {
+                        last_key = Some(row.clustering_key.clone());
+                        emit(table, r, sink, &row, now, distinct);
+                        if sink.done() || sink.partition_full() || (distinct && sink.partition_rows > 0) {
+                            break;
+                        }
+                    }
+                    let Some(last) = last_key else { break };
+                    if sink.done() && !sink.limit_reached() && !sink.partition_full() {
+                        return Ok(Some(partition_state(sink, pi, &last)));
+                    }
+                    if got < want {
+                        break;
+                    }
+                    range.resume_after(last, reverse);
+                }
+            }
+        }
+        after = None;
+        if sink.limit_reached() {
+            return Ok(None);
+        }
+        if sink.rows >= sink.page && pi + 1 < ordered.len() {
+            sink.partition_rows = 0;
+            return Ok(Some(partition_state_next(sink, pi + 1)));
+        }
+    }
+    Ok(None)
+}
+
+fn emit(table: &Table, r: &Restrictions, sink: &mut Sink<'_>, row: &StoredRow, now: u32, _distinct: bool) {
+    let visible = row.row.visible(now);
+    if !visible.is_live(now) {
+        return;
+    }
+    let v = row_values(table, &row.partition_key, &row.clustering_key, &visible, now);
+    if passes(table, r, &v) {
+        sink.push(table, &v, row.token);
+    }
+}
+
+fn partition_state(sink: &Sink<'_>, pi: usize, last: &[u8]) -> Vec<u8> {
+    let mut s = paging_head(KIND_PARTITION, sink.returned, sink.partition_rows);
+    s.extend_from_slice(&(pi as u32).to_be_bytes());
+    s.extend_from_slice(&(last.len() as u32).to_be_bytes());
+    s.extend_from_slice(last);
+    s
+}
+
+/// Resume at the start of partition `pi`: an empty "last key" means nothing of it was read.
+fn partition_state_next(sink: &Sink<'_>, pi: usize) -> Vec<u8> {
+    let mut s = paging_head(KIND_PARTITION, sink.returned, 0);
+    s.extend_from_slice(&(pi as u32).to_be_bytes());
+    s.extend_from_slice(&u32::MAX.to_be_bytes());
+    s
+}
+
+fn scan(
+    ctx: &Context<'_>,
+    table: &Arc<Table>,
+    r: &Restrictions,
+    distinct: bool,
+    sink: &mut Sink<'_>,
+    resume: Option<Resume>,
+) -> QueryResult<Option<Vec<u8>>> {
+    use std::ops::Bound;
+    let engine = &ctx.node.engine;
+    let now = now_s();
+    let start_token = match r.token_start {
+        Some(Bound::Included(t)) => Some(t),
+        Some(Bound::Excluded(t)) => t.checked_add(1),
+        _ => Some(i64::MIN),
+    };
+    let end_token = match r.token_end {
+        Some(Bound::Included(t)) => Some(t),
+        Some(Bound::Excluded(t)) => t.checked_sub(1),
+        _ => Some(i64::MAX),
+    };
+    let (Some(start_token), Some(end_token)) = (start_token, end_token) else {
+        return Ok(None);
+    };
+    if start_token > end_token {
+        return Ok(None);
+    }
+    let mut from = match resume.as_ref().and_then(|r| r.scan) {
+        Some(p) => ScanFrom::After(p),
+        None => ScanFrom::Token(start_token),
+    };
+    let mut current_partition: Option<Vec<u8>> = None;
+    loop {
+        let want = (sink.page - sink.rows).clamp(1, SCAN_BATCH_ROWS);
+        let rows = engine
+            .scan(table.storage_id, from, end_token, want)
+            .map_err(read_failed)?;
+        let got = rows.len();
+        let Some(last) = rows.last().map(|r| r.position) else {
+            return Ok(None);
+        };
+        for row in &rows {
+            if current_partition.as_deref() != Some(row.partition_key.as_slice()) {
+                if current_partition.is_some() || resume.is_none() {
+                    sink.partition_rows = 0;
+                }
+                current_partition = Some(row.partition_key.clone());
+            }
+            if sink.partition_full() || (distinct && sink.partition_rows > 0) {
+                continue;
+            }
+            emit(table, r, sink, row, now, distinct);
+            if sink.limit_reached() {
+                return Ok(None);
+            }
+            if sink.done() {
+                let mut s = paging_head(KIND_SCAN, sink.returned, sink.partition_rows);
+                s.extend_from_slice(&row.position.to_bytes());
+                return Ok(Some(s));
+            }
+        }
+        if got < want {
+            return Ok(None);
+        }
+        from = ScanFrom::After(last);
+    }
+}
+
+fn built_in(
+    ctx: &Context<'_>,
+    table: &Arc<Table>,
+    r: &Restrictions,
+    sink: &mut Sink<'_>,
+    resume: Option<Resume>,
+) -> QueryResult<Option<Vec<u8>>> {
+    let rows = crate::system::rows(ctx, table)?;
+    let skip = resume.map_or(0, |r| r.skipped as usize);
+    for (i, values) in rows.into_iter().enumerate().skip(skip) {
+        let v = RowValues {
+            writetimes: vec![None; values.len()],
+            ttls: vec![None; values.len()],
+            values,
+        };
+        if !passes(table, r, &v) {
+            continue;
+        }
+        sink.push(table, &v, 0);
+        if sink.limit_reached() {
+            return Ok(None);
+        }
+        if sink.done() {
+            let mut s = paging_head(KIND_BUILT_IN, sink.returned, 0);
+            s.extend_from_slice(&((i + 1) as u64).to_be_bytes());
+            return Ok(Some(s));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,41 @@
+//! EXECUTE: a prepared statement with its bind values. An unknown id (a restart, or a cache
+//! that forgot it) gets UNPREPARED, and drivers re-prepare by themselves.
+
+use hayate_cql::error::{ErrorBody, WireError};
+use hayate_cql::request::Execute;
+use hayate_cql::response::Response;
+
+use super::Session;
+use crate::query::Binds;
+
+pub fn handle(session: &Session, e: &Execute<'_>) -> (&'static str, Response) {
+    let Some(statement) = session.node.prepared.get(e.id) else {
+        let hex: String = e.id.iter().map(|b| format!("{b:02x}")).collect();
+        return (
+            "execute",
+            Response::Error(WireError::new(
+                ErrorBody::Unprepared { id: e.id.to_vec() },
+                format!("Prepared query with ID {hex} not found (either the query was not prepared on this host (maybe the host has been restarted?) or you have prepared too many queries and it has been evicted from the internal cache)"),
+            )),
+        );
+    };
+    let kind = statement.parsed.statement.kind();
+    let binds = match Binds::new(
+        &e.parameters.values,
+        &statement.parsed.bind_markers,
+        &statement.prepared.marker_names,
+    ) {
+        Ok(b) => b,
+        Err(err) => return (kind, Response::Error(err)),
+    };
+    let keyspace = statement.keyspace.clone().or_else(|| session.keyspace());
+    (
+        kind,
+        session.run(
+            &statement.parsed.statement,
+            &binds,
+            &e.parameters,
+            keyspace.as_deref(),
+        ),
+    )
+}

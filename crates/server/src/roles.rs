@@ -1,0 +1,175 @@
+//! Role statements (CREATE/ALTER/DROP ROLE and USER, LIST ROLES and USERS), applied to the
+//! role store ([`crate::auth::roles`]) as the logged-in role. Permissions (GRANT, REVOKE) are
+//! refused: every role that can log in may do everything but manage roles.
+
+use std::collections::BTreeMap;
+
+use hayate_cql::error::{ErrorBody, ErrorCode, WireError};
+use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
+use hayate_cql::statement::{RoleOption, Statement};
+use hayate_cql::value::{encode_map, DataType, Literal};
+
+use crate::auth::roles::{RoleError, RoleOptions};
+use crate::auth::AuthenticatedRole;
+use crate::error::{invalid, QueryResult};
+use crate::query::Context;
+
+fn role_error(e: RoleError) -> WireError {
+    let body = match e.code() {
+        ErrorCode::Unauthorized => ErrorBody::Unauthorized,
+        ErrorCode::Invalid => ErrorBody::Invalid,
+        _ => ErrorBody::Invalid,
+    };
+    WireError::new(body, e.to_string())
+}
+
+fn literal_text(l: &Literal) -> String {
+    match l {
+        Literal::Str(s) | Literal::Int(s) | Literal::Float(s) | Literal::Uuid(s) | Literal::Duration(s) => {
+            s.clone()
+        }
+        Literal::Bool(b) => b.to_string(),
+        Literal::Hex(_) | Literal::Null => String::new(),
+    }
+}
+
+fn options(list: &[RoleOption]) -> QueryResult<RoleOptions> {
+    let mut o = RoleOptions::default();
+    for option in list {
+        match option {
+            RoleOption::Password(p) => o.password = Some(p.clone()),
+            RoleOption::Login(b) => o.login = Some(*b),
+            RoleOption::Superuser(b) => o.superuser = Some(*b),
+            RoleOption::Options(m) => {
+                o.options = Some(
+                    m.iter()
+                        .map(|(k, v)| (literal_text(k), literal_text(v)))
+                        .collect(),
+                )
+            }
+            RoleOption::HashedPassword(_) => {
+                return Err(invalid("hayate does not support HASHED PASSWORD yet"))
+            }
+            RoleOption::AccessToDatacenters(_) | RoleOption::AccessToAllDatacenters => {
+                return Err(invalid("hayate does not support ACCESS TO DATACENTERS yet"))
+            }
+        }
+    }
+    Ok(o)
+}
+
+fn spec(name: &str, ty: ColumnType) -> ColumnSpec {
+    ColumnSpec {
+        table: TableSpec {
+            keyspace: "system_auth".into(),
+            table: "roles".into(),
+        },
+        name: name.into(),
+        ty,
+    }
+}
+
+fn cell(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+pub fn run(ctx: &Context<'_>, stmt: &Statement) -> QueryResult<ResultBody> {
+    let store = &ctx.node.roles;
+    let anonymous = AuthenticatedRole::anonymous();
+    let by = ctx.role.unwrap_or(&anonymous);
+    match stmt {
+        Statement::CreateRole {
+            role,
+            if_not_exists,
+            options: o,
+        } => store.create_role(by, role, options(o)?, *if_not_exists).map_err(role_error)?,
+        Statement::AlterRole { role, options: o, .. } => store.alter_role(by, role, options(o)?).map_err(role_error)?,
+        Statement::DropRole { role, if_exists } => store.drop_role(by, role, *if_exists).map_err(role_error)?,
+        Statement::CreateUser {
+            user,
+            if_not_exists,
+            password,
+            superuser,
+        } => {
+            let o = RoleOptions {
+                password: password.clone(),
+                login: Some(true),
+                superuser: Some(superuser.unwrap_or(false)),
+                options: None,
+            };
+            store.create_role(by, user, o, *if_not_exists).map_err(role_error)?
+        }
+        Statement::AlterUser {
+            user,
+            password,
+            superuser,
+            ..
+        } => {
+            let o = RoleOptions {
+                password: password.clone(),
+                superuser: *superuser,
+                ..RoleOptions::default()
+            };
+            store.alter_role(by, user, o).map_err(role_error)?
+        }
+        Statement::DropUser { user, if_exists } => store.drop_role(by, user, *if_exists).map_err(role_error)?,
+        Statement::ListRoles { of, .. } => {
+            let rows = store.list_roles(by, of.as_deref()).map_err(role_error)?;
+            let mut content = Vec::new();
+            for r in &rows {
+                cell(&mut content, r.role.as_bytes());
+                cell(&mut content, &[u8::from(r.superuser)]);
+                cell(&mut content, &[u8::from(r.login)]);
+                let mut m = Vec::new();
+                let entries: BTreeMap<&String, &String> = r.options.iter().collect();
+                encode_map(
+                    &DataType::Text,
+                    entries.into_iter().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect(),
+                    &mut m,
+                );
+                cell(&mut content, &m);
+                cell(&mut content, r.datacenters.as_bytes());
+            }
+            let text_map = ColumnType::Map(Box::new(ColumnType::Varchar), Box::new(ColumnType::Varchar));
+            return Ok(ResultBody::Rows(Rows {
+                metadata: RowsMetadata::new(vec![
+                    spec("role", ColumnType::Varchar),
+                    spec("super", ColumnType::Boolean),
+                    spec("login", ColumnType::Boolean),
+                    spec("options", text_map),
+                    spec("datacenters", ColumnType::Varchar),
+                ]),
+                rows_count: rows.len(),
+                rows_content: content,
+            }));
+        }
+        Statement::ListUsers => {
+            let rows = store.list_roles(by, None).map_err(role_error)?;
+            let mut content = Vec::new();
+            let mut n = 0;
+            for r in rows.iter().filter(|r| r.login) {
+                cell(&mut content, r.role.as_bytes());
+                cell(&mut content, &[u8::from(r.superuser)]);
+                cell(&mut content, r.datacenters.as_bytes());
+                n += 1;
+            }
+            return Ok(ResultBody::Rows(Rows {
+                metadata: RowsMetadata::new(vec![
+                    spec("name", ColumnType::Varchar),
+                    spec("super", ColumnType::Boolean),
+                    spec("datacenters", ColumnType::Varchar),
+                ]),
+                rows_count: n,
+                rows_content: content,
+            }));
+        }
+        other => {
+            return Err(invalid(format!(
+                "hayate does not support {} statements yet: every role that can log in may read and write every table",
+                other.kind()
+            )))
+        }
+    }
+    Ok(ResultBody::Void)
+}

@@ -1,0 +1,601 @@
+//! CREATE, ALTER and DROP of keyspaces and tables, applied to a copy of the schema.
+//!
+//! Each function checks the statement the way Cassandra does and answers with the same error
+//! codes and, as near as we can, the same messages. It returns the schema change to announce,
+//! or `None` when `IF [NOT] EXISTS` made the statement a no-op (Cassandra then answers VOID
+//! and sends no event).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use hayate_cql::error::WireError;
+use hayate_cql::response::event::{ChangeType, SchemaTarget};
+use hayate_cql::response::SchemaChange;
+use hayate_cql::statement::{AlterTableAction, ColumnDefinition, CreateTable, Property, PropertyValue};
+use hayate_cql::value::{DataType, Literal};
+use hayate_storage::TableId;
+
+use super::{random_uuid, Column, ColumnKind, Keyspace, OptionValue, Schema, Table};
+use crate::error::{already_exists, invalid, QueryResult};
+
+/// Cassandra's limit on keyspace and table names.
+pub const NAME_LENGTH_MAX: usize = 48;
+/// A bound on the columns of one table.
+pub const TABLE_COLUMNS_MAX: usize = 4096;
+
+/// The table options Cassandra 4.1 knows, with the defaults `system_schema.tables` and
+/// DESCRIBE show for a table that did not set them. Map defaults are written as `k=v` pairs.
+pub const TABLE_OPTION_DEFAULTS: &[(&str, &str)] = &[
+    ("additional_write_policy", "99p"),
+    ("bloom_filter_fp_chance", "0.01"),
+    ("caching", "keys=ALL,rows_per_partition=NONE"),
+    ("cdc", "false"),
+    ("comment", ""),
+    (
+        "compaction",
+        "class=org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy,max_threshold=32,min_threshold=4",
+    ),
+    (
+        "compression",
+        "chunk_length_in_kb=16,class=org.apache.cassandra.io.compress.LZ4Compressor",
+    ),
+    ("crc_check_chance", "1.0"),
+    ("default_time_to_live", "0"),
+    ("extensions", ""),
+    ("gc_grace_seconds", "864000"),
+    ("max_index_interval", "2048"),
+    ("memtable", "default"),
+    ("memtable_flush_period_in_ms", "0"),
+    ("min_index_interval", "128"),
+    ("read_repair", "BLOCKING"),
+    ("speculative_retry", "99p"),
+];
+
+const MAP_OPTIONS: &[&str] = &["caching", "compaction", "compression", "extensions"];
+
+/// An option's value, as set or by default.
+pub fn table_option(table: &Table, name: &str) -> OptionValue {
+    if let Some(v) = table.options.get(name) {
+        return v.clone();
+    }
+    let text = TABLE_OPTION_DEFAULTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+        .unwrap_or("");
+    if MAP_OPTIONS.contains(&name) {
+        OptionValue::Map(
+            text.split(',')
+                .filter(|p| !p.is_empty())
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        )
+    } else {
+        OptionValue::Text(text.to_owned())
+    }
+}
+
+fn check_name(what: &str, name: &str) -> QueryResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= NAME_LENGTH_MAX
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "{what} name must not be empty, more than {NAME_LENGTH_MAX} characters long, or contain \
+             non-alphanumeric-underscore characters (got \"{name}\")"
+        )))
+    }
+}
+
+fn is_system_keyspace(name: &str) -> bool {
+    name.starts_with("system")
+}
+
+fn literal_text(l: &Literal) -> String {
+    match l {
+        Literal::Str(s) | Literal::Int(s) | Literal::Float(s) | Literal::Uuid(s) | Literal::Duration(s) => {
+            s.clone()
+        }
+        Literal::Bool(b) => b.to_string(),
+        Literal::Hex(h) => format!("0x{}", h.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+        Literal::Null => "null".to_owned(),
+    }
+}
+
+fn property_map(p: &Property) -> QueryResult<BTreeMap<String, String>> {
+    match &p.value {
+        PropertyValue::Map(entries) => Ok(entries
+            .iter()
+            .map(|(k, v)| (literal_text(k), literal_text(v)))
+            .collect()),
+        _ => Err(invalid(format!(
+            "Invalid value for property '{}': expected a map",
+            p.name
+        ))),
+    }
+}
+
+fn property_text(p: &Property) -> QueryResult<String> {
+    match &p.value {
+        PropertyValue::Constant(l) => Ok(literal_text(l)),
+        PropertyValue::Identifier(i) => Ok(i.clone()),
+        PropertyValue::Map(_) => Err(invalid(format!(
+            "Invalid value for property '{}': expected a constant, not a map",
+            p.name
+        ))),
+    }
+}
+
+/// Checks and normalizes a replication map as Cassandra does: the class takes its full Java
+/// name, SimpleStrategy needs `replication_factor`, NetworkTopologyStrategy takes data centers.
+fn replication(properties: &[Property], keyspace: &str) -> QueryResult<Option<BTreeMap<String, String>>> {
+    let Some(p) = properties.iter().find(|p| p.name == "replication") else {
+        return Ok(None);
+    };
+    let mut map = property_map(p)?;
+    let class = map
+        .remove("class")
+        .ok_or_else(|| invalid("Missing replication strategy class"))?;
+    let short = class.rsplit('.').next().unwrap_or(&class).to_owned();
+    let check_factor = |k: &str, v: &str| -> QueryResult<()> {
+        let n = v.split('/').next().unwrap_or("");
+        match n.trim().parse::<i64>() {
+            Ok(n) if n >= 0 => Ok(()),
+            _ => Err(invalid(format!(
+                "Replication factor must be non-negative integer; found {v} (option {k})"
+            ))),
+        }
+    };
+    match short.as_str() {
+        "SimpleStrategy" => {
+            let rf = map
+                .get("replication_factor")
+                .ok_or_else(|| invalid("SimpleStrategy requires a replication_factor strategy option."))?;
+            check_factor("replication_factor", rf)?;
+            if let Some(other) = map.keys().find(|k| k.as_str() != "replication_factor") {
+                return Err(invalid(format!(
+                    "Unrecognized strategy option {{{other}}} passed to SimpleStrategy for keyspace {keyspace}"
+                )));
+            }
+        }
+        "NetworkTopologyStrategy" => {
+            if let Some(rf) = map.remove("replication_factor") {
+                // Cassandra expands a bare replication_factor to every known data center.
+                check_factor("replication_factor", &rf)?;
+                map.insert(crate::node::DATA_CENTER.to_owned(), rf);
+            }
+            for (k, v) in &map {
+                check_factor(k, v)?;
+            }
+        }
+        "LocalStrategy" | "EverywhereStrategy" => {
+            return Err(invalid(format!(
+                "Unable to use given strategy class: LocalStrategy is reserved for internal use. ({class})"
+            )))
+        }
+        _ => {
+            return Err(invalid(format!(
+                "Unable to find replication strategy class '{class}'"
+            )))
+        }
+    }
+    map.insert(
+        "class".to_owned(),
+        format!("org.apache.cassandra.locator.{short}"),
+    );
+    Ok(Some(map))
+}
+
+fn durable_writes(properties: &[Property]) -> QueryResult<Option<bool>> {
+    let Some(p) = properties.iter().find(|p| p.name == "durable_writes") else {
+        return Ok(None);
+    };
+    match property_text(p)?.to_ascii_lowercase().as_str() {
+        "true" => Ok(Some(true)),
+        "false" => Ok(Some(false)),
+        other => Err(invalid(format!(
+            "Invalid boolean value {other} for 'durable_writes'"
+        ))),
+    }
+}
+
+fn check_keyspace_properties(properties: &[Property]) -> QueryResult<()> {
+    match properties
+        .iter()
+        .find(|p| p.name != "replication" && p.name != "durable_writes")
+    {
+        Some(p) => Err(invalid(format!("Unknown property '{}'", p.name))),
+        None => Ok(()),
+    }
+}
+
+fn keyspace_change(change_type: ChangeType, keyspace: &str) -> SchemaChange {
+    SchemaChange {
+        change_type,
+        target: SchemaTarget::Keyspace {
+            keyspace: keyspace.to_owned(),
+        },
+    }
+}
+
+fn table_change(change_type: ChangeType, keyspace: &str, table: &str) -> SchemaChange {
+    SchemaChange {
+        change_type,
+        target: SchemaTarget::Table {
+            keyspace: keyspace.to_owned(),
+            table: table.to_owned(),
+        },
+    }
+}
+
+pub fn create_keyspace(
+    schema: &mut Schema,
+    name: &str,
+    if_not_exists: bool,
+    properties: &[Property],
+) -> QueryResult<Option<SchemaChange>> {
+    check_name("Keyspace", name)?;
+    check_keyspace_properties(properties)?;
+    if schema.keyspaces.contains_key(name) {
+        return if if_not_exists {
+            Ok(None)
+        } else {
+            Err(already_exists(name, ""))
+        };
+    }
+    let replication =
+        replication(properties, name)?.ok_or_else(|| invalid("Missing mandatory option 'replication'"))?;
+    let keyspace = Keyspace {
+        name: name.to_owned(),
+        replication,
+        durable_writes: durable_writes(properties)?.unwrap_or(true),
+        tables: BTreeMap::new(),
+        virtual_kind: None,
+    };
+    schema.keyspaces.insert(name.to_owned(), Arc::new(keyspace));
+    Ok(Some(keyspace_change(ChangeType::Created, name)))
+}
+
+pub fn alter_keyspace(
+    schema: &mut Schema,
+    name: &str,
+    if_exists: bool,
+    properties: &[Property],
+) -> QueryResult<Option<SchemaChange>> {
+    check_keyspace_properties(properties)?;
+    let Some(existing) = schema.keyspaces.get(name) else {
+        return if if_exists {
+            Ok(None)
+        } else {
+            Err(invalid(format!("Keyspace '{name}' does not exist")))
+        };
+    };
+    if existing.virtual_kind.is_some() {
+        return Err(crate::error::unauthorized(format!(
+            "Cannot alter system keyspace {name}"
+        )));
+    }
+    let mut keyspace = (**existing).clone();
+    if let Some(r) = replication(properties, name)? {
+        keyspace.replication = r;
+    }
+    if let Some(d) = durable_writes(properties)? {
+        keyspace.durable_writes = d;
+    }
+    schema.keyspaces.insert(name.to_owned(), Arc::new(keyspace));
+    Ok(Some(keyspace_change(ChangeType::Updated, name)))
+}
+
+/// Returns the change and the storage ids of the tables dropped with the keyspace.
+pub fn drop_keyspace(
+    schema: &mut Schema,
+    name: &str,
+    if_exists: bool,
+) -> QueryResult<Option<(SchemaChange, Vec<TableId>)>> {
+    let Some(existing) = schema.keyspaces.get(name) else {
+        return if if_exists {
+            Ok(None)
+        } else {
+            Err(invalid(format!("Keyspace '{name}' doesn't exist")))
+        };
+    };
+    if existing.virtual_kind.is_some() || is_system_keyspace(name) {
+        return Err(crate::error::unauthorized(format!(
+            "Cannot DROP <keyspace {name}>"
+        )));
+    }
+    let ids = existing.tables.values().map(|t| t.storage_id).collect();
+    schema.keyspaces.remove(name);
+    Ok(Some((keyspace_change(ChangeType::Dropped, name), ids)))
+}
+
+fn user_keyspace<'a>(schema: &'a Schema, keyspace: &str) -> QueryResult<&'a Arc<Keyspace>> {
+    let ks = schema
+        .keyspaces
+        .get(keyspace)
+        .ok_or_else(|| invalid(format!("Keyspace '{keyspace}' does not exist")))?;
+    if ks.virtual_kind.is_some() {
+        return Err(crate::error::unauthorized(format!(
+            "{keyspace} keyspace is not user-modifiable."
+        )));
+    }
+    Ok(ks)
+}
+
+fn parse_column_type(def: &ColumnDefinition) -> QueryResult<DataType> {
+    let ty = DataType::parse(&def.type_text).map_err(|e| invalid(e.to_string()))?;
+    if ty.is_counter() {
+        return Err(invalid(format!(
+            "hayate does not support counter columns yet (column {}); use a bigint column",
+            def.name
+        )));
+    }
+    if def.is_static {
+        return Err(invalid(format!(
+            "hayate does not support static columns yet (column {})",
+            def.name
+        )));
+    }
+    Ok(ty)
+}
+
+/// Checks table options and turns them into what the table stores.
+fn table_options(properties: &[Property], into: &mut BTreeMap<String, OptionValue>) -> QueryResult<()> {
+    for p in properties {
+        let name = p.name.as_str();
+        if !TABLE_OPTION_DEFAULTS.iter().any(|(n, _)| *n == name) {
+            return Err(invalid(format!("Unknown property '{name}'")));
+        }
+        let value = if MAP_OPTIONS.contains(&name) {
+            OptionValue::Map(property_map(p)?)
+        } else {
+            let text = property_text(p)?;
+            let numeric = [
+                "default_time_to_live",
+                "gc_grace_seconds",
+                "max_index_interval",
+                "min_index_interval",
+                "memtable_flush_period_in_ms",
+            ];
+            if numeric.contains(&name) && text.parse::<u32>().is_err() {
+                return Err(invalid(format!(
+                    "Invalid value for property '{name}': {text} is not a non-negative integer"
+                )));
+            }
+            if name == "default_time_to_live" && text.parse::<u32>().unwrap_or(0) > crate::query::TTL_MAX_S {
+                return Err(invalid(format!(
+                    "default_time_to_live must be less than or equal to {} (got {text})",
+                    crate::query::TTL_MAX_S
+                )));
+            }
+            OptionValue::Text(text)
+        };
+        into.insert(name.to_owned(), value);
+    }
+    Ok(())
+}
+
+pub fn create_table(
+    schema: &mut Schema,
+    keyspace: &str,
+    stmt: &CreateTable,
+    allocate_id: &mut dyn FnMut() -> TableId,
+) -> QueryResult<Option<SchemaChange>> {
+    let name = stmt.table.name.as_str();
+    let ks = user_keyspace(schema, keyspace)?;
+    check_name("Table", name)?;
+    if ks.tables.contains_key(name) {
+        return if stmt.if_not_exists {
+            Ok(None)
+        } else {
+            Err(already_exists(keyspace, name))
+        };
+    }
+    if stmt.compact_storage {
+        return Err(invalid(
+            "COMPACT STORAGE tables are not supported (Cassandra 4.0 removed them too)",
+        ));
+    }
+    if stmt.columns.len() > TABLE_COLUMNS_MAX {
+        return Err(invalid(format!(
+            "A table may have at most {TABLE_COLUMNS_MAX} columns"
+        )));
+    }
+    let mut columns: Vec<Column> = Vec::with_capacity(stmt.columns.len());
+    for def in &stmt.columns {
+        if columns.iter().any(|c| c.name == def.name) {
+            return Err(invalid(format!("Duplicate column name {}", def.name)));
+        }
+        columns.push(Column {
+            name: def.name.clone(),
+            id: columns.len() as u32,
+            ty: parse_column_type(def)?,
+            kind: ColumnKind::Regular,
+            descending: false,
+        });
+    }
+    if stmt.partition_key.is_empty() {
+        return Err(invalid(
+            "No PRIMARY KEY specifed for table '{name}' (exactly one required)".replace("{name}", name),
+        ));
+    }
+    let mut key_index = |key: &str, what: &str| -> QueryResult<usize> {
+        let i = columns
+            .iter()
+            .position(|c| c.name == key)
+            .ok_or_else(|| invalid(format!("Unknown definition {key} referenced in PRIMARY KEY")))?;
+        if columns[i].kind != ColumnKind::Regular {
+            return Err(invalid(format!("Duplicate definition {key} in PRIMARY KEY")));
+        }
+        let ty = &columns[i].ty;
+        if ty.is_multi_cell() {
+            return Err(invalid(format!(
+                "Invalid non-frozen collection type {ty} for PRIMARY KEY component {key}"
+            )));
+        }
+        if matches!(ty, DataType::Duration) {
+            return Err(invalid(format!(
+                "duration type is not supported for PRIMARY KEY column '{key}'"
+            )));
+        }
+        columns[i].kind = if what == "partition" {
+            ColumnKind::PartitionKey
+        } else {
+            ColumnKind::Clustering
+        };
+        Ok(i)
+    };
+    let partition_key = stmt
+        .partition_key
+        .iter()
+        .map(|k| key_index(k, "partition"))
+        .collect::<QueryResult<Vec<_>>>()?;
+    let clustering = stmt
+        .clustering_columns
+        .iter()
+        .map(|k| key_index(k, "clustering"))
+        .collect::<QueryResult<Vec<_>>>()?;
+    if !stmt.clustering_order.is_empty() {
+        if stmt.clustering_order.len() > clustering.len() {
+            return Err(invalid(
+                "Only clustering key columns can be defined in CLUSTERING ORDER directive",
+            ));
+        }
+        for (i, order) in stmt.clustering_order.iter().enumerate() {
+            let expected = &columns[clustering[i]].name;
+            if &order.column != expected {
+                return Err(invalid(format!(
+                    "The order of columns in the CLUSTERING ORDER directive must match that of the \
+                     clustering columns ({} must appear before {})",
+                    expected, order.column
+                )));
+            }
+            columns[clustering[i]].descending = order.descending;
+        }
+    }
+    if !columns.iter().any(|c| c.kind == ColumnKind::Regular) && clustering.is_empty() {
+        // Cassandra allows a table of only key columns; nothing to check.
+    }
+    let mut options = BTreeMap::new();
+    table_options(&stmt.properties, &mut options)?;
+    let table = Table {
+        keyspace: keyspace.to_owned(),
+        name: name.to_owned(),
+        storage_id: allocate_id(),
+        uuid: random_uuid(),
+        next_column_id: columns.len() as u32,
+        columns,
+        partition_key,
+        clustering,
+        options,
+        is_virtual: false,
+    };
+    let mut ks = (**ks).clone();
+    ks.tables.insert(name.to_owned(), Arc::new(table));
+    schema.keyspaces.insert(keyspace.to_owned(), Arc::new(ks));
+    Ok(Some(table_change(ChangeType::Created, keyspace, name)))
+}
+
+pub fn alter_table(
+    schema: &mut Schema,
+    keyspace: &str,
+    name: &str,
+    if_exists: bool,
+    action: &AlterTableAction,
+) -> QueryResult<Option<SchemaChange>> {
+    let ks = user_keyspace(schema, keyspace)?;
+    let Some(existing) = ks.tables.get(name) else {
+        return if if_exists {
+            Ok(None)
+        } else {
+            Err(invalid(format!("Table '{keyspace}.{name}' doesn't exist")))
+        };
+    };
+    let mut table = (**existing).clone();
+    match action {
+        AlterTableAction::Add(defs) => {
+            for def in defs {
+                if table.column(&def.name).is_some() {
+                    return Err(invalid(format!("Column with name '{}' already exists", def.name)));
+                }
+                let ty = parse_column_type(def)?;
+                table.columns.push(Column {
+                    name: def.name.clone(),
+                    id: table.next_column_id,
+                    ty,
+                    kind: ColumnKind::Regular,
+                    descending: false,
+                });
+                table.next_column_id += 1;
+            }
+        }
+        AlterTableAction::Drop(names) => {
+            for col in names {
+                let i = table
+                    .column_index(col)
+                    .ok_or_else(|| invalid(format!("Column {col} was not found in table {name}")))?;
+                if table.columns[i].kind != ColumnKind::Regular {
+                    return Err(invalid(format!("Cannot drop PRIMARY KEY column {col}")));
+                }
+                table.columns.remove(i);
+                let fix = |v: &mut Vec<usize>| v.iter_mut().filter(|j| **j > i).for_each(|j| *j -= 1);
+                fix(&mut table.partition_key);
+                fix(&mut table.clustering);
+            }
+        }
+        AlterTableAction::Rename(pairs) => {
+            for (from, to) in pairs {
+                let i = table
+                    .column_index(from)
+                    .ok_or_else(|| invalid(format!("Column {from} was not found in table {name}")))?;
+                if table.columns[i].kind == ColumnKind::Regular {
+                    return Err(invalid(format!("Cannot rename non PRIMARY KEY column {from}")));
+                }
+                if table.column(to).is_some() {
+                    return Err(invalid(format!(
+                        "Cannot rename column {from} to {to} in table {name}; another column with that name already exists"
+                    )));
+                }
+                table.columns[i].name = to.clone();
+            }
+        }
+        AlterTableAction::AlterType { .. } => {
+            return Err(invalid("Altering column types is no longer supported"));
+        }
+        AlterTableAction::With(properties) => table_options(properties, &mut table.options)?,
+    }
+    let mut ks = (**ks).clone();
+    ks.tables.insert(name.to_owned(), Arc::new(table));
+    schema.keyspaces.insert(keyspace.to_owned(), Arc::new(ks));
+    Ok(Some(table_change(ChangeType::Updated, keyspace, name)))
+}
+
+/// Returns the change and the dropped table's storage id.
+pub fn drop_table(
+    schema: &mut Schema,
+    keyspace: &str,
+    name: &str,
+    if_exists: bool,
+) -> QueryResult<Option<(SchemaChange, TableId)>> {
+    let ks = user_keyspace(schema, keyspace)?;
+    let Some(existing) = ks.tables.get(name) else {
+        return if if_exists {
+            Ok(None)
+        } else {
+            Err(invalid(format!("Table '{keyspace}.{name}' doesn't exist")))
+        };
+    };
+    let id = existing.storage_id;
+    let mut ks = (**ks).clone();
+    ks.tables.remove(name);
+    schema.keyspaces.insert(keyspace.to_owned(), Arc::new(ks));
+    Ok(Some((table_change(ChangeType::Dropped, keyspace, name), id)))
+}
+
+/// The error every DDL path gives when a change could not be saved.
+pub fn save_failed(message: String) -> WireError {
+    crate::error::server_error(message)
+}

@@ -1,0 +1,352 @@
+//! The schema: keyspaces, tables and columns, as the executor and the system tables see them.
+//!
+//! A [`Schema`] is immutable once built; a change builds a new one and swaps it in
+//! ([`store::SchemaStore`]), so a request holds one consistent `Arc<Schema>` from start to end.
+//! User keyspaces are saved to `<data_dir>/schema.json` on every change; the system keyspaces
+//! are built in ([`system`]) and never saved.
+//!
+//! Every table gets a storage table id that is never reused, and every column a number that is
+//! never reused within its table, so data written under a dropped table or column can never be
+//! read as a new one's.
+
+pub mod ddl;
+pub mod store;
+pub mod system;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use hayate_cql::value::DataType;
+use hayate_storage::TableId;
+use serde::{Deserialize, Serialize};
+
+pub use store::SchemaStore;
+
+/// The first storage table id given to a user table; ids below are reserved.
+pub const USER_TABLE_ID_MIN: TableId = 1024;
+
+#[derive(Clone, Debug, Default)]
+pub struct Schema {
+    pub keyspaces: BTreeMap<String, Arc<Keyspace>>,
+    /// Changes whenever the schema does; drivers compare it across nodes (schema agreement).
+    pub version: [u8; 16],
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Keyspace {
+    pub name: String,
+    /// The replication map as given, `class` included (`SimpleStrategy`,
+    /// `NetworkTopologyStrategy`), with the class name in its full Java form as Cassandra shows.
+    pub replication: BTreeMap<String, String>,
+    pub durable_writes: bool,
+    #[serde(skip)]
+    pub tables: BTreeMap<String, Arc<Table>>,
+    /// Built-in keyspaces are served from memory, not storage, and cannot be changed.
+    #[serde(skip)]
+    pub virtual_kind: Option<VirtualKind>,
+}
+
+/// Where a built-in keyspace is listed: `system_schema` for Cassandra's local system
+/// keyspaces, `system_virtual_schema` for its virtual ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VirtualKind {
+    System,
+    Virtual,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Table {
+    pub keyspace: String,
+    pub name: String,
+    /// The storage engine's number for this table.
+    pub storage_id: TableId,
+    /// The table's UUID, as `system_schema.tables.id` shows it.
+    pub uuid: [u8; 16],
+    pub columns: Vec<Column>,
+    /// Indexes into `columns`, in key order.
+    pub partition_key: Vec<usize>,
+    pub clustering: Vec<usize>,
+    /// Table options the user set (`comment`, `default_time_to_live`, `compaction`, ...);
+    /// the rest take Cassandra's defaults ([`ddl::TABLE_OPTION_DEFAULTS`]).
+    pub options: BTreeMap<String, OptionValue>,
+    pub next_column_id: u32,
+    #[serde(skip)]
+    pub is_virtual: bool,
+}
+
+/// A table option's value: text (numbers are kept as their text) or a map of text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum OptionValue {
+    Text(String),
+    Map(BTreeMap<String, String>),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Column {
+    pub name: String,
+    /// The cell column number in storage.
+    pub id: u32,
+    #[serde(with = "type_text")]
+    pub ty: DataType,
+    pub kind: ColumnKind,
+    pub descending: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ColumnKind {
+    PartitionKey,
+    Clustering,
+    Regular,
+    Static,
+}
+
+impl ColumnKind {
+    /// The `kind` column of `system_schema.columns`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ColumnKind::PartitionKey => "partition_key",
+            ColumnKind::Clustering => "clustering",
+            ColumnKind::Regular => "regular",
+            ColumnKind::Static => "static",
+        }
+    }
+}
+
+mod type_text {
+    use hayate_cql::value::DataType;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(ty: &DataType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&ty.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DataType, D::Error> {
+        let text = String::deserialize(d)?;
+        DataType::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Schema {
+    pub fn keyspace(&self, name: &str) -> Option<&Arc<Keyspace>> {
+        self.keyspaces.get(name)
+    }
+
+    pub fn table(&self, keyspace: &str, table: &str) -> Option<&Arc<Table>> {
+        self.keyspaces.get(keyspace)?.tables.get(table)
+    }
+
+    /// User keyspaces, in name order.
+    pub fn user_keyspaces(&self) -> impl Iterator<Item = &Arc<Keyspace>> {
+        self.keyspaces.values().filter(|k| k.virtual_kind.is_none())
+    }
+}
+
+impl Keyspace {
+    /// How many replicas the keyspace asks for in total (summed over data centers for
+    /// NetworkTopologyStrategy).
+    pub fn replication_factor(&self) -> usize {
+        let class = self.replication.get("class").map(String::as_str).unwrap_or("");
+        if class.ends_with("NetworkTopologyStrategy") {
+            self.replication
+                .iter()
+                .filter(|(k, _)| k.as_str() != "class")
+                .filter_map(|(_, v)| parse_replicas(v))
+                .sum()
+        } else {
+            self.replication
+                .get("replication_factor")
+                .and_then(|v| parse_replicas(v))
+                .unwrap_or(1)
+        }
+    }
+
+    /// Replicas the keyspace places in data center `dc`.
+    pub fn replication_factor_in(&self, dc: &str) -> usize {
+        let class = self.replication.get("class").map(String::as_str).unwrap_or("");
+        if class.ends_with("NetworkTopologyStrategy") {
+            self.replication
+                .get(dc)
+                .and_then(|v| parse_replicas(v))
+                .unwrap_or(0)
+        } else {
+            self.replication_factor()
+        }
+    }
+}
+
+/// `"3"` or Cassandra's transient form `"3/1"` (full replicas first).
+fn parse_replicas(v: &str) -> Option<usize> {
+    v.split('/').next()?.trim().parse().ok()
+}
+
+impl Table {
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    pub fn partition_columns(&self) -> impl Iterator<Item = &Column> {
+        self.partition_key.iter().map(|&i| &self.columns[i])
+    }
+
+    pub fn clustering_columns(&self) -> impl Iterator<Item = &Column> {
+        self.clustering.iter().map(|&i| &self.columns[i])
+    }
+
+    /// Regular and static columns, in the order of `columns`.
+    pub fn value_columns(&self) -> impl Iterator<Item = &Column> {
+        self.columns
+            .iter()
+            .filter(|c| matches!(c.kind, ColumnKind::Regular | ColumnKind::Static))
+    }
+
+    /// Columns in the order `SELECT *` returns them, as Cassandra does: partition key, then
+    /// clustering columns, then the others by name.
+    pub fn select_star_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = self.partition_key.clone();
+        order.extend(&self.clustering);
+        let mut rest: Vec<usize> = (0..self.columns.len()).filter(|i| !order.contains(i)).collect();
+        rest.sort_by(|a, b| self.columns[*a].name.cmp(&self.columns[*b].name));
+        order.extend(rest);
+        order
+    }
+
+    /// The position of a key column within its key (partition or clustering).
+    pub fn key_position(&self, column_index: usize) -> Option<usize> {
+        self.partition_key
+            .iter()
+            .position(|&i| i == column_index)
+            .or_else(|| self.clustering.iter().position(|&i| i == column_index))
+    }
+
+    pub fn default_ttl_s(&self) -> u32 {
+        match self.options.get("default_time_to_live") {
+            Some(OptionValue::Text(v)) => v.parse().unwrap_or(0),
+            _ => 0,
+        }
+    }
+}
+
+/// Quotes an identifier for CQL text when it needs it, as Cassandra's `ColumnIdentifier` does.
+pub fn quote_identifier(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !RESERVED_KEYWORDS.contains(&name);
+    if plain {
+        name.to_owned()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// CQL's reserved words, which must be quoted to be used as names.
+const RESERVED_KEYWORDS: &[&str] = &[
+    "add",
+    "allow",
+    "alter",
+    "and",
+    "apply",
+    "asc",
+    "authorize",
+    "batch",
+    "begin",
+    "by",
+    "columnfamily",
+    "create",
+    "default",
+    "delete",
+    "desc",
+    "describe",
+    "drop",
+    "entries",
+    "execute",
+    "from",
+    "full",
+    "grant",
+    "if",
+    "in",
+    "index",
+    "infinity",
+    "insert",
+    "into",
+    "is",
+    "keyspace",
+    "limit",
+    "mbean",
+    "mbeans",
+    "modify",
+    "nan",
+    "norecursive",
+    "not",
+    "null",
+    "of",
+    "on",
+    "or",
+    "order",
+    "primary",
+    "rename",
+    "replace",
+    "revoke",
+    "schema",
+    "select",
+    "set",
+    "table",
+    "to",
+    "token",
+    "truncate",
+    "unlogged",
+    "unset",
+    "update",
+    "use",
+    "using",
+    "view",
+    "where",
+    "with",
+];
+
+/// A random version 4 UUID (schema versions, table ids, host ids).
+pub fn random_uuid() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    fill_random(&mut b);
+    b[6] = (b[6] & 0x0F) | 0x40;
+    b[8] = (b[8] & 0x3F) | 0x80;
+    b
+}
+
+fn fill_random(buf: &mut [u8]) {
+    use std::io::Read;
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        if f.read_exact(buf).is_ok() {
+            return;
+        }
+    }
+    // Unreachable on Linux; a time-seeded fallback keeps ids distinct enough.
+    let mut x = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x9E37_79B9_7F4A_7C15);
+    for b in buf {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+}
+
+/// Formats 16 bytes as a UUID string.
+pub fn uuid_string(b: &[u8; 16]) -> String {
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}

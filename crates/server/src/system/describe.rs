@@ -1,0 +1,236 @@
+//! DESCRIBE, executed on the server as Cassandra 4 does it (cqlsh 6 sends DESCRIBE as a query
+//! to a 4.x server and prints the rows). An element's description is the CQL that recreates it.
+
+use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
+use hayate_cql::statement::{Describe, DescribeTarget, QualifiedName};
+
+use crate::error::{invalid, QueryResult};
+use crate::query::Context;
+use crate::schema::{ddl, quote_identifier, ColumnKind, Keyspace, OptionValue, Table};
+
+fn spec(name: &str) -> ColumnSpec {
+    ColumnSpec {
+        table: TableSpec {
+            keyspace: String::new(),
+            table: String::new(),
+        },
+        name: name.to_owned(),
+        ty: ColumnType::Varchar,
+    }
+}
+
+fn result(columns: &[&str], rows: Vec<Vec<String>>) -> ResultBody {
+    let mut content = Vec::new();
+    for row in &rows {
+        for v in row {
+            content.extend_from_slice(&(v.len() as i32).to_be_bytes());
+            content.extend_from_slice(v.as_bytes());
+        }
+    }
+    ResultBody::Rows(Rows {
+        metadata: RowsMetadata::new(columns.iter().map(|c| spec(c)).collect()),
+        rows_count: rows.len(),
+        rows_content: content,
+    })
+}
+
+const ELEMENT: &[&str] = &["keyspace_name", "type", "name", "create_statement"];
+const LISTING: &[&str] = &["keyspace_name", "type", "name"];
+
+pub fn run(ctx: &Context<'_>, d: &Describe) -> QueryResult<ResultBody> {
+    let schema = &ctx.schema;
+    let user = || schema.user_keyspaces();
+    match &d.target {
+        DescribeTarget::Keyspaces => Ok(result(
+            LISTING,
+            schema
+                .keyspaces
+                .values()
+                .map(|k| vec![k.name.clone(), "keyspace".into(), k.name.clone()])
+                .collect(),
+        )),
+        DescribeTarget::Tables => {
+            let mut rows = Vec::new();
+            for k in schema.keyspaces.values() {
+                for t in k.tables.values() {
+                    rows.push(vec![k.name.clone(), "table".into(), t.name.clone()]);
+                }
+            }
+            Ok(result(LISTING, rows))
+        }
+        DescribeTarget::Types | DescribeTarget::Functions | DescribeTarget::Aggregates => {
+            Ok(result(LISTING, Vec::new()))
+        }
+        DescribeTarget::Cluster => Ok(result(
+            &["cluster", "partitioner", "snitch"],
+            vec![vec![
+                ctx.node.config.cluster_name.clone(),
+                "org.apache.cassandra.dht.Murmur3Partitioner".into(),
+                "org.apache.cassandra.locator.SimpleSnitch".into(),
+            ]],
+        )),
+        DescribeTarget::Schema { .. } => {
+            let mut rows = Vec::new();
+            for k in user() {
+                keyspace_rows(k, false, &mut rows);
+            }
+            Ok(result(ELEMENT, rows))
+        }
+        DescribeTarget::Keyspace { keyspace, only } => {
+            let name = keyspace
+                .as_deref()
+                .or(ctx.keyspace)
+                .ok_or_else(|| invalid("No keyspace specified and no current keyspace"))?;
+            let k = schema
+                .keyspace(name)
+                .ok_or_else(|| invalid(format!("'{name}' not found in keyspaces")))?;
+            let mut rows = Vec::new();
+            keyspace_rows(k, *only, &mut rows);
+            Ok(result(ELEMENT, rows))
+        }
+        DescribeTarget::Table(name) => {
+            let t = table(ctx, name)?;
+            Ok(result(ELEMENT, vec![table_row(&t)]))
+        }
+        DescribeTarget::Name(name) => {
+            if name.keyspace.is_none() {
+                if let Some(k) = schema.keyspace(&name.name) {
+                    let mut rows = Vec::new();
+                    keyspace_rows(k, false, &mut rows);
+                    return Ok(result(ELEMENT, rows));
+                }
+            }
+            let t = table(ctx, name)?;
+            Ok(result(ELEMENT, vec![table_row(&t)]))
+        }
+        _ => Err(invalid(
+            "hayate has no user types, functions, aggregates, indexes or views to describe",
+        )),
+    }
+}
+
+fn table(ctx: &Context<'_>, name: &QualifiedName) -> QueryResult<std::sync::Arc<Table>> {
+    let ks = name
+        .keyspace
+        .as_deref()
+        .or(ctx.keyspace)
+        .ok_or_else(|| invalid("No keyspace specified and no current keyspace"))?;
+    let k = ctx
+        .schema
+        .keyspace(ks)
+        .ok_or_else(|| invalid(format!("'{ks}' not found in keyspaces")))?;
+    k.tables
+        .get(&name.name)
+        .cloned()
+        .ok_or_else(|| invalid(format!("'{}' not found in keyspace '{ks}'", name.name)))
+}
+
+fn keyspace_rows(k: &Keyspace, only: bool, rows: &mut Vec<Vec<String>>) {
+    rows.push(vec![
+        k.name.clone(),
+        "keyspace".into(),
+        k.name.clone(),
+        create_keyspace(k),
+    ]);
+    if !only {
+        for t in k.tables.values() {
+            rows.push(table_row(t));
+        }
+    }
+}
+
+fn quote_string(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+pub fn create_keyspace(k: &Keyspace) -> String {
+    let replication: Vec<String> = k
+        .replication
+        .iter()
+        .map(|(a, b)| format!("{}: {}", quote_string(a), quote_string(b)))
+        .collect();
+    format!(
+        "CREATE KEYSPACE {} WITH replication = {{{}}}  AND durable_writes = {};",
+        quote_identifier(&k.name),
+        replication.join(", "),
+        k.durable_writes
+    )
+}
+
+fn table_row(t: &Table) -> Vec<String> {
+    vec![
+        t.keyspace.clone(),
+        "table".into(),
+        t.name.clone(),
+        create_table(t),
+    ]
+}
+
+pub fn create_table(t: &Table) -> String {
+    let mut s = format!(
+        "CREATE TABLE {}.{} (\n",
+        quote_identifier(&t.keyspace),
+        quote_identifier(&t.name)
+    );
+    let single_key = t.partition_key.len() == 1 && t.clustering.is_empty();
+    for c in &t.columns {
+        s.push_str(&format!("    {} {}", quote_identifier(&c.name), c.ty));
+        if single_key && c.kind == ColumnKind::PartitionKey {
+            s.push_str(" PRIMARY KEY");
+        }
+        s.push_str(",\n");
+    }
+    if single_key {
+        s.truncate(s.len() - 2);
+        s.push('\n');
+    } else {
+        let pk: Vec<String> = t.partition_columns().map(|c| quote_identifier(&c.name)).collect();
+        let pk = if pk.len() == 1 {
+            pk[0].clone()
+        } else {
+            format!("({})", pk.join(", "))
+        };
+        let mut key = vec![pk];
+        key.extend(t.clustering_columns().map(|c| quote_identifier(&c.name)));
+        s.push_str(&format!("    PRIMARY KEY ({})\n", key.join(", ")));
+    }
+    s.push_str(") WITH ");
+    let mut options = Vec::new();
+    if !t.clustering.is_empty() {
+        let order: Vec<String> = t
+            .clustering_columns()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    quote_identifier(&c.name),
+                    if c.descending { "DESC" } else { "ASC" }
+                )
+            })
+            .collect();
+        options.push(format!("CLUSTERING ORDER BY ({})", order.join(", ")));
+    }
+    for (name, _) in ddl::TABLE_OPTION_DEFAULTS {
+        let value = match ddl::table_option(t, name) {
+            OptionValue::Map(m) => {
+                let entries: Vec<String> = m
+                    .iter()
+                    .map(|(a, b)| format!("{}: {}", quote_string(a), quote_string(b)))
+                    .collect();
+                format!("{{{}}}", entries.join(", "))
+            }
+            OptionValue::Text(v) => {
+                let numeric = v.parse::<f64>().is_ok()
+                    && !matches!(*name, "speculative_retry" | "additional_write_policy");
+                if numeric || v == "true" || v == "false" {
+                    v
+                } else {
+                    quote_string(&v)
+                }
+            }
+        };
+        options.push(format!("{name} = {value}"));
+    }
+    s.push_str(&options.join("\n    AND "));
+    s.push(';');
+    s
+}
