@@ -62,11 +62,15 @@ class Endpoint:
     def cluster(self, **kwargs):
         """A `cassandra.cluster.Cluster` for this node, with short timeouts so failures are quick."""
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
         kwargs.setdefault("protocol_version", 4)
         kwargs.setdefault("connect_timeout", 5)
         kwargs.setdefault("control_connection_timeout", 5)
         profile = kwargs.pop("profile", None) or ExecutionProfile(request_timeout=15)
+        # The driver's default policy, named so that the driver does not warn on every Cluster.
+        profile.load_balancing_policy = TokenAwarePolicy(DCAwareRoundRobinPolicy())
+        profile._load_balancing_policy_explicit = True
         kwargs.setdefault("execution_profiles", {EXEC_PROFILE_DEFAULT: profile})
         return Cluster([self.host], port=self.port, **kwargs)
 
