@@ -470,7 +470,7 @@ impl Config {
             return Err(invalid(
                 "metrics.port",
                 self.metrics.port.to_string(),
-                "is also cql_port; give the metrics endpoint its own port (9180 is the default) or 0 to disable it"
+                "is cql_port too; give the metrics endpoint its own port (9180 is the default) or 0 to disable it"
                     .into(),
             ));
         }
@@ -632,7 +632,7 @@ impl fmt::Display for ByteSize {
     /// operator wrote.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-            if self.0 != 0 && self.0 % (1 << shift) == 0 {
+            if self.0 != 0 && self.0.trailing_zeros() >= shift {
                 return write!(f, "{}{unit}", self.0 >> shift);
             }
         }
@@ -734,7 +734,7 @@ impl fmt::Display for ConfigError {
                 key,
                 value,
                 reason,
-            } => write!(f, "{}: {key} = {value} {reason}", Origin(path)),
+            } => write!(f, "{}: {key} = {value}: {reason}", Origin(path)),
         }
     }
 }

@@ -183,20 +183,17 @@ impl RoleStore {
         create_default: bool,
         hash_cost: HashCost,
     ) -> Result<RoleStore, RoleStoreError> {
-        let roles = match read_roles_file(path)? {
-            Some(roles) => roles,
-            None => BTreeMap::new(),
-        };
-        let exists = path.exists();
+        let existing = read_roles_file(path)?;
+        let create = existing.is_none() && create_default;
         let store = RoleStore {
             path: path.to_path_buf(),
             hash_cost,
-            roles: RwLock::new(roles),
+            roles: RwLock::new(existing.unwrap_or_default()),
             verified: Mutex::new(VerifiedCache::new(random_bytes()?)),
             verifications: Semaphore::new(VERIFICATIONS_IN_FLIGHT_MAX),
             dummy_hash: OnceLock::new(),
         };
-        if !exists && create_default {
+        if create {
             let role = Role {
                 name: DEFAULT_SUPERUSER_NAME.to_string(),
                 salted_hash: Some(hash_password(DEFAULT_SUPERUSER_PASSWORD, hash_cost)?),
