@@ -22,7 +22,12 @@ pub struct Prepared {
     pub marker_names: Vec<String>,
 }
 
-pub fn prepare(ctx: &Context<'_>, stmt: &Statement, markers: usize) -> QueryResult<Prepared> {
+pub fn prepare(
+    ctx: &Context<'_>,
+    stmt: &Statement,
+    bind_markers: &[hayate_cql::statement::BindMarker],
+) -> QueryResult<Prepared> {
+    let markers = bind_markers.len();
     let mut specs: Vec<Spec> = vec![None; markers];
     let mut tables: Vec<Option<(String, String)>> = vec![None; markers];
     let mut pk_source: Option<(std::sync::Arc<Table>, Vec<Option<usize>>)> = None;
@@ -138,6 +143,8 @@ pub fn prepare(ctx: &Context<'_>, stmt: &Statement, markers: usize) -> QueryResu
             )));
         };
         let (keyspace, table) = tables[i].clone().unwrap_or_default();
+        // A named marker (`:key`) is known by its name, as drivers bind named values by it.
+        let name = bind_markers[i].name.as_ref().unwrap_or(name);
         marker_names.push(name.clone());
         columns.push(ColumnSpec {
             table: TableSpec { keyspace, table },

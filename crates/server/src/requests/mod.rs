@@ -245,13 +245,10 @@ impl Session {
             ),
             (_, Phase::Authenticating) => (
                 "refused",
-                Response::Error(WireError::new(
-                    hayate_cql::error::ErrorBody::AuthenticationError,
-                    format!(
-                        "Unexpected message {:?}, expecting SASL_RESPONSE: authenticate first",
-                        frame.request.opcode()
-                    ),
-                )),
+                Response::Error(WireError::protocol(format!(
+                    "Unexpected message {:?}, expecting SASL_RESPONSE: authenticate first",
+                    frame.request.opcode()
+                ))),
             ),
             (Request::AuthResponse(_), Phase::Ready) => (
                 "auth",

@@ -16,7 +16,7 @@ pub fn handle(session: &Session, p: &Prepare<'_>) -> Response {
     };
     let keyspace = session.keyspace();
     let ctx = session.context(keyspace.as_deref(), None);
-    let prepared = match crate::query::prepare::prepare(&ctx, &parsed.statement, parsed.bind_markers.len()) {
+    let prepared = match crate::query::prepare::prepare(&ctx, &parsed.statement, &parsed.bind_markers) {
         Ok(p) => p,
         Err(e) => return Response::Error(e),
     };
