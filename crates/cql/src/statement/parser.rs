@@ -37,9 +37,10 @@ const ERROR_TOKEN_MAX_CHARS: usize = 40;
 /// How much of the text before the offending token the error's snippet shows.
 const ERROR_CONTEXT_MAX_CHARS: usize = 60;
 
-/// Cassandra's reserved keywords: these cannot name anything unless quoted. Every other
-/// keyword (`key`, `type`, `ttl`, `count`, `values`, ...) is also a valid identifier.
-const RESERVED: &[&str] = &[
+/// Cassandra's reserved keywords, plus the boolean constants: these cannot name anything
+/// unless quoted. Every other keyword (`key`, `type`, `ttl`, `count`, `values`, ...) is also
+/// a valid identifier. Sorted, for [`Parser::is_reserved`]'s binary search.
+pub(super) const RESERVED: [&str; 63] = [
     "ADD",
     "ALLOW",
     "ALTER",
@@ -104,6 +105,35 @@ const RESERVED: &[&str] = &[
     "WHERE",
     "WITH",
 ];
+
+const PACKED_MAX_BYTES: usize = 16;
+
+/// Up to 16 bytes, upper-cased, packed big-endian into an integer, so that integer order is
+/// the keywords' alphabetical order.
+const fn pack_upper(word: &[u8]) -> u128 {
+    let mut packed = 0u128;
+    let mut i = 0;
+    while i < PACKED_MAX_BYTES {
+        packed <<= 8;
+        if i < word.len() {
+            packed |= word[i].to_ascii_uppercase() as u128;
+        }
+        i += 1;
+    }
+    packed
+}
+
+/// [`RESERVED`], packed by [`pack_upper`].
+const RESERVED_PACKED: [u128; RESERVED.len()] = {
+    let mut packed = [0u128; RESERVED.len()];
+    let mut i = 0;
+    while i < RESERVED.len() {
+        assert!(RESERVED[i].len() <= PACKED_MAX_BYTES);
+        packed[i] = pack_upper(RESERVED[i].as_bytes());
+        i += 1;
+    }
+    packed
+};
 
 pub(crate) type Result<T> = std::result::Result<T, SyntaxError>;
 
@@ -341,7 +371,11 @@ impl<'a> Parser<'a> {
     // ---- Names ----
 
     pub fn is_reserved(word: &str) -> bool {
-        RESERVED.iter().any(|r| word.eq_ignore_ascii_case(r))
+        // Every name goes through here several times, so compare integers, not strings.
+        word.len() <= PACKED_MAX_BYTES
+            && RESERVED_PACKED
+                .binary_search(&pack_upper(word.as_bytes()))
+                .is_ok()
     }
 
     /// Whether the token `ahead` places on can be an identifier.

@@ -554,6 +554,10 @@ fn names_fold_unless_quoted() {
     // Unreserved keywords are names; reserved ones must be quoted.
     ok("SELECT key, type, ttl, count, values, options, login FROM t");
     ok("SELECT \"from\" FROM \"select\"");
+    assert!(
+        parser::RESERVED.windows(2).all(|w| w[0] < w[1]),
+        "RESERVED must stay sorted"
+    );
     let e = err("SELECT from FROM t");
     assert!(e.message.contains("'from'"), "{e}");
 }
