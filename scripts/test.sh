@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (the README's second command, and what CI runs).
 # It installs what it needs on a fresh machine, then runs, in order: formatting check, every
-# Rust test in the workspace (unit tests, and the engine's model, crash, corruption and
-# device-full tests in crates/storage/tests), and a short run of each fuzz target.
+# Rust test in the workspace (unit tests, the engine's model, crash, corruption and device-full
+# tests in crates/storage/tests, and the scylla driver test in crates/server/tests), the driver
+# suites against a real node (scripts/driver-tests.sh), and a short run of each fuzz target.
 # Long benchmarks are not here: see bench/storage-bench.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,17 @@ if [ "$status" -ne 0 ]; then
   exit "$status"
 fi
 
+# The driver suites: a real hayate process and real clients (Python driver, cqlsh, Java drivers).
+echo "== driver tests"
+set +e
+scripts/driver-tests.sh 2>&1 | tee target/driver-test-output.txt
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  echo "driver tests failed (exit $status)" >&2
+  exit "$status"
+fi
+
 if [ -x scripts/fuzz-smoke.sh ]; then
   echo "== fuzz smoke (${FUZZ_SECONDS:-20} s per target)"
   scripts/fuzz-smoke.sh
@@ -38,4 +50,11 @@ fi
 # One closing line that CI's runner summary reads.
 passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test-output.txt | awk '{s+=$1} END {print s+0}')
+# The driver suites report their own counts (pytest's summary line).
+if [ -f target/driver-test-output.txt ]; then
+  dp=$(grep -Eo 'driver-tests: [0-9]+ passed' target/driver-test-output.txt | awk '{s+=$2} END {print s+0}')
+  df=$(grep -Eo 'driver-tests: [0-9]+ passed, [0-9]+ failed' target/driver-test-output.txt | awk '{s+=$4} END {print s+0}')
+  passed=$((passed + dp))
+  failed=$((failed + df))
+fi
 echo "tests: $passed passed, $failed failed"
