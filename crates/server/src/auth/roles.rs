@@ -287,7 +287,15 @@ impl RoleStore {
             check_name(name)?;
             return Err(RoleError::Anonymous);
         }
-        if !self.is_superuser(by) {
+        let is_super = self.is_superuser(by);
+        // The superuser check comes first: it is the answer Cassandra gives under any
+        // authorizer, including its default AllowAllAuthorizer, which grants CREATE to all.
+        if options.superuser == Some(true) && !is_super {
+            return Err(RoleError::SuperuserRequired {
+                message: "Only superusers can create a role with superuser status",
+            });
+        }
+        if !is_super {
             return Err(RoleError::NoPermission {
                 user: by.name().to_string(),
                 permission: "CREATE",
@@ -1200,6 +1208,11 @@ mod tests {
             store.create_role(&alice, "carol", with_password("c", true, false), false),
             Unauthorized,
             "User alice has no CREATE permission on <all roles> or any of its parents",
+        );
+        refused(
+            store.create_role(&alice, "mallory", with_password("m", true, true), false),
+            Unauthorized,
+            "Only superusers can create a role with superuser status",
         );
         refused(
             store.drop_role(&alice, "bob", false),
