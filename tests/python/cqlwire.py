@@ -13,6 +13,9 @@ import struct
 import time
 
 HEADER = struct.Struct(">BBhBI")
+# Protocol v1 and v2 had a one-byte stream id. A server answers a v1 or v2 client's first frame
+# (with "Invalid or unsupported protocol version") in that client's framing, as Cassandra does.
+HEADER_V1_V2 = struct.Struct(">BBbBI")
 
 # Request and response opcodes (spec section 2.4).
 ERROR = 0x00
@@ -95,6 +98,22 @@ def parse_error(body: bytes) -> tuple[int, str]:
 def _read_string(body: bytes, pos: int) -> tuple[str, int]:
     (n,) = struct.unpack_from(">H", body, pos)
     return body[pos + 2:pos + 2 + n].decode(), pos + 2 + n
+
+
+def parse_string_multimap(body: bytes) -> dict[str, list[str]]:
+    """A [string multimap] such as SUPPORTED's body."""
+    (n,) = struct.unpack_from(">H", body, 0)
+    pos, out = 2, {}
+    for _ in range(n):
+        key, pos = _read_string(body, pos)
+        (count,) = struct.unpack_from(">H", body, pos)
+        pos += 2
+        values = []
+        for _ in range(count):
+            v, pos = _read_string(body, pos)
+            values.append(v)
+        out[key] = values
+    return out
 
 
 def _skip_type(body: bytes, pos: int) -> int:
@@ -218,7 +237,9 @@ class RawConnection:
 
     def recv_frame(self) -> Frame:
         """The next frame; raises Closed on EOF and socket.timeout if the server says nothing."""
-        version, flags, stream, opcode, length = HEADER.unpack(self._recv_exact(HEADER.size))
+        first = self._recv_exact(1)
+        header = HEADER_V1_V2 if first[0] & 0x7F in (1, 2) else HEADER
+        version, flags, stream, opcode, length = header.unpack(first + self._recv_exact(header.size - 1))
         assert length < 256 * 1024 * 1024, f"server sent a frame header claiming {length} bytes"
         return Frame(version, flags, stream, opcode, self._recv_exact(length))
 
