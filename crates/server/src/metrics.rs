@@ -10,7 +10,7 @@
 //! Statement kinds are `&'static str` chosen by the server ("select", "execute-select",
 //! "startup", ...). A series is created the first time a kind is seen; there are at most
 //! [`KINDS_MAX`], and kinds beyond that are counted as "other", so a bug that invents kinds
-//! cannot grow memory or the scrape without bound. Frames are also counted by opcode
+//! cannot grow memory or the scrape without bound. Requests are also counted by opcode
 //! (`opcode="execute"`), whatever kinds the server chooses.
 //!
 //! The endpoint is a plain thread with a blocking listener, kept off the CQL runtime so that a
@@ -62,9 +62,10 @@ pub struct Metrics {
     register_lock: Mutex<()>,
     connections_opened: AtomicU64,
     connections_closed: AtomicU64,
-    /// Frames by opcode, indexed as `Opcode::ALL`.
-    frames_received: [AtomicU64; Opcode::ALL.len()],
-    frames_sent: [AtomicU64; Opcode::ALL.len()],
+    frames_received: AtomicU64,
+    frames_sent: AtomicU64,
+    /// Requests by opcode, indexed as `Opcode::ALL`.
+    requests_by_opcode: [AtomicU64; Opcode::ALL.len()],
     bytes_received: AtomicU64,
     bytes_sent: AtomicU64,
     started: Instant,
@@ -110,8 +111,9 @@ impl Metrics {
             register_lock: Mutex::new(()),
             connections_opened: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),
-            frames_received: std::array::from_fn(|_| AtomicU64::new(0)),
-            frames_sent: std::array::from_fn(|_| AtomicU64::new(0)),
+            frames_received: AtomicU64::new(0),
+            frames_sent: AtomicU64::new(0),
+            requests_by_opcode: std::array::from_fn(|_| AtomicU64::new(0)),
             bytes_received: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             started: Instant::now(),
@@ -150,15 +152,21 @@ impl Metrics {
     }
 
     /// One frame read from a client, `frame_bytes` counting the header.
-    pub fn frame_received(&self, opcode: Opcode, frame_bytes: u64) {
-        self.frames_received[opcode_index(opcode)].fetch_add(1, Relaxed);
+    pub fn frame_received(&self, frame_bytes: u64) {
+        self.frames_received.fetch_add(1, Relaxed);
         self.bytes_received.fetch_add(frame_bytes, Relaxed);
     }
 
     /// One frame written to a client, `frame_bytes` counting the header.
-    pub fn frame_sent(&self, opcode: Opcode, frame_bytes: u64) {
-        self.frames_sent[opcode_index(opcode)].fetch_add(1, Relaxed);
+    pub fn frame_sent(&self, frame_bytes: u64) {
+        self.frames_sent.fetch_add(1, Relaxed);
         self.bytes_sent.fetch_add(frame_bytes, Relaxed);
+    }
+
+    /// One request of this opcode, whatever statement kind it turns out to be, so that
+    /// QUERY and EXECUTE are counted as such even while kinds name statements.
+    pub fn request_opcode(&self, opcode: Opcode) {
+        self.requests_by_opcode[opcode_index(opcode)].fetch_add(1, Relaxed);
     }
 
     /// The series of `kind`, created on first use. The common case reads an atomic and
@@ -296,25 +304,21 @@ impl Metrics {
 
         let opened = self.connections_opened.load(Relaxed);
         let closed = self.connections_closed.load(Relaxed);
-        let frame_families = [
-            (
-                "hayate_frames_received_total",
-                "Frames read from clients, by opcode.",
-                &self.frames_received,
-            ),
-            (
-                "hayate_frames_sent_total",
-                "Frames written to clients, by opcode.",
-                &self.frames_sent,
-            ),
-        ];
-        for (name, help, counts) in frame_families {
-            family(out, name, "counter", help);
-            for (opcode, count) in Opcode::ALL.iter().zip(counts) {
-                let count = count.load(Relaxed);
-                if count > 0 {
-                    sample(out, name, &[("opcode", opcode_name(*opcode))], count);
-                }
+        family(
+            out,
+            "hayate_opcode_requests_total",
+            "counter",
+            "Requests read from clients, by protocol opcode.",
+        );
+        for (opcode, count) in Opcode::ALL.iter().zip(&self.requests_by_opcode) {
+            let count = count.load(Relaxed);
+            if count > 0 {
+                sample(
+                    out,
+                    "hayate_opcode_requests_total",
+                    &[("opcode", opcode_name(*opcode))],
+                    count,
+                );
             }
         }
         let connections = [
@@ -329,6 +333,18 @@ impl Metrics {
                 "counter",
                 "Client connections accepted.",
                 opened,
+            ),
+            (
+                "hayate_frames_received_total",
+                "counter",
+                "Frames read from clients.",
+                self.frames_received.load(Relaxed),
+            ),
+            (
+                "hayate_frames_sent_total",
+                "counter",
+                "Frames written to clients.",
+                self.frames_sent.load(Relaxed),
             ),
             (
                 "hayate_received_bytes_total",
@@ -817,9 +833,11 @@ mod tests {
         metrics.record("insert", 40);
         metrics.record_error("select", ErrorCode::Invalid);
         metrics.connection_opened();
-        metrics.frame_received(Opcode::Execute, 60);
-        metrics.frame_received(Opcode::Execute, 40);
-        metrics.frame_sent(Opcode::Result, 200);
+        metrics.frame_received(60);
+        metrics.frame_received(40);
+        metrics.request_opcode(Opcode::Execute);
+        metrics.request_opcode(Opcode::Execute);
+        metrics.frame_sent(200);
         let storage = StatsSnapshot {
             records: 10,
             free_blocks: 3,
@@ -840,11 +858,12 @@ mod tests {
         );
         assert_eq!(value(&text, "hayate_connections"), 1.0);
         assert_eq!(value(&text, "hayate_received_bytes_total"), 100.0);
+        assert_eq!(value(&text, "hayate_frames_received_total"), 2.0);
+        assert_eq!(value(&text, "hayate_frames_sent_total"), 1.0);
         assert_eq!(
-            value(&text, "hayate_frames_received_total{opcode=\"execute\"}"),
+            value(&text, "hayate_opcode_requests_total{opcode=\"execute\"}"),
             2.0
         );
-        assert_eq!(value(&text, "hayate_frames_sent_total{opcode=\"result\"}"), 1.0);
         assert_eq!(value(&text, "hayate_sent_bytes_total"), 200.0);
         assert_eq!(value(&text, "hayate_storage_records"), 10.0);
         assert_eq!(value(&text, "hayate_storage_used_blocks"), 1.0);
