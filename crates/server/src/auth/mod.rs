@@ -27,7 +27,7 @@ use std::sync::Arc;
 use hayate_cql::error::ErrorCode;
 
 use crate::config::AuthenticatorKind;
-pub use roles::{RoleError, RoleOptions, RoleRow, RoleStore, RoleStoreError};
+pub use roles::RoleStore;
 pub use sasl::SaslError;
 
 /// The class name drivers see in AUTHENTICATE and choose PLAIN by.
