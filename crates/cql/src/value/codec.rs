@@ -412,23 +412,17 @@ impl Value {
             Value::Duration { months, days, nanos } => write_duration(*months, *days, *nanos, out),
             Value::List(items) => encode_list(items.iter().map(Value::to_bytes), out),
             Value::Set(items) => {
-                let ty = items.first().and_then(Value::data_type);
-                let elements = items.iter().map(Value::to_bytes).collect();
-                match ty {
-                    Some(ty) => encode_set(&ty, elements, out),
-                    None => encode_list(elements, out),
-                }
+                // Elements that show no type are all empty, and equal in any type's order.
+                let ty = infer_type(items.iter().collect()).unwrap_or(DataType::Blob);
+                encode_set(&ty, items.iter().map(Value::to_bytes).collect(), out);
             }
             Value::Map(entries) => {
-                let ty = entries.first().and_then(|(k, _)| k.data_type());
-                let pairs: Vec<_> = entries
+                let ty = infer_type(entries.iter().map(|(k, _)| k).collect()).unwrap_or(DataType::Blob);
+                let pairs = entries
                     .iter()
                     .map(|(k, v)| (k.to_bytes(), v.to_bytes()))
                     .collect();
-                match ty {
-                    Some(ty) => encode_map(&ty, pairs, out),
-                    None => write_pairs(&pairs, out),
-                }
+                encode_map(&ty, pairs, out);
             }
             Value::Tuple(components) => {
                 encode_tuple(components.iter().map(|c| c.as_ref().map(Value::to_bytes)), out)
@@ -443,12 +437,9 @@ impl Value {
         out
     }
 
-    /// The type a value of this shape has, when the value alone says so: enough to order set
-    /// elements and map keys. `None` for `Empty` and for empty collections, whose element type
-    /// cannot be seen (their order then does not matter).
-    fn data_type(&self) -> Option<DataType> {
+    /// The scalar type of a value of a scalar variant.
+    fn scalar_type(&self) -> Option<DataType> {
         Some(match self {
-            Value::Empty => return None,
             Value::Ascii(_) => DataType::Ascii,
             Value::Text(_) => DataType::Text,
             Value::Blob(_) => DataType::Blob,
@@ -469,39 +460,71 @@ impl Value {
             Value::Timeuuid(_) => DataType::Timeuuid,
             Value::Inet(_) => DataType::Inet,
             Value::Duration { .. } => DataType::Duration,
-            // Frozen collections compare element by element; any element type of the right
-            // shape orders them the same way as long as the elements' own types are known.
-            Value::List(items) | Value::Set(items) => {
-                let element = Box::new(items.iter().find_map(Value::data_type)?);
-                match self {
-                    Value::List(_) => DataType::List {
-                        element,
-                        frozen: true,
-                    },
-                    _ => DataType::Set {
-                        element,
-                        frozen: true,
-                    },
-                }
-            }
-            Value::Map(entries) => {
-                let key = Box::new(entries.iter().find_map(|(k, _)| k.data_type())?);
-                let value = Box::new(entries.iter().find_map(|(_, v)| v.data_type())?);
-                DataType::Map {
-                    key,
-                    value,
-                    frozen: true,
-                }
-            }
-            Value::Tuple(components) => {
-                let mut types = Vec::with_capacity(components.len());
-                for c in components {
-                    types.push(c.as_ref().and_then(Value::data_type).unwrap_or(DataType::Blob));
-                }
-                DataType::Tuple(types)
-            }
+            _ => return None,
         })
     }
+}
+
+/// The type that orders `values`, all of one type, as that type does: found from the values'
+/// shapes, looking across all of them, since an `Empty` element or a null tuple component
+/// hides its type. Whatever stays unseen is only ever empty or null, which every type orders
+/// first, so `blob` stands in for it. `None` when no value shows a shape at all.
+fn infer_type(values: Vec<&Value>) -> Option<DataType> {
+    let shape = values.iter().find(|v| !matches!(v, Value::Empty))?;
+    if let Some(ty) = shape.scalar_type() {
+        return Some(ty);
+    }
+    let or_blob = |ty: Option<DataType>| Box::new(ty.unwrap_or(DataType::Blob));
+    Some(match shape {
+        Value::List(_) | Value::Set(_) => {
+            let items = values.iter().flat_map(|v| match v {
+                Value::List(items) | Value::Set(items) => items.as_slice(),
+                _ => &[],
+            });
+            let element = or_blob(infer_type(items.collect()));
+            match shape {
+                Value::List(_) => DataType::List {
+                    element,
+                    frozen: true,
+                },
+                _ => DataType::Set {
+                    element,
+                    frozen: true,
+                },
+            }
+        }
+        Value::Map(_) => {
+            let entries: Vec<&(Value, Value)> = values
+                .iter()
+                .flat_map(|v| match v {
+                    Value::Map(entries) => entries.as_slice(),
+                    _ => &[],
+                })
+                .collect();
+            DataType::Map {
+                key: or_blob(infer_type(entries.iter().map(|(k, _)| k).collect())),
+                value: or_blob(infer_type(entries.iter().map(|(_, v)| v).collect())),
+                frozen: true,
+            }
+        }
+        _ => {
+            let tuples: Vec<&[Option<Value>]> = values
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Tuple(c) => Some(c.as_slice()),
+                    _ => None,
+                })
+                .collect();
+            let arity = tuples.iter().map(|c| c.len()).max().unwrap_or(0);
+            let types = (0..arity)
+                .map(|i| {
+                    let column = tuples.iter().filter_map(|c| c.get(i).and_then(Option::as_ref));
+                    *or_blob(infer_type(column.collect()))
+                })
+                .collect();
+            DataType::Tuple(types)
+        }
+    })
 }
 
 fn element_len(len: usize) -> i32 {
@@ -831,6 +854,24 @@ mod tests {
                 (Value::Text("a".into()), Value::Int(2)),
                 (Value::Text("b".into()), Value::Int(3))
             ])
+        );
+    }
+
+    #[test]
+    fn set_order_does_not_depend_on_which_element_hides_its_type() {
+        // Regression guard: the element type was once guessed from the first element alone, so
+        // a tuple whose double component was null ordered the other doubles as blobs.
+        let t = ty("set<frozen<tuple<double, int>>>");
+        let tuple = |d: Option<f64>| Value::Tuple(vec![d.map(Value::Double), Some(Value::Int(0))]);
+        let set = Value::Set(vec![tuple(None), tuple(Some(1.0)), tuple(Some(-1.0))]);
+        assert_eq!(
+            Value::decode(&t, &set.to_bytes()),
+            Ok(Value::Set(vec![tuple(None), tuple(Some(-1.0)), tuple(Some(1.0))]))
+        );
+        let empties = Value::Set(vec![Value::Empty, Value::Empty]);
+        assert_eq!(
+            Value::decode(&ty("set<int>"), &empties.to_bytes()),
+            Ok(Value::Set(vec![Value::Empty]))
         );
     }
 

@@ -26,6 +26,6 @@ pub use compare::compare;
 pub use convert::literal_to_bytes;
 pub use error::ValueError;
 pub use literal::Literal;
-pub use order::{decode_order_key, encode_order_key};
+pub use order::{decode_order_key, encode_order_key, ORDERED_VALUE_MAX_BYTES};
 pub use text::to_cql_literal;
 pub use types::{DataType, TypeError, TUPLE_COMPONENTS_MAX, TYPE_NESTING_MAX, TYPE_TEXT_MAX_BYTES};

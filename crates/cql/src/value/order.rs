@@ -40,6 +40,14 @@ use super::codec::{read_component, COLLECTION_ELEMENTS_MAX};
 use super::error::ValueError;
 use super::types::DataType;
 
+/// The longest value whose key [`decode_order_key`] turns back into bytes, and so the longest
+/// clustering value, set element or map key the server may store: Cassandra's limit too (it
+/// refuses longer ones with "Key length ... is longer than maximum of 65535"). The bound keeps a
+/// damaged key from claiming a huge varint or decimal; the server must refuse longer values
+/// before making keys of them, and before sorting them with [`super::compare`], whose decimal
+/// arithmetic is quadratic in length.
+pub const ORDERED_VALUE_MAX_BYTES: usize = 65_535;
+
 pub(crate) const CLASS_EMPTY: u8 = 0x00;
 pub(crate) const CLASS_VALID: u8 = 0x01;
 pub(crate) const CLASS_MALFORMED: u8 = 0x02;
@@ -553,7 +561,7 @@ fn decode_ascending(ty: &DataType, r: &mut Reader<'_, '_>, out: &mut Vec<u8>) ->
                 return Ok(());
             }
             let (negative, magnitude) = read_integer_class(class, r)?;
-            let len = r.u32()? as usize;
+            let len = bounded_len(r.u32()?)?;
             let mut twos = Vec::new();
             bignum::write_twos(negative, &magnitude, &mut twos);
             extend_to(&twos, len, out)
@@ -563,6 +571,15 @@ fn decode_ascending(ty: &DataType, r: &mut Reader<'_, '_>, out: &mut Vec<u8>) ->
             decode_nested(ty, r, out)
         }
     }
+}
+
+/// A varint's or unscaled decimal's length read from a key, within [`ORDERED_VALUE_MAX_BYTES`].
+fn bounded_len(len: u32) -> Result<usize, ValueError> {
+    let len = len as usize;
+    if len > ORDERED_VALUE_MAX_BYTES {
+        return Err(corrupt("number longer than any ordered value"));
+    }
+    Ok(len)
 }
 
 /// Appends `twos` sign-extended to `len` bytes, refusing a length shorter than the number.
@@ -615,7 +632,7 @@ fn decode_decimal(r: &mut Reader<'_, '_>, out: &mut Vec<u8>) -> Result<(), Value
         _ => return Err(corrupt("unknown decimal class")),
     };
     let scale = (r.u32()? ^ (1 << 31)) as i32;
-    let len = r.u32()? as usize;
+    let len = bounded_len(r.u32()?)?;
     out.extend_from_slice(&scale.to_be_bytes());
     if digits.is_empty() {
         return extend_to(&[0], len, out);
