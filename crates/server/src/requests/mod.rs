@@ -182,6 +182,7 @@ impl Session {
     pub fn handle(&self, mut header: FrameHeader, body: Bytes) {
         let started = Instant::now();
         let stream = header.stream;
+        self.node.metrics.request_opcode(header.opcode);
         let decompressed;
         let body: &[u8] = if header.flags.compression() {
             if !self.state().compression {
