@@ -638,10 +638,14 @@ fn decode_decimal(r: &mut Reader<'_, '_>, out: &mut Vec<u8>) -> Result<(), Value
         return extend_to(&[0], len, out);
     }
     // unscaled = digits × 10^zeros, where value = 0.digits × 10^exponent = unscaled × 10^-scale.
-    let zeros = exponent - digits.len() as i64 + i64::from(scale);
+    // A damaged key can hold any exponent, so the arithmetic is checked.
+    let zeros = exponent
+        .checked_sub(digits.len() as i64)
+        .and_then(|z| z.checked_add(i64::from(scale)))
+        .and_then(|z| usize::try_from(z).ok())
+        .ok_or(corrupt("decimal exponent does not match its scale"))?;
     // A number of `len` bytes has fewer than 2.5 decimal digits per byte, plus one.
     let digits_max = len.saturating_mul(5) / 2 + 1;
-    let zeros = usize::try_from(zeros).map_err(|_| corrupt("decimal exponent below its scale"))?;
     if digits.len().saturating_add(zeros) > digits_max {
         return Err(corrupt("decimal digits beyond its length"));
     }
@@ -984,6 +988,13 @@ mod tests {
 
     #[test]
     fn corrupt_keys_are_errors_not_panics() {
+        // Regression guard (found by the frame_decode fuzz target): a positive decimal whose
+        // exponent is i64::MAX overflowed the exponent arithmetic.
+        let mut huge = vec![NUMBER_POSITIVE];
+        huge.extend([0xFF; 8]);
+        huge.extend([0x02, ITEM_END, 0x80, 0, 0, 0, 0, 0, 0, 4]);
+        let mut input = huge.as_slice();
+        assert!(decode_order_key(&DataType::Decimal, false, &mut input, &mut Vec::new()).is_err());
         let mut rng = Rng(7);
         for ty in all_types() {
             for _ in 0..300 {
