@@ -117,7 +117,8 @@ pub fn path_value(ty: &DataType, path: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The path of a set element or map key.
+/// The path of a set element or map key (callers refuse values over
+/// [`hayate_cql::value::ORDERED_VALUE_MAX_BYTES`] first, as Cassandra does).
 pub fn element_path(ty: &DataType, value: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     hayate_cql::value::encode_order_key(ty, value, false, &mut out);

@@ -414,6 +414,19 @@ fn add_elements(
     Ok(())
 }
 
+/// A set element or map key is a cell's key, bounded as a clustering value is.
+fn key_size(col: &Column, key: &[u8]) -> QueryResult<()> {
+    let max = hayate_cql::value::ORDERED_VALUE_MAX_BYTES;
+    if key.len() > max {
+        return Err(invalid(format!(
+            "Set element or map key of {} bytes in {} is larger than the maximum of {max} bytes",
+            key.len(),
+            col.name
+        )));
+    }
+    Ok(())
+}
+
 fn split_map(bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     // A map is a list of 2n elements, alternating key and value, after a count of n.
     let n = i32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
