@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Driver acceptance tests: real Cassandra clients against real hayate processes.
+#
+#   scripts/driver-tests.sh                    # everything
+#   scripts/driver-tests.sh -k paging -x       # extra arguments go to pytest
+#   HAYATE_BIN=target/release/hayate scripts/driver-tests.sh
+#
+# Runs tests/python (the Python cassandra-driver, cqlsh, raw protocol frames) and, from inside
+# pytest, tests/java (the DataStax 3.11 and Apache 4.18 Java drivers, through Maven). The Rust
+# driver test (crates/server/tests/scylla_driver.rs) runs with `cargo test`.
+#
+# On a fresh machine with Python 3.11, Java 17 and Maven it installs what it needs: a venv in
+# target/pyenv with the pinned packages of tests/python/requirements.txt (reinstalled when that
+# file changes), and Maven fetches the Java drivers into ~/.m2 on the first run. Node data and
+# logs go to target/test-nodes/ (removed at the start of each run). Ends with one line,
+# `driver-tests: N passed, M failed`, and exits non-zero if anything failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+python=${PYTHON:-python3}
+venv=target/pyenv
+requirements=tests/python/requirements.txt
+results=target/driver-tests
+mkdir -p target "$results"
+
+# 1. The Python environment. Debian ships `venv` without ensurepip unless python3-venv is
+#    installed; install it when we can (root with apt), else say what is missing.
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "== python venv ($venv)"
+  rm -rf "$venv"
+  if ! "$python" -m venv "$venv" >/dev/null 2>&1; then
+    rm -rf "$venv"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "driver-tests: installing python3-venv with apt-get"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+      "$python" -m venv "$venv"
+    else
+      echo "driver-tests: '$python -m venv' failed; install python3-venv (Debian: apt-get install python3-venv)" >&2
+      exit 1
+    fi
+  fi
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"
+  echo "$want" >"$stamp"
+fi
+
+# 2. Java and Maven, needed by tests/java (checked here so that a missing tool is named at once).
+for tool in java mvn; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "driver-tests: $tool is not on PATH; tests/java needs Java 17 and Maven 3.8" >&2
+    exit 1
+  fi
+done
+
+# 3. The binary under test.
+if [ -z "${HAYATE_BIN:-}" ]; then
+  echo "== cargo build -p hayate-server"
+  if ! cargo build -q -p hayate-server; then
+    echo "driver-tests: 0 passed, 1 failed (cargo build -p hayate-server failed)"
+    exit 1
+  fi
+  export HAYATE_BIN="$PWD/target/debug/hayate"
+fi
+
+# 4. The tests. Leftover node directories from an earlier run are removed first; each node of
+#    this run kills its process when its test ends.
+rm -rf target/test-nodes
+echo "== pytest tests/python (HAYATE_BIN=$HAYATE_BIN)"
+set +e
+"$venv/bin/python" -m pytest tests/python --junitxml="$results/pytest.xml" "$@"
+status=$?
+set -e
+
+# One closing line, as scripts/test.sh prints for cargo test.
+"$venv/bin/python" - "$results/pytest.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except (OSError, ET.ParseError):
+    print("driver-tests: 0 passed, 1 failed (pytest wrote no report)")
+    sys.exit()
+suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+total = sum(int(s.get("tests", 0)) for s in suites)
+failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+skipped = sum(int(s.get("skipped", 0)) for s in suites)
+if skipped:
+    print(f"driver-tests: {skipped} skipped")
+print(f"driver-tests: {total - failed - skipped} passed, {failed} failed")
+PY
+exit "$status"
