@@ -12,6 +12,8 @@ import uuid
 import pytest
 from cassandra.cluster import Cluster
 
+import cqlwire
+
 MURMUR3 = "org.apache.cassandra.dht.Murmur3Partitioner"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -155,3 +157,28 @@ def test_schema_and_data_survive_restart(node_factory):
     assert [c.name for c in table.primary_key] == ["k", "c"]
     assert [c.is_reversed for c in table.clustering_key] == [True]
     assert [tuple(r) for r in session.execute("SELECT c, v FROM kept.t WHERE k = 1")] == [("b", 2.5), ("a", 1.5)]
+
+
+@pytest.mark.parametrize("options", [
+    {"CQL_VERSION": "3.0.0"},
+    {"CQL_VERSION": "3.4.6"},
+    # The scylla Rust driver sends 4.0.0; Cassandra takes any version from 3.0.0 up.
+    {"CQL_VERSION": "4.0.0"},
+    {"CQL_VERSION": "3.0.0", "DRIVER_NAME": "test", "DRIVER_VERSION": "1.0", "THROW_ON_OVERLOAD": "1"},
+], ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_startup_options_drivers_send_are_accepted(node, options):
+    with cqlwire.RawConnection(node.host, node.port) as conn:
+        reply = conn.request(cqlwire.STARTUP, cqlwire.string_map(options))
+    assert reply.opcode == cqlwire.READY, reply
+
+
+@pytest.mark.parametrize("options,says", [
+    ({}, "CQL_VERSION"),
+    ({"CQL_VERSION": "2.0.0"}, "2.0.0"),
+], ids=["missing", "2.0.0"])
+def test_startup_without_a_usable_cql_version_is_a_protocol_error(node, options, says):
+    with cqlwire.RawConnection(node.host, node.port) as conn:
+        reply = conn.request(cqlwire.STARTUP, cqlwire.string_map(options))
+    code, message = reply.error()
+    assert code == cqlwire.PROTOCOL_ERROR
+    assert says in message, message
