@@ -182,3 +182,24 @@ def test_startup_without_a_usable_cql_version_is_a_protocol_error(node, options,
     code, message = reply.error()
     assert code == cqlwire.PROTOCOL_ERROR
     assert says in message, message
+
+
+def test_schema_change_made_elsewhere_reaches_the_driver(node, fresh_name, session, cluster):
+    """The driver REGISTERs for SCHEMA_CHANGE events on its control connection; a table created
+    by another client shows up in its metadata without the application asking."""
+    name = fresh_name("events")
+    other_cluster, other = node.connect()
+    try:
+        other.execute(f"CREATE KEYSPACE {name} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+        other.execute(f"CREATE TABLE {name}.made_elsewhere (k int PRIMARY KEY)")
+    finally:
+        other_cluster.shutdown()
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        ks_meta = cluster.metadata.keyspaces.get(name)
+        if ks_meta is not None and "made_elsewhere" in ks_meta.tables:
+            return
+        time.sleep(0.1)
+    pytest.fail("the driver's metadata never saw the table created by another client (no SCHEMA_CHANGE event)")

@@ -198,3 +198,35 @@ def test_batch_statements_share_one_timestamp(t):
         APPLY BATCH
     """)
     assert rows(t, "SELECT v FROM t WHERE k = 9 AND c = 1") == [(None,)]
+
+
+def test_static_columns_are_shared_by_the_partition(ks):
+    s = ks.session
+    s.execute("CREATE TABLE st (k int, c int, owner text STATIC, v int, PRIMARY KEY (k, c))")
+    s.execute("INSERT INTO st (k, c, owner, v) VALUES (1, 1, 'ann', 10)")
+    s.execute("INSERT INTO st (k, c, v) VALUES (1, 2, 20)")
+    s.execute("UPDATE st SET owner = 'bob' WHERE k = 1")
+    assert rows(s, "SELECT c, owner, v FROM st WHERE k = 1") == [(1, "bob", 10), (2, "bob", 20)]
+    # A partition with only its static column set still shows one row, clustering null.
+    s.execute("INSERT INTO st (k, owner) VALUES (2, 'cy')")
+    assert rows(s, "SELECT k, c, owner, v FROM st WHERE k = 2") == [(2, None, "cy", None)]
+    assert rows(s, "SELECT DISTINCT k, owner FROM st") in ([(1, "bob"), (2, "cy")], [(2, "cy"), (1, "bob")])
+
+
+def test_ttl_and_timestamp_as_bind_markers(t):
+    """Drivers bind `USING TTL ? AND TIMESTAMP ?` like any other value."""
+    insert = t.prepare("INSERT INTO t (k, c, v) VALUES (?, ?, ?) USING TTL ? AND TIMESTAMP ?")
+    t.execute(insert, (1, 1, "bound", 1000, 123456))
+    row = t.execute("SELECT v, ttl(v), writetime(v) FROM t WHERE k = 1 AND c = 1").one()
+    assert row[0] == "bound" and 990 <= row[1] <= 1000 and row[2] == 123456
+    update = t.prepare("UPDATE t USING TTL ? SET n = ? WHERE k = ? AND c = ?")
+    t.execute(update, (2, 5, 1, 1))
+    time.sleep(3)
+    assert rows(t, "SELECT v, n FROM t WHERE k = 1 AND c = 1") == [("bound", None)]
+
+
+def test_delete_then_reinsert_with_newer_timestamp(t):
+    t.execute("INSERT INTO t (k, c, v) VALUES (1, 1, 'first')")
+    t.execute("DELETE FROM t WHERE k = 1")
+    t.execute("INSERT INTO t (k, c, v) VALUES (1, 1, 'second')")
+    assert rows(t, "SELECT v FROM t WHERE k = 1") == [("second",)]

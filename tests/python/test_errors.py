@@ -181,3 +181,18 @@ def test_lightweight_transactions_are_refused_clearly(t, cql):
     with pytest.raises(InvalidRequest, match="(?i)(lightweight|LWT|conditional|IF NOT EXISTS|IF EXISTS|Paxos)"):
         t.execute(cql)
     assert t.execute("SELECT * FROM t WHERE k = 1").one() is None
+
+
+def test_empty_and_null_partition_keys_are_invalid(ks):
+    ks.session.execute("CREATE TABLE tk (k text PRIMARY KEY, v int)")
+    with pytest.raises(InvalidRequest, match="(?i)key may not be empty"):
+        ks.session.execute("INSERT INTO tk (k, v) VALUES ('', 1)")
+    with pytest.raises(InvalidRequest, match="(?i)null"):
+        ks.session.execute(ks.session.prepare("INSERT INTO tk (k, v) VALUES (?, ?)"), (None, 1))
+
+
+def test_partition_key_longer_than_64_kib_is_invalid(ks):
+    ks.session.execute("CREATE TABLE tk (k text PRIMARY KEY, v int)")
+    with pytest.raises(InvalidRequest, match="65535"):
+        ks.session.execute(ks.session.prepare("INSERT INTO tk (k, v) VALUES (?, ?)"), ("x" * 65536, 1))
+    ks.session.execute(ks.session.prepare("INSERT INTO tk (k, v) VALUES (?, ?)"), ("x" * 65535, 1))

@@ -149,3 +149,44 @@ def test_bind_markers_in_a_simple_statement(t, ks, node):
 def test_in_with_bind_marker_list(t):
     stmt = t.prepare("SELECT k, c FROM t WHERE k IN ? AND c = ?")
     assert sorted((r.k, r.c) for r in t.execute(stmt, ([0, 5], 3))) == [(0, 3), (5, 3)]
+
+
+def test_multi_column_clustering_slice(ks):
+    """`(c1, c2) > (a, b)`: how applications page by hand through compound clustering keys."""
+    s = ks.session
+    s.execute("CREATE TABLE m (k int, c1 int, c2 int, PRIMARY KEY (k, c1, c2))")
+    for c1 in range(3):
+        for c2 in range(3):
+            s.execute("INSERT INTO m (k, c1, c2) VALUES (1, %s, %s)", [c1, c2])
+    got = [(r.c1, r.c2) for r in s.execute("SELECT c1, c2 FROM m WHERE k = 1 AND (c1, c2) > (0, 1) AND (c1, c2) <= (2, 0)")]
+    assert got == [(0, 2), (1, 0), (1, 1), (1, 2), (2, 0)]
+    got = [(r.c1, r.c2) for r in s.execute("SELECT c1, c2 FROM m WHERE k = 1 AND c1 = 1 AND c2 IN (2, 0)")]
+    assert got == [(1, 0), (1, 2)]
+
+
+def test_allow_filtering_on_a_regular_column(t):
+    got = sorted((r.k, r.c) for r in t.execute("SELECT k, c FROM t WHERE n = 23 ALLOW FILTERING"))
+    assert got == [(2, 3)]
+    got = [r.c for r in t.execute("SELECT c FROM t WHERE k = 1 AND n > 12 ALLOW FILTERING")]
+    assert got == [3, 4]
+
+
+def test_aggregates(t):
+    row = t.execute("SELECT min(n), max(n), sum(n), avg(n), count(n) FROM t WHERE k = 2").one()
+    assert tuple(row) == (20, 24, 110, 22, 5)
+
+
+def test_functions_in_select_and_insert(ks):
+    s = ks.session
+    s.execute("CREATE TABLE f (k uuid PRIMARY KEY, at timestamp, id timeuuid, b blob)")
+    s.execute("INSERT INTO f (k, at, id, b) VALUES (uuid(), toTimestamp(now()), now(), textAsBlob('hi'))")
+    row = s.execute("SELECT k, at, id, blobAsText(b) AS text, toUnixTimestamp(at) AS ms FROM f").one()
+    assert row.k.version == 4 and row.id.version == 1
+    assert row.text == "hi"
+    assert row.ms == int(row.at.replace(tzinfo=__import__("datetime").timezone.utc).timestamp() * 1000)
+
+
+def test_request_with_tracing_flag_is_answered(t):
+    """A driver asking for tracing (flag 0x02) must still get its rows."""
+    result = t.execute("SELECT v FROM t WHERE k = 1 AND c = 1", trace=True)
+    assert [r.v for r in result] == ["1:1"]

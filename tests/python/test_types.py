@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import math
+import re
 import struct
 import uuid
 from decimal import Decimal
@@ -268,3 +269,53 @@ def test_types_as_partition_keys(ks, cql_type, value):
     ks.session.execute(ks.session.prepare("INSERT INTO p (k, v) VALUES (?, 1)"), [value])
     row = ks.session.execute(ks.session.prepare("SELECT k, v FROM p WHERE k = ?"), [value]).one()
     assert row is not None and same(row.k, value) and row.v == 1
+
+
+def test_tuples(ks):
+    ks.session.execute("CREATE TABLE tup (k int PRIMARY KEY, t tuple<int, text, frozen<list<double>>>)")
+    ks.session.execute("INSERT INTO tup (k, t) VALUES (1, (1, 'one', [1.5]))")
+    ks.session.execute(ks.session.prepare("INSERT INTO tup (k, t) VALUES (?, ?)"), (2, (2, None, [])))
+    got = {r.k: r.t for r in ks.session.execute("SELECT k, t FROM tup")}
+    assert got == {1: (1, "one", [1.5]), 2: (2, None, [])}
+
+
+def test_user_defined_types(ks, cluster):
+    s = ks.session
+    s.execute("CREATE TYPE address (street text, zip int, tags frozen<set<text>>)")
+    s.execute("CREATE TABLE people (k int PRIMARY KEY, home frozen<address>, others list<frozen<address>>)")
+    s.execute("INSERT INTO people (k, home, others) VALUES (1, {street: 'Main', zip: 12345, tags: {'a'}}, "
+              "[{street: 'Side', zip: 1}])")
+    row = s.execute("SELECT home, others FROM people WHERE k = 1").one()
+    assert (row.home.street, row.home.zip, row.home.tags) == ("Main", 12345, {"a"})
+    assert (row.others[0].street, row.others[0].zip, row.others[0].tags) == ("Side", 1, None)
+    assert "address" in cluster.metadata.keyspaces[ks.name].user_types
+
+
+@pytest.mark.parametrize("size", [64 * 1024, 512 * 1024])
+def test_large_values_round_trip(ks, size):
+    """Rows of 64 KiB and 512 KiB (half blob, half two-byte UTF-8 text)."""
+    ks.session.execute("CREATE TABLE IF NOT EXISTS big (k int PRIMARY KEY, b blob, s text)")
+    blob = bytes(range(256)) * (size // 2 // 256)
+    text = "é" * (size // 4)
+    ks.session.execute(ks.session.prepare("INSERT INTO big (k, b, s) VALUES (?, ?, ?)"), (size, blob, text))
+    row = ks.session.execute("SELECT b, s FROM big WHERE k = %s", [size]).one()
+    assert row.b == blob and row.s == text
+
+
+@pytest.mark.hayate_scope
+def test_value_larger_than_a_write_block_is_refused_clearly(ks):
+    """hayate stores a row in one write block (1 MiB by default, as Aerospike's write-block-size);
+    Cassandra has no such limit. A larger row must get an error that says it is too large, not a
+    timeout or a dropped connection, and the connection must keep working."""
+    from cassandra import DriverException
+
+    ks.session.execute("CREATE TABLE big (k int PRIMARY KEY, b blob)")
+    insert = ks.session.prepare("INSERT INTO big (k, b) VALUES (?, ?)")
+    try:
+        ks.session.execute(insert, (1, b"\x01" * (3 * 1024 * 1024)))
+    except DriverException as e:
+        assert re.search(r"(?i)too large|larger than|exceeds|block|size", str(e)), str(e)
+    else:
+        assert ks.session.execute("SELECT b FROM big WHERE k = 1").one().b == b"\x01" * (3 * 1024 * 1024)
+    ks.session.execute(insert, (2, b"small"))
+    assert ks.session.execute("SELECT b FROM big WHERE k = 2").one().b == b"small"
