@@ -181,3 +181,41 @@ def test_quoted_identifiers_keep_their_case(ks):
     assert "MixedCase" in ks.session.cluster.metadata.keyspaces[ks.name].tables
     with pytest.raises(InvalidRequest):
         ks.session.execute("SELECT * FROM mixedcase")
+
+
+def test_concurrent_creates_of_the_same_table(node, ks):
+    """Eight clients race to create one table: IF NOT EXISTS succeeds for all of them, exactly
+    one plain CREATE wins and the others get AlreadyExists, and one table results."""
+    import threading
+
+    outcomes = []
+    lock = threading.Lock()
+
+    def create(cql):
+        cluster, s = node.connect(ks.name)
+        try:
+            s.execute(cql)
+            result = "created"
+        except AlreadyExists:
+            result = "exists"
+        except Exception as e:  # reported in the assertion below
+            result = repr(e)
+        finally:
+            cluster.shutdown()
+        with lock:
+            outcomes.append(result)
+
+    def race(cql):
+        outcomes.clear()
+        threads = [threading.Thread(target=create, args=(cql,)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        return sorted(outcomes)
+
+    assert race("CREATE TABLE IF NOT EXISTS racy (k int PRIMARY KEY, v int)") == ["created"] * 8
+    assert race("CREATE TABLE plain (k int PRIMARY KEY, v int)") == ["created"] + ["exists"] * 7
+    names = [r.table_name for r in ks.session.execute(
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [ks.name])]
+    assert sorted(names) == ["plain", "racy"]
