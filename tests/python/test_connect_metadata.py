@@ -203,3 +203,10 @@ def test_schema_change_made_elsewhere_reaches_the_driver(node, fresh_name, sessi
             return
         time.sleep(0.1)
     pytest.fail("the driver's metadata never saw the table created by another client (no SCHEMA_CHANGE event)")
+
+
+def test_schema_version_changes_with_ddl(ks):
+    before = local_row(ks.session).schema_version
+    ks.session.execute("CREATE TABLE sv (k int PRIMARY KEY)")
+    after = local_row(ks.session).schema_version
+    assert before != after, "drivers detect schema changes by system.local's schema_version"

@@ -187,3 +187,33 @@ def test_login_with_username_and_password(node_factory, tmp_path):
     bad = run("-u", "cassandra", "-p", "wrong", "-e", "SELECT cluster_name FROM system.local")
     assert bad.returncode != 0
     assert "AuthenticationFailed" in bad.stderr or "Bad credentials" in bad.stderr, bad.stderr
+
+
+def test_copy_to_and_from_csv(cqlsh, fresh_name, tmp_path, session):
+    """COPY TO reads the table by token ranges from worker processes; COPY FROM writes it back
+    with prepared batches: a round trip through CSV must give the same rows."""
+    ks = fresh_name("cqlsh_copy_csv")
+    session.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+    session.execute(f"CREATE TABLE {ks}.src (k int, c text, v double, tags set<text>, PRIMARY KEY (k, c))")
+    session.execute(f"CREATE TABLE {ks}.dst (k int, c text, v double, tags set<text>, PRIMARY KEY (k, c))")
+    insert = session.prepare(f"INSERT INTO {ks}.src (k, c, v, tags) VALUES (?, ?, ?, ?)")
+    for k in range(300):
+        session.execute(insert, (k, f"c,{k}", k / 4, {"a", f"t{k % 3}"}))
+    csv_path = tmp_path / "rows.csv"
+    out = cqlsh("-e", f"COPY {ks}.src (k, c, v, tags) TO '{csv_path}' WITH HEADER = true").stdout
+    assert "300 rows exported" in out, out
+    out = cqlsh("-e", f"COPY {ks}.dst (k, c, v, tags) FROM '{csv_path}' WITH HEADER = true").stdout
+    assert "300 rows imported" in out, out
+    src = sorted(tuple(r) for r in session.execute(f"SELECT k, c, v, tags FROM {ks}.src"))
+    dst = sorted(tuple(r) for r in session.execute(f"SELECT k, c, v, tags FROM {ks}.dst"))
+    assert len(src) == 300 and dst == src
+
+
+def test_describe_cluster_and_consistency(cqlsh, session):
+    out = cqlsh("-e", "DESCRIBE CLUSTER").stdout
+    name = session.execute("SELECT cluster_name FROM system.local").one().cluster_name
+    assert f"Cluster: {name}" in out, out
+    # Cassandra's server-side DESCRIBE CLUSTER names the partitioner by its short class name.
+    assert "Partitioner: Murmur3Partitioner" in out.splitlines(), out
+    out = cqlsh("-e", "CONSISTENCY QUORUM; SELECT cluster_name FROM system.local").stdout
+    assert "Consistency level set to QUORUM." in out and "(1 rows)" in out, out

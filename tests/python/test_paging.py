@@ -154,3 +154,21 @@ def test_rows_deleted_between_pages_are_not_returned(ks):
     rest = s.execute(SimpleStatement("SELECT c FROM t WHERE k = 1", fetch_size=10), paging_state=first.paging_state)
     got = [r.c for r in rest]
     assert got == [c for c in range(10, 30) if c != 15]
+
+
+def test_in_on_partition_keys_pages_across_partitions(paged):
+    keys = [5, 17, 3, 200]
+    stmt = SimpleStatement(f"SELECT k, c FROM scan WHERE k IN ({', '.join(map(str, keys))})", fetch_size=3)
+    got = [(r.k, r.c) for r in paged.execute(stmt)]
+    assert sorted(got) == sorted((k, c) for k in keys for c in range(SCAN_ROWS_EACH))
+    assert len(got) == len(set(got))
+
+
+def test_token_bounds_at_the_ends_of_the_ring(paged):
+    """The smallest and largest Murmur3 tokens as bounds: everything, or nothing."""
+    lowest, highest = -(2**63), 2**63 - 1
+    stmt = SimpleStatement("SELECT k FROM scan WHERE token(k) >= %s", fetch_size=500)
+    assert len(list(paged.execute(stmt, [lowest]))) == SCAN_PARTITIONS * SCAN_ROWS_EACH
+    assert list(paged.execute(SimpleStatement("SELECT k FROM scan WHERE token(k) > %s"), [highest])) == []
+    stmt = SimpleStatement("SELECT k FROM scan WHERE token(k) > %s AND token(k) <= %s", fetch_size=500)
+    assert len(list(paged.execute(stmt, [lowest, highest]))) == SCAN_PARTITIONS * SCAN_ROWS_EACH
