@@ -198,7 +198,7 @@ pub fn evaluate(term: &Term, to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResul
             encode_tuple(components, &mut out);
             Ok(Evaluated::Bytes(out))
         }
-        Term::Function { name, args } => function(&name.name, args, to),
+        Term::Function { name, args } => function(&name.name, args, to, binds),
         Term::Cast { term, .. } => evaluate(term, to, binds),
         Term::UserType(_) => Err(invalid("hayate does not support user-defined types yet")),
     }
@@ -269,8 +269,30 @@ pub fn timeuuid_now() -> [u8; 16] {
     u
 }
 
-fn function(name: &str, args: &[Term], to: &Receiver<'_>) -> QueryResult<Evaluated> {
+fn function(name: &str, args: &[Term], to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResult<Evaluated> {
     let name = name.to_ascii_lowercase();
+    // The blob conversions: the argument is read as one type and its bytes kept as the other.
+    let conversion = match (name.strip_suffix("asblob"), name.strip_prefix("blobas")) {
+        (Some(from), _) => Some((DataType::parse(from).ok(), DataType::Blob)),
+        (_, Some(into)) => DataType::parse(into).ok().map(|t| (Some(DataType::Blob), t)),
+        _ => None,
+    };
+    if let (Some((Some(from), into)), [arg]) = (conversion, args) {
+        if &into != to.ty {
+            return Err(invalid(format!(
+                "Type error: cannot assign result of function {name} (type {into}) to {} of type {}",
+                to.name, to.ty
+            )));
+        }
+        return evaluate(
+            arg,
+            &Receiver {
+                name: to.name,
+                ty: &from,
+            },
+            binds,
+        );
+    }
     let now_ms = now_us() / 1000;
     let bytes = match (name.as_str(), args) {
         ("now", []) => timeuuid_now().to_vec(),

@@ -9,6 +9,7 @@
 
 pub mod bind;
 pub mod cells;
+pub mod functions;
 pub mod keys;
 pub mod modify;
 pub mod prepare;

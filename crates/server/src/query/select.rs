@@ -18,6 +18,7 @@ use hayate_storage::{RowKey, ScanFrom, ScanPosition, StoredRow};
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
 use super::cells::{row_values, RowValues};
+use super::functions::{self, Accumulator, AggregateKind, Scalar};
 use super::keys::ClusteringRange;
 use super::restrictions::{analyse, Restrictions};
 use super::{check_consistency, now_s, read_failed, resolve_table, Context, PAGE_ROWS_MAX};
@@ -38,7 +39,17 @@ pub enum Output {
     WriteTime(usize),
     Ttl(usize),
     Token,
-    Count,
+    /// A function of one column's value.
+    Scalar {
+        f: Scalar,
+        column: usize,
+    },
+    /// An aggregate over the rows; `column` is `None` for `count(*)`.
+    Aggregate {
+        kind: AggregateKind,
+        column: Option<usize>,
+        ty: DataType,
+    },
 }
 
 /// The selection of a SELECT, resolved against its table.
@@ -103,11 +114,15 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
                             (Output::Ttl(i), format!("ttl({name})"), ColumnType::Int)
                         }
                     }
-                    SelectorExpr::CountRows => (Output::Count, "count".to_owned(), ColumnType::Bigint),
-                    SelectorExpr::Function { name, args } if name.name.eq_ignore_ascii_case("count") => {
-                        let _ = args;
-                        (Output::Count, "system.count(*)".to_owned(), ColumnType::Bigint)
-                    }
+                    SelectorExpr::CountRows => (
+                        Output::Aggregate {
+                            kind: AggregateKind::Count,
+                            column: None,
+                            ty: DataType::BigInt,
+                        },
+                        "count".to_owned(),
+                        ColumnType::Bigint,
+                    ),
                     SelectorExpr::Function { name, args } if name.name.eq_ignore_ascii_case("token") => {
                         let cols: Vec<String> = args
                             .iter()
@@ -130,11 +145,35 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
                             ColumnType::Bigint,
                         )
                     }
-                    SelectorExpr::Function { name, .. } => {
-                        return Err(invalid(format!(
-                            "hayate does not support the function {} in a selection yet",
-                            name.name
-                        )))
+                    SelectorExpr::Function { name, args } => {
+                        let fname = name.name.to_ascii_lowercase();
+                        let [SelectorExpr::Column(arg)] = args.as_slice() else {
+                            return Err(invalid(format!(
+                                "hayate supports {fname} only on a column, as {fname}(column)"
+                            )));
+                        };
+                        let i = column(table, arg)?;
+                        let arg_ty = &table.columns[i].ty;
+                        let label = format!("system.{fname}({arg})");
+                        if let Some((kind, ty)) = functions::aggregate(&fname, arg_ty) {
+                            let wire = ty.to_column_type();
+                            (
+                                Output::Aggregate {
+                                    kind,
+                                    column: Some(i),
+                                    ty,
+                                },
+                                label,
+                                wire,
+                            )
+                        } else if let Some((f, ty)) = functions::scalar(&fname, arg_ty) {
+                            (Output::Scalar { f, column: i }, label, ty.to_column_type())
+                        } else {
+                            return Err(invalid(format!(
+                                "Unknown function {fname} for an argument of type {arg_ty} (hayate supports min, max, sum, avg, count, \
+                                 toTimestamp, toDate, toUnixTimestamp, and the <type>AsBlob and blobAs<type> conversions)"
+                            )));
+                        }
                     }
                     _ => return Err(invalid("hayate does not support this kind of selector yet")),
                 };
@@ -143,10 +182,10 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
             }
         }
     }
-    let aggregate = outputs.iter().any(|o| matches!(o, Output::Count));
-    if aggregate && outputs.iter().any(|o| !matches!(o, Output::Count)) {
+    let aggregate = outputs.iter().any(|o| matches!(o, Output::Aggregate { .. }));
+    if aggregate && outputs.iter().any(|o| !matches!(o, Output::Aggregate { .. })) {
         return Err(invalid(
-            "hayate does not support mixing count(*) with other selectors yet",
+            "hayate does not support mixing aggregates with other selectors yet (Cassandra returns the first row's values for them)",
         ));
     }
     Ok(Projection {
@@ -245,7 +284,7 @@ struct Sink<'p> {
     projection: &'p Projection,
     content: Vec<u8>,
     rows: usize,
-    count: u64,
+    accumulators: Vec<Accumulator>,
     returned: u64,
     limit: Option<usize>,
     per_partition: Option<usize>,
@@ -271,7 +310,15 @@ impl Sink<'_> {
         self.returned += 1;
         self.partition_rows += 1;
         if self.projection.aggregate {
-            self.count += 1;
+            for (o, acc) in self.projection.outputs.iter().zip(&mut self.accumulators) {
+                if let Output::Aggregate { kind, column, .. } = o {
+                    match column {
+                        Some(i) => acc.add(*kind, &table.columns[*i].ty, v.values[*i].as_deref()),
+                        // count(*): every row counts.
+                        None => acc.add(*kind, &DataType::Blob, Some(&[1])),
+                    }
+                }
+            }
             return;
         }
         self.rows += 1;
@@ -281,9 +328,11 @@ impl Sink<'_> {
                 Output::WriteTime(i) => v.writetimes[*i].map(|t| t.to_be_bytes().to_vec()),
                 Output::Ttl(i) => v.ttls[*i].map(|t| t.to_be_bytes().to_vec()),
                 Output::Token => Some(token.to_be_bytes().to_vec()),
-                Output::Count => None,
+                Output::Scalar { f, column } => v.values[*column]
+                    .as_deref()
+                    .and_then(|b| functions::apply(f, &table.columns[*column].ty, b)),
+                Output::Aggregate { .. } => None,
             };
-            let _ = table;
             match cell {
                 Some(b) => {
                     self.content.extend_from_slice(&(b.len() as i32).to_be_bytes());
@@ -328,7 +377,7 @@ pub fn run(ctx: &Context<'_>, select: &Select, binds: &Binds<'_>) -> QueryResult
         projection: &projection,
         content: Vec::new(),
         rows: 0,
-        count: 0,
+        accumulators: vec![Accumulator::default(); projection.outputs.len()],
         returned: resume.as_ref().map_or(0, |(_, r)| r.returned),
         limit,
         per_partition,
@@ -366,8 +415,17 @@ pub fn run(ctx: &Context<'_>, select: &Select, binds: &Binds<'_>) -> QueryResult
     };
     if projection.aggregate {
         sink.content.clear();
-        sink.content.extend_from_slice(&8i32.to_be_bytes());
-        sink.content.extend_from_slice(&(sink.count as i64).to_be_bytes());
+        for (o, acc) in projection.outputs.iter().zip(&sink.accumulators) {
+            if let Output::Aggregate { kind, ty, .. } = o {
+                match acc.finish(*kind, ty) {
+                    Some(b) => {
+                        sink.content.extend_from_slice(&(b.len() as i32).to_be_bytes());
+                        sink.content.extend_from_slice(&b);
+                    }
+                    None => sink.content.extend_from_slice(&(-1i32).to_be_bytes()),
+                }
+            }
+        }
         sink.rows = 1;
     }
     let mut metadata = RowsMetadata::new(projection.specs.clone());

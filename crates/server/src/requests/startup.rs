@@ -8,10 +8,15 @@ use hayate_cql::response::{Authenticate, Ready, Response};
 use super::{Phase, Session};
 
 pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
+    // Cassandra checks only that the version is well formed (the scylla driver sends 4.0.0).
     let version = startup.cql_version().unwrap_or("");
-    if !version.starts_with("3.") {
+    let well_formed = version.split('.').count() >= 2
+        && version
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if !well_formed {
         return Response::Error(WireError::protocol(format!(
-            "Unsupported CQL version {version}; this node speaks CQL 3 ({})",
+            "Invalid or unsupported CQL version {version}; this node speaks CQL {}",
             crate::node::CQL_VERSION
         )));
     }

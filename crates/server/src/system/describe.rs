@@ -50,8 +50,13 @@ pub fn run(ctx: &Context<'_>, d: &Describe) -> QueryResult<ResultBody> {
                 .collect(),
         )),
         DescribeTarget::Tables => {
+            // The current keyspace's tables, or every keyspace's when there is none.
             let mut rows = Vec::new();
-            for k in schema.keyspaces.values() {
+            for k in schema
+                .keyspaces
+                .values()
+                .filter(|k| ctx.keyspace.is_none_or(|current| current == k.name))
+            {
                 for t in k.tables.values() {
                     rows.push(vec![k.name.clone(), "table".into(), t.name.clone()]);
                 }
@@ -65,8 +70,9 @@ pub fn run(ctx: &Context<'_>, d: &Describe) -> QueryResult<ResultBody> {
             &["cluster", "partitioner", "snitch"],
             vec![vec![
                 ctx.node.config.cluster_name.clone(),
-                "org.apache.cassandra.dht.Murmur3Partitioner".into(),
-                "org.apache.cassandra.locator.SimpleSnitch".into(),
+                // Cassandra names both by their short class names here.
+                "Murmur3Partitioner".into(),
+                "SimpleSnitch".into(),
             ]],
         )),
         DescribeTarget::Schema { .. } => {
