@@ -121,10 +121,20 @@ fn run(config: Config) -> Result<(), String> {
     runtime.block_on(serve(node.clone()))?;
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
 
-    let node = Arc::try_unwrap(node).map_err(|_| "connections still hold the node at shutdown".to_owned())?;
-    node.engine
-        .close()
-        .map_err(|e| format!("closing the storage engine failed: {e}"))?;
+    match Arc::try_unwrap(node) {
+        Ok(node) => node
+            .engine
+            .close()
+            .map_err(|e| format!("closing the storage engine failed: {e}"))?,
+        Err(node) => {
+            // A request still running on the blocking pool holds the node: sync what was
+            // written instead of closing (the next start scans the device, as after a crash).
+            tracing::warn!("requests were still running at shutdown; syncing without an index snapshot");
+            node.engine
+                .sync()
+                .map_err(|e| format!("syncing the storage engine failed: {e}"))?;
+        }
+    }
     tracing::info!("stopped cleanly");
     Ok(())
 }
