@@ -108,9 +108,9 @@ fn run(config: Config) -> Result<(), String> {
     });
     if let Some(addr) = node.config.metrics_address() {
         let n = node.clone();
-        metrics::serve(addr, metrics, move || n.engine.stats())
+        let server = metrics::serve(addr, metrics, move || n.engine.stats())
             .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-        tracing::info!("metrics on http://{addr}/metrics");
+        tracing::info!("metrics on http://{}/metrics", server.local_addr);
     }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

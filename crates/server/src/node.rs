@@ -1,6 +1,5 @@
 //! The node: everything a request may need, shared by every connection.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -46,8 +45,6 @@ pub struct LocalNode {
     pub tokens: Vec<i64>,
     /// Counts restarts, as Cassandra's gossip generation does.
     pub generation: i32,
-    #[serde(skip)]
-    pub rpc_address: Option<SocketAddr>,
 }
 
 impl LocalNode {
@@ -68,7 +65,6 @@ impl LocalNode {
                     host_id,
                     tokens,
                     generation: 0,
-                    rpc_address: None,
                 }
             }
             Err(e) => return Err(e),

@@ -58,6 +58,7 @@ impl Authenticator {
     }
 
     /// Whether STARTUP is answered with AUTHENTICATE rather than READY.
+    #[cfg(test)]
     pub fn requires_authentication(&self) -> bool {
         matches!(self, Authenticator::Password(_))
     }
@@ -107,6 +108,7 @@ impl SaslExchange {
     }
 
     /// Whether a login succeeded.
+    #[cfg(test)]
     pub fn is_complete(&self) -> bool {
         self.completed
     }

@@ -517,6 +517,7 @@ impl RoleStore {
     }
 
     /// Whether a role of this name exists.
+    #[cfg(test)]
     pub fn exists(&self, name: &str) -> bool {
         self.read_roles().contains_key(name)
     }

@@ -109,6 +109,7 @@ pub fn parse_plain(token: &[u8]) -> Result<PlainCredentials<'_>, SaslError> {
 }
 
 /// The token a driver sends for `username` and `password` (for tests and the bench).
+#[cfg(test)]
 pub fn encode_plain(username: &str, password: &str) -> Vec<u8> {
     let mut token = Vec::with_capacity(2 + username.len() + password.len());
     token.push(0);

@@ -20,25 +20,12 @@ pub enum Evaluated {
     Bytes(Vec<u8>),
 }
 
-impl Evaluated {
-    pub fn bytes(self) -> Option<Vec<u8>> {
-        match self {
-            Evaluated::Bytes(b) => Some(b),
-            _ => None,
-        }
-    }
-}
-
 /// The bind values of one request, by marker index.
 pub struct Binds<'a> {
     values: Vec<WireValue<'a>>,
 }
 
 impl<'a> Binds<'a> {
-    pub fn none() -> Binds<'a> {
-        Binds { values: Vec::new() }
-    }
-
     /// Lines up the values sent with the statement's markers. Named values are matched to
     /// markers by name (`:name`, or the receiving column's name for `?`), as drivers send them.
     pub fn new(

@@ -158,6 +158,7 @@ impl ClusteringRange {
         }
     }
 
+    #[cfg(test)]
     pub fn contains(&self, key: &[u8]) -> bool {
         let after = match &self.start {
             Bound::Included(s) => key >= s.as_slice(),

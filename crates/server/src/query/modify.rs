@@ -399,6 +399,7 @@ fn add_elements(
         }
         DataType::Set { element, .. } => {
             for item in split_list(value).ok_or_else(bad)? {
+                key_size(col, &item)?;
                 update
                     .cells
                     .push(live_cell(col, element_path(element, &item), Vec::new(), wt));
@@ -406,6 +407,7 @@ fn add_elements(
         }
         DataType::Map { key, .. } => {
             for (k, v) in split_map(value).ok_or_else(bad)? {
+                key_size(col, &k)?;
                 update.cells.push(live_cell(col, element_path(key, &k), v, wt));
             }
         }

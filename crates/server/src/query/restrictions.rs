@@ -195,9 +195,9 @@ pub fn analyse(
                         add_slice(&mut slice, p, 1, *op, vec![v], table.columns[col].descending)?;
                     }
                     (ColumnKind::PartitionKey, _) if !table.is_virtual && !allow_filtering => {
-                        return Err(invalid(format!(
-                            "Only EQ and IN relation are supported on the partition key (unless you use the token() function or allow filtering)"
-                        )));
+                        return Err(invalid(
+                            "Only EQ and IN relation are supported on the partition key (unless you use the token() function or allow filtering)",
+                        ));
                     }
                     _ => {
                         if !allow_filtering && !table.is_virtual {
@@ -378,8 +378,7 @@ pub fn analyse(
         out.clustering.push(range);
     }
     // Ranges in clustering order: IN lists may come in any order.
-    out.clustering
-        .sort_by(|a, b| bound_key(&a.start).cmp(&bound_key(&b.start)));
+    out.clustering.sort_by_key(|r| bound_key(&r.start));
     out.clustering.dedup();
     Ok(out)
 }

@@ -536,7 +536,7 @@ fn by_partition(
                     if sink.done() || sink.partition_full() || (distinct && sink.partition_rows > 0) {
                         break 'ranges;
                     }
-                    let want = (sink.page - sink.rows).min(SCAN_BATCH_ROWS).max(1);
+                    let want = (sink.page - sink.rows).clamp(1, SCAN_BATCH_ROWS);
                     let (start, end) = range.as_refs();
                     let rows = engine
                         .read_partition(table.storage_id, pk, start, end, reverse, want)

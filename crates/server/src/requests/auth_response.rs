@@ -28,6 +28,8 @@ pub fn handle(session: &Session, auth: &AuthResponse<'_>) -> Response {
             tracing::info!(peer = %session.peer, "authentication failed: {e}");
             // A new exchange for the client's next attempt.
             state.exchange = session.node.auth.new_exchange();
+            // Always 0x0100 (bad credentials), as Cassandra answers.
+            debug_assert_eq!(e.code(), hayate_cql::error::ErrorCode::AuthenticationError);
             Response::Error(WireError::new(ErrorBody::AuthenticationError, e.to_string()))
         }
     }

@@ -131,10 +131,6 @@ impl Schema {
         self.keyspaces.get(name)
     }
 
-    pub fn table(&self, keyspace: &str, table: &str) -> Option<&Arc<Table>> {
-        self.keyspaces.get(keyspace)?.tables.get(table)
-    }
-
     /// User keyspaces, in name order.
     pub fn user_keyspaces(&self) -> impl Iterator<Item = &Arc<Keyspace>> {
         self.keyspaces.values().filter(|k| k.virtual_kind.is_none())
@@ -194,13 +190,6 @@ impl Table {
 
     pub fn clustering_columns(&self) -> impl Iterator<Item = &Column> {
         self.clustering.iter().map(|&i| &self.columns[i])
-    }
-
-    /// Regular and static columns, in the order of `columns`.
-    pub fn value_columns(&self) -> impl Iterator<Item = &Column> {
-        self.columns
-            .iter()
-            .filter(|c| matches!(c.kind, ColumnKind::Regular | ColumnKind::Static))
     }
 
     /// Columns in the order `SELECT *` returns them, as Cassandra does: partition key, then
@@ -336,17 +325,4 @@ fn fill_random(buf: &mut [u8]) {
         x ^= x << 17;
         *b = x as u8;
     }
-}
-
-/// Formats 16 bytes as a UUID string.
-pub fn uuid_string(b: &[u8; 16]) -> String {
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
 }

@@ -207,8 +207,15 @@ const VIRTUAL_COLUMNS: &[ColumnDef] = &[
     ("type", "text", R),
 ];
 
+/// A built-in keyspace: its name, where it is listed, and its tables.
+type KeyspaceDef = (
+    &'static str,
+    VirtualKind,
+    &'static [(&'static str, &'static [ColumnDef])],
+);
+
 /// Every built-in keyspace with its tables.
-const SYSTEM_KEYSPACES: &[(&str, VirtualKind, &[(&str, &[ColumnDef])])] = &[
+const SYSTEM_KEYSPACES: &[KeyspaceDef] = &[
     (
         "system",
         VirtualKind::System,
