@@ -52,6 +52,7 @@ enum Target {
 }
 
 /// A list operation that needs the current list: by index, or removal by value.
+#[derive(Clone)]
 struct ReadOp {
     column: usize,
     kind: ReadOpKind,
@@ -59,6 +60,7 @@ struct ReadOp {
     ttl_s: u32,
 }
 
+#[derive(Clone)]
 enum ReadOpKind {
     SetIndex { index: i32, value: Option<Vec<u8>> },
     RemoveValues(Vec<Vec<u8>>),
@@ -488,21 +490,7 @@ fn update(
                 target: Target::Row {
                     clustering,
                     update: update.clone(),
-                    reads: reads
-                        .iter()
-                        .map(|o: &ReadOp| ReadOp {
-                            column: o.column,
-                            kind: match &o.kind {
-                                ReadOpKind::SetIndex { index, value } => ReadOpKind::SetIndex {
-                                    index: *index,
-                                    value: value.clone(),
-                                },
-                                ReadOpKind::RemoveValues(v) => ReadOpKind::RemoveValues(v.clone()),
-                            },
-                            timestamp_us: o.timestamp_us,
-                            ttl_s: o.ttl_s,
-                        })
-                        .collect(),
+                    reads: reads.clone(),
                 },
             });
         }
@@ -788,21 +776,7 @@ fn delete(
                 target: Target::Row {
                     clustering,
                     update: update.clone(),
-                    reads: reads
-                        .iter()
-                        .map(|o| ReadOp {
-                            column: o.column,
-                            kind: match &o.kind {
-                                ReadOpKind::SetIndex { index, value } => ReadOpKind::SetIndex {
-                                    index: *index,
-                                    value: value.clone(),
-                                },
-                                ReadOpKind::RemoveValues(v) => ReadOpKind::RemoveValues(v.clone()),
-                            },
-                            timestamp_us: o.timestamp_us,
-                            ttl_s: o.ttl_s,
-                        })
-                        .collect(),
+                    reads: reads.clone(),
                 },
             });
         }
