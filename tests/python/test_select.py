@@ -1,12 +1,13 @@
 """SELECT as applications write it: projections, key restrictions, token ranges, limits, order,
 count, and both kinds of bind markers."""
 
+import datetime
 import struct
 
 import pytest
+from cassandra.metadata import Murmur3Token
 
 import cqlwire
-from cassandra.metadata import Murmur3Token
 
 PARTITIONS = 6
 ROWS_PER_PARTITION = 5
@@ -183,7 +184,7 @@ def test_functions_in_select_and_insert(ks):
     row = s.execute("SELECT k, at, id, blobAsText(b) AS text, toUnixTimestamp(at) AS ms FROM f").one()
     assert row.k.version == 4 and row.id.version == 1
     assert row.text == "hi"
-    assert row.ms == int(row.at.replace(tzinfo=__import__("datetime").timezone.utc).timestamp() * 1000)
+    assert row.ms == int(row.at.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
 
 
 def test_request_with_tracing_flag_is_answered(t):

@@ -21,7 +21,7 @@ import pytest
 from cassandra import InvalidRequest
 from cassandra.util import Date, Duration, Time
 
-from conftest import REFERENCE
+from conftest import REFERENCE, RUN_ID
 
 _key = itertools.count(1)
 
@@ -123,7 +123,7 @@ def column_name(cql_type: str) -> str:
 def typed(_shared):
     """One table with a column for every type in CASES (created once for the module)."""
     session = _shared.get_session()
-    name = f"types_{__import__('conftest').RUN_ID}"
+    name = f"types_{RUN_ID}"
     session.execute(f"CREATE KEYSPACE IF NOT EXISTS {name} WITH replication = "
                     "{'class': 'SimpleStrategy', 'replication_factor': 1}")
     types = sorted({c[0] for c in CASES})
