@@ -124,3 +124,15 @@ def test_supported_lists_cql_version_and_compression(node):
     options = cqlwire.parse_string_multimap(reply.body)
     assert any(v.startswith("3.") for v in options.get("CQL_VERSION", [])), options
     assert "lz4" in options.get("COMPRESSION", []), options
+
+
+def test_more_requests_in_flight_than_the_server_takes_at_once(kv):
+    """4,096 requests at once on one connection: more than a server's per-connection bound
+    (hayate's max_requests_in_flight_per_connection defaults to 1,024), so the server must
+    push back by reading more slowly, never by dropping or failing requests."""
+    insert = kv.prepare("INSERT INTO kv (k, v) VALUES (?, ?)")
+    futures = [kv.execute_async(insert, (k, str(k))) for k in range(4096)]
+    for f in futures:
+        f.result()
+    count = kv.execute(SimpleStatement("SELECT count(*) FROM kv")).one()[0]
+    assert count == 4096
