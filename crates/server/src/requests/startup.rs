@@ -8,13 +8,19 @@ use hayate_cql::response::{Authenticate, Ready, Response};
 use super::{Phase, Session};
 
 pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
-    // Cassandra checks only that the version is well formed (the scylla driver sends 4.0.0).
+    // Cassandra asks only for a well-formed version of at least 3 (the scylla driver sends
+    // 4.0.0).
     let version = startup.cql_version().unwrap_or("");
     let well_formed = version.split('.').count() >= 2
         && version
             .split('.')
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    if !well_formed {
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if !well_formed || major < 3 {
         return Response::Error(WireError::protocol(format!(
             "Invalid or unsupported CQL version {version}; this node speaks CQL {}",
             crate::node::CQL_VERSION
