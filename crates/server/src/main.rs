@@ -107,9 +107,13 @@ fn run(config: Config) -> Result<(), String> {
         config,
     });
     if let Some(addr) = node.config.metrics_address() {
-        let n = node.clone();
-        let server = metrics::serve(addr, metrics, move || n.engine.stats())
-            .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+        // A weak reference: the endpoint's thread outlives the node, which shutdown must own
+        // alone to close the engine and save the index.
+        let n = Arc::downgrade(&node);
+        let server = metrics::serve(addr, metrics, move || {
+            n.upgrade().map(|n| n.engine.stats()).unwrap_or_default()
+        })
+        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
         tracing::info!("metrics on http://{}/metrics", server.local_addr);
     }
 
