@@ -478,23 +478,7 @@ fn update(
         assign(&table, a, binds, wt, &mut update, &mut reads)?;
     }
     update.normalize();
-    for partition in &partitions {
-        for range in &r.clustering {
-            let clustering = match &range.start {
-                std::ops::Bound::Included(k) => k.clone(),
-                _ => Vec::new(),
-            };
-            out.push(Mutation {
-                table: table.clone(),
-                partition: partition.clone(),
-                target: Target::Row {
-                    clustering,
-                    update: update.clone(),
-                    reads: reads.clone(),
-                },
-            });
-        }
-    }
+    each_row(&table, &partitions, &r.clustering, update, reads, out);
     Ok(())
 }
 
@@ -764,8 +748,22 @@ fn delete(
         }
     }
     update.normalize();
-    for partition in &partitions {
-        for range in &r.clustering {
+    each_row(&table, &partitions, &r.clustering, update, reads, out);
+    Ok(())
+}
+
+/// The same update for every row a WHERE clause names: each partition, and in it each
+/// clustering key (a complete key is a one-row range starting at it).
+fn each_row(
+    table: &Arc<Table>,
+    partitions: &[Vec<u8>],
+    ranges: &[ClusteringRange],
+    update: Row,
+    reads: Vec<ReadOp>,
+    out: &mut Vec<Mutation>,
+) {
+    for partition in partitions {
+        for range in ranges {
             let clustering = match &range.start {
                 std::ops::Bound::Included(k) => k.clone(),
                 _ => Vec::new(),
@@ -781,7 +779,6 @@ fn delete(
             });
         }
     }
-    Ok(())
 }
 
 pub fn apply(ctx: &Context<'_>, mutations: Vec<Mutation>) -> QueryResult<()> {
