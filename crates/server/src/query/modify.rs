@@ -13,7 +13,7 @@ use std::sync::Arc;
 use hayate_cql::response::result::ResultBody;
 use hayate_cql::statement::{
     Assignment, BatchKind, BatchStatement, Condition, Delete, DeleteTarget, Insert, InsertValues, Operation,
-    Statement, Term, Update, Using,
+    QualifiedName, Relation, Statement, Term, Update, Using,
 };
 use hayate_cql::value::DataType;
 use hayate_storage::row::{Cell, Deletion, Liveness, Row};
@@ -22,7 +22,7 @@ use hayate_storage::RowKey;
 use super::bind::{evaluate, now_us, Binds, Evaluated, Receiver};
 use super::cells::{element_path, list_path};
 use super::keys::ClusteringRange;
-use super::restrictions::{analyse, split_list};
+use super::restrictions::{analyse, split_list, Restrictions};
 use super::{check_consistency, now_s, read_failed, resolve_table, write_failed, Context, TTL_MAX_S};
 use crate::error::{invalid, QueryResult};
 use crate::schema::{Column, ColumnKind, Table};
@@ -289,6 +289,33 @@ fn insert(
     Ok(())
 }
 
+/// The table an UPDATE or DELETE writes, checked as every write is.
+fn target_table(ctx: &Context<'_>, name: &QualifiedName, condition: &Condition) -> QueryResult<Arc<Table>> {
+    let (ks, table) = resolve_table(ctx, name)?;
+    writable(&table)?;
+    check_consistency(&ks, ctx.consistency, true)?;
+    no_conditions(condition)?;
+    Ok(table)
+}
+
+/// The partitions and clustering ranges an UPDATE or DELETE names: the whole partition key,
+/// and nothing but primary key columns.
+fn named_rows(
+    table: &Table,
+    where_clause: &[Relation],
+    binds: &Binds<'_>,
+) -> QueryResult<(Vec<Vec<u8>>, Restrictions)> {
+    let mut r = analyse(table, where_clause, binds, false)?;
+    let partitions = r
+        .partitions
+        .take()
+        .ok_or_else(|| invalid("Some partition key parts are missing"))?;
+    if !r.filters.is_empty() {
+        return Err(invalid("Non PRIMARY KEY columns found in where clause"));
+    }
+    Ok((partitions, r))
+}
+
 fn writable(table: &Table) -> QueryResult<()> {
     if table.is_virtual {
         return Err(crate::error::unauthorized(format!(
@@ -453,24 +480,15 @@ fn update(
     batch_ts: Option<i64>,
     out: &mut Vec<Mutation>,
 ) -> QueryResult<()> {
-    let (ks, table) = resolve_table(ctx, &s.table)?;
-    writable(&table)?;
-    check_consistency(&ks, ctx.consistency, true)?;
-    no_conditions(&s.condition)?;
+    let table = target_table(ctx, &s.table, &s.condition)?;
     let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
-    let r = analyse(&table, &s.where_clause, binds, false)?;
-    let partitions = r
-        .partitions
-        .ok_or_else(|| invalid("Some partition key parts are missing"))?;
+    let (partitions, r) = named_rows(&table, &s.where_clause, binds)?;
     if !r.clustering_complete {
         let missing: Vec<&str> = table.clustering_columns().map(|c| c.name.as_str()).collect();
         return Err(invalid(format!(
             "Some clustering keys are missing: {}",
             missing.join(", ")
         )));
-    }
-    if !r.filters.is_empty() {
-        return Err(invalid("Non PRIMARY KEY columns found in where clause"));
     }
     let mut update = Row::default();
     let mut reads = Vec::new();
@@ -628,21 +646,12 @@ fn delete(
     batch_ts: Option<i64>,
     out: &mut Vec<Mutation>,
 ) -> QueryResult<()> {
-    let (ks, table) = resolve_table(ctx, &s.table)?;
-    writable(&table)?;
-    check_consistency(&ks, ctx.consistency, true)?;
-    no_conditions(&s.condition)?;
+    let table = target_table(ctx, &s.table, &s.condition)?;
     if s.using.ttl.is_some() {
         return Err(invalid("DELETE does not take a TTL"));
     }
     let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
-    let r = analyse(&table, &s.where_clause, binds, false)?;
-    let partitions = r
-        .partitions
-        .ok_or_else(|| invalid("Some partition key parts are missing"))?;
-    if !r.filters.is_empty() {
-        return Err(invalid("Non PRIMARY KEY columns found in where clause"));
-    }
+    let (partitions, r) = named_rows(&table, &s.where_clause, binds)?;
     if s.targets.is_empty() {
         for partition in &partitions {
             for range in &r.clustering {
