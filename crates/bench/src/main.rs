@@ -1,10 +1,37 @@
-//! `hayate-bench`: the YCSB-compatible client and ACT device test. Built by the benchmark issue;
-//! until then the storage engine's own benchmark is `storage-bench` in `hayate-storage`.
+//! `hayate-bench`: the YCSB-compatible client (`load`, `run`), charts of its runs (`report`) and
+//! the ACT-style device certification (`act`).
+//!
+//! `load` and `run` take YCSB's own command line (`-P file`, `-p name=value`, `-threads N`,
+//! `-target OPS`, `-s`), so a YCSB command line runs with only the program name changed. That is
+//! why they are not parsed by clap: YCSB's flags are single-dash words.
 
-fn main() {
-    eprintln!(
-        "hayate-bench is not built yet (see the benchmark issue); \
-         for the storage engine benchmark run: cargo run --release -p hayate-storage --bin storage-bench -- --help"
-    );
-    std::process::exit(2);
+use std::process::ExitCode;
+
+mod act;
+mod report;
+mod ycsb;
+
+const USAGE: &str = "\
+usage:
+  hayate-bench load|run [cql|cassandra-cql|cassandra2-cql] [-P workloadfile]... [-p name=value]...
+                        [-threads N] [-target OPS] [-s]
+  hayate-bench report [options] RUNDIR...     charts and a summary page of one or more runs
+  hayate-bench act CONFIG                     ACT-style certification of a device or file
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("load") | Some("run") => ycsb::main(&args),
+        Some("report") => report::main(&args[1..]),
+        Some("act") => act::main(&args[1..]),
+        Some("-h") | Some("--help") | Some("help") => {
+            print!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprint!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -1,0 +1,8 @@
+//! Placeholder: being built.
+
+use std::process::ExitCode;
+
+pub fn main(_args: &[String]) -> ExitCode {
+    eprintln!("hayate-bench report: not built yet");
+    ExitCode::from(2)
+}
