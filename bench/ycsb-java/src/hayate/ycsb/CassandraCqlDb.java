@@ -12,7 +12,7 @@
  *   insert  INSERT INTO <table> (y_id, f1, ...) VALUES (?, ?, ...)
  *   delete  DELETE FROM <table> WHERE y_id = ?
  *
- * Each statement is prepared once per shape and shared by every client thread, as one
+ * (<table> is keyspace.table.) Each statement is prepared once per shape and shared by every client thread, as one
  * application would; one Cluster and Session serve all threads (the DataStax driver 3.x pools
  * connections and routes each request to a replica of its key, token-aware).
  *
@@ -80,7 +80,9 @@ public final class CassandraCqlDb extends DB {
       }
       int port = Integer.parseInt(p.getProperty("port", "9042"));
       String keyspace = p.getProperty("cassandra.keyspace", "ycsb");
-      table = p.getProperty("table", "usertable");
+      // Statements name keyspace.table rather than relying on USE, which Cassandra 5 warns
+      // about on every prepared statement.
+      table = keyspace + "." + p.getProperty("table", "usertable");
       readConsistency =
           ConsistencyLevel.valueOf(p.getProperty("cassandra.readconsistencylevel", "QUORUM"));
       writeConsistency =
@@ -113,7 +115,7 @@ public final class CassandraCqlDb extends DB {
       }
       try {
         cluster = builder.build();
-        session = cluster.connect(keyspace);
+        session = cluster.connect();
       } catch (RuntimeException e) {
         if (cluster != null) {
           cluster.close();

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Starts, stops and reports one Cassandra node for the benchmark, by pid:
+#
+#   bench/cassandra/ctl.sh start RUNDIR [--host 127.0.0.1] [--cql-port 9042]
+#                          [--storage-port 7000] [--memory 2GiB] [--cores N] [--allow-unlimited]
+#   bench/cassandra/ctl.sh stop RUNDIR
+#   bench/cassandra/ctl.sh status RUNDIR
+#
+# `start` installs Cassandra if needed (install.sh), writes RUNDIR/conf/cassandra.yaml from
+# cassandra.yaml.template, makes a memory cgroup of --memory and starts CassandraDaemon inside
+# it, in the background, with its pid in RUNDIR/server.pid; it returns once CQL answers. Data and
+# commit log go to RUNDIR/data (use a folder on a real disk, not tmpfs), the log to
+# RUNDIR/logs/system.log. RUNDIR/settings.env records the derived settings (heap, key cache,
+# write threads) for the results.
+#
+# The heap is 1/4 of --memory up to 8 GiB (DataStax's rule, which the reference used, applied to
+# the memory the server is given rather than to the machine's), as -Xms = -Xmx; the key cache is
+# 1/8 of the heap (the reference: 1 GB of 8 GB); write threads are max(32, cores).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../lib/common.sh
+source "$here/../lib/common.sh"
+
+usage() {
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+[[ $# -ge 2 ]] || usage
+command="$1"
+rundir="$2"
+shift 2
+host=127.0.0.1
+cql_port=9042
+storage_port=7000
+memory=2GiB
+cores="$(nproc)"
+allow_unlimited=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --host) host="$2"; shift 2 ;;
+        --cql-port) cql_port="$2"; shift 2 ;;
+        --storage-port) storage_port="$2"; shift 2 ;;
+        --memory) memory="$2"; shift 2 ;;
+        --cores) cores="$2"; shift 2 ;;
+        --allow-unlimited) allow_unlimited=1; shift ;;
+        *) usage ;;
+    esac
+done
+
+start() {
+    mkdir -p "$rundir"
+    rundir="$(cd "$rundir" && pwd)"
+    pid_alive "$rundir" && die "a server is already running from $rundir (pid $(cat "$rundir/server.pid"))"
+    [[ "$host" == 127.* ]] || die "--host must be a loopback address (127.x.x.x), not $host"
+    port_open "$host" "$cql_port" && die "something already listens on $host:$cql_port"
+    port_open "$host" "$storage_port" && die "something already listens on $host:$storage_port"
+
+    local home bytes heap_mib key_cache_mib concurrent_writes options
+    home="$("$here/install.sh" | tail -1)"
+    bytes="$(parse_size "$memory")"
+    heap_mib=$((bytes / 4 >> 20))
+    ((heap_mib > 8192)) && heap_mib=8192
+    ((heap_mib >= 256)) || die "--memory $memory gives a heap of ${heap_mib} MiB; give at least 1GiB"
+    key_cache_mib=$((heap_mib / 8))
+    concurrent_writes=$((cores > 32 ? cores : 32))
+
+    mkdir -p "$rundir/conf" "$rundir/data" "$rundir/logs"
+    sed -e "s|@HOST@|$host|g" -e "s|@CQL_PORT@|$cql_port|g" -e "s|@STORAGE_PORT@|$storage_port|g" \
+        -e "s|@DATA_DIR@|$rundir/data|g" -e "s|@KEY_CACHE_MIB@|$key_cache_mib|g" \
+        -e "s|@CONCURRENT_WRITES@|$concurrent_writes|g" \
+        "$here/cassandra.yaml.template" >"$rundir/conf/cassandra.yaml"
+    grep -qE "@[A-Z_]+@" "$rundir/conf/cassandra.yaml" && die "a placeholder was left in $rundir/conf/cassandra.yaml"
+    cp "$here/logback.xml" "$rundir/conf/logback.xml"
+    cp "$here/jvm-options" "$rundir/conf/jvm-options"
+    cat >"$rundir/settings.env" <<EOF
+cassandra_version=$(cat "$home/.installed")
+memory_limit_bytes=$bytes
+heap_mib=$heap_mib
+key_cache_mib=$key_cache_mib
+concurrent_writes=$concurrent_writes
+concurrent_reads=32
+cores=$cores
+host=$host
+cql_port=$cql_port
+EOF
+
+    memory_group "$rundir" "hayate-bench-cassandra-$cql_port" "$bytes" "$allow_unlimited"
+    # One argument per option; "--add-opens X" as written in Cassandra's files is "--add-opens=X".
+    mapfile -t options < <(grep -E '^-' "$here/jvm-options" | sed -E 's/^(--add-[a-z]+) /\1=/')
+    launch "$rundir" "$rundir/logs/stdout.log" \
+        java "-Xms${heap_mib}m" "-Xmx${heap_mib}m" "${options[@]}" \
+        "-Dcassandra.config=file://$rundir/conf/cassandra.yaml" \
+        "-Dlogback.configurationFile=$rundir/conf/logback.xml" \
+        "-Dcassandra.logdir=$rundir/logs" "-Dcassandra.storagedir=$rundir/data" \
+        -Dcassandra-foreground=yes \
+        -cp "$home/lib/*" org.apache.cassandra.service.CassandraDaemon
+    wait_ready "$rundir" "$host" "$cql_port" 300 "$rundir/logs/stdout.log" "$rundir/logs/system.log"
+    echo "cassandra running: pid $(cat "$rundir/server.pid"), $host:$cql_port, heap ${heap_mib} MiB, cgroup $(cat "$rundir/cgroup")"
+}
+
+case "$command" in
+    start) start ;;
+    stop) stop_server "$rundir" 120 ;;
+    status) status_server "$rundir" ;;
+    *) usage ;;
+esac

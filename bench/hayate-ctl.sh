@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Starts, stops and reports one hayate node for the benchmark, by pid:
+#
+#   bench/hayate-ctl.sh start RUNDIR [--host 127.0.0.1] [--cql-port 9042] [--metrics-port 9180]
+#                       [--memory 2GiB] [--device-size 8GiB] [--binary target/release/hayate]
+#                       [--allow-unlimited]
+#   bench/hayate-ctl.sh stop RUNDIR
+#   bench/hayate-ctl.sh status RUNDIR
+#
+# `start` writes RUNDIR/hayate.toml (every setting at its default but the addresses, the data
+# folder RUNDIR/data and the device size), makes a memory cgroup of --memory and starts the node
+# inside it, in the background, with its pid in RUNDIR/server.pid; it returns once CQL answers.
+# It does not build: compare.py runs `cargo build --release` first. The log goes to
+# RUNDIR/logs/hayate.log.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib/common.sh
+source "$here/lib/common.sh"
+
+usage() {
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+[[ $# -ge 2 ]] || usage
+command="$1"
+rundir="$2"
+shift 2
+host=127.0.0.1
+cql_port=9042
+metrics_port=9180
+memory=2GiB
+device_size=8GiB
+binary="$here/../target/release/hayate"
+allow_unlimited=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --host) host="$2"; shift 2 ;;
+        --cql-port) cql_port="$2"; shift 2 ;;
+        --metrics-port) metrics_port="$2"; shift 2 ;;
+        --memory) memory="$2"; shift 2 ;;
+        --device-size) device_size="$2"; shift 2 ;;
+        --binary) binary="$2"; shift 2 ;;
+        --allow-unlimited) allow_unlimited=1; shift ;;
+        *) usage ;;
+    esac
+done
+
+start() {
+    mkdir -p "$rundir"
+    rundir="$(cd "$rundir" && pwd)"
+    pid_alive "$rundir" && die "a server is already running from $rundir (pid $(cat "$rundir/server.pid"))"
+    [[ "$host" == 127.* ]] || die "--host must be a loopback address (127.x.x.x), not $host"
+    [[ -x "$binary" ]] || die "no hayate binary at $binary (cargo build --release -p hayate-server)"
+    port_open "$host" "$cql_port" && die "something already listens on $host:$cql_port"
+    port_open "$host" "$metrics_port" && die "something already listens on $host:$metrics_port"
+
+    local bytes
+    bytes="$(parse_size "$memory")"
+    parse_size "$device_size" >/dev/null
+    mkdir -p "$rundir/data" "$rundir/logs"
+    cat >"$rundir/hayate.toml" <<EOF
+# Written by bench/hayate-ctl.sh: hayate's defaults (hayate.toml.example) except for these.
+listen_address = "$host"
+cql_port = $cql_port
+data_dir = "$rundir/data"
+log_level = "info"
+
+[storage]
+# Sized by compare.py to hold the data set several times over, so that defragmentation has
+# room as it would on a real device.
+device_size = "$device_size"
+
+[metrics]
+listen_address = "$host"
+port = $metrics_port
+EOF
+    cat >"$rundir/settings.env" <<EOF
+hayate_binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
+memory_limit_bytes=$bytes
+device_size=$device_size
+host=$host
+cql_port=$cql_port
+metrics_port=$metrics_port
+EOF
+
+    memory_group "$rundir" "hayate-bench-hayate-$cql_port" "$bytes" "$allow_unlimited"
+    launch "$rundir" "$rundir/logs/hayate.log" "$binary" --config "$rundir/hayate.toml"
+    wait_ready "$rundir" "$host" "$cql_port" 300 "$rundir/logs/hayate.log"
+    echo "hayate running: pid $(cat "$rundir/server.pid"), $host:$cql_port, cgroup $(cat "$rundir/cgroup")"
+}
+
+case "$command" in
+    start) start ;;
+    stop) stop_server "$rundir" 120 ;;
+    status) status_server "$rundir" ;;
+    *) usage ;;
+esac
