@@ -20,7 +20,7 @@ driver_version=3.11.5
 cache="${HAYATE_BENCH_CACHE:-$HOME/.cache/hayate-bench}"
 home="$cache/ycsb-$version"
 source_file="$here/src/hayate/ycsb/CassandraCqlDb.java"
-stamp="$version $(sha256sum "$source_file" | cut -c1-16)"
+stamp="$version $(cat "$source_file" "$0" | sha256sum | cut -c1-16)"
 
 if [[ -f "$home/.installed" && "$(cat "$home/.installed")" == "$stamp" ]]; then
     echo "$home"
@@ -51,6 +51,12 @@ cat >"$home/pom.xml" <<EOF
       <groupId>com.datastax.cassandra</groupId>
       <artifactId>cassandra-driver-core</artifactId>
       <version>$driver_version</version>
+    </dependency>
+    <!-- HdrHistogram 2.1.4 (YCSB's) writes its logs with javax.xml.bind, gone from Java 11. -->
+    <dependency>
+      <groupId>javax.xml.bind</groupId>
+      <artifactId>jaxb-api</artifactId>
+      <version>2.3.1</version>
     </dependency>
     <dependency>
       <groupId>org.slf4j</groupId>
