@@ -5,7 +5,7 @@ Cassandra: Benchmarking for Real", Table 1) with server CPU per operation beside
 
     bench/compare.py                       # full size, about 45-60 minutes on 2 cores
     bench/compare.py --quick               # a few minutes: checks the pipeline, not the servers
-    bench/compare.py --records 3000000 --memory 2GiB --run-seconds 300 --workloads ref,b
+    bench/compare.py --records 2500000 --memory 2GiB --run-seconds 300 --workloads ref,b
 
 For each system in turn (Cassandra first): start it under the memory limit with fresh data,
 create ycsb.usertable, load --records rows with the client's `load`, (Cassandra) wait for
@@ -285,7 +285,11 @@ class Client:
         if not (rundir / "summary.txt").exists():
             (rundir / "summary.txt").write_text(stdout)
         if process.returncode != 0:
-            sys.stderr.write((rundir / "client-stderr.txt").read_text()[-3000:])
+            errors = (rundir / "client-stderr.txt").read_text()
+            if process.returncode == 2 and "not built yet" in errors:
+                raise SystemExit("compare.py: hayate-bench's YCSB client is not built yet "
+                                 "(it exited 2); use --client ycsb meanwhile")
+            sys.stderr.write(errors[-3000:])
             raise SystemExit(f"compare.py: the client failed ({process.returncode}) in {rundir}")
         summary = parse_summary((rundir / "summary.txt").read_text())
         runtime_s = summary.get(("OVERALL", "RunTime(ms)"), 0) / 1000
@@ -482,10 +486,16 @@ def finish_profile(out):
     if not data.exists():
         PROFILE["note"] = "perf record wrote nothing; see hayate-perf.log"
         return
-    report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
-                             "--percent-limit", "0.5"], capture_output=True, text=True)
-    (out / "hayate-perf-report.txt").write_text(report.stdout)
-    PROFILE["note"] = "hayate-perf-report.txt: perf report --stdio --no-children (>= 0.5%)"
+    # The top entries, flat (self time per thread, library and symbol), then by caller.
+    flat = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none",
+                           "--sort", "comm,dso,symbol", "--percent-limit", "0.5"],
+                          capture_output=True, text=True)
+    (out / "hayate-perf-report.txt").write_text(flat.stdout)
+    tree = subprocess.run(["perf", "report", "-i", data, "--stdio", "--children",
+                           "--percent-limit", "2"], capture_output=True, text=True)
+    (out / "hayate-perf-callers.txt").write_text(tree.stdout)
+    PROFILE["note"] = ("hayate-perf-report.txt: `perf report --stdio --no-children -g none` "
+                       "(entries >= 0.5%); hayate-perf-callers.txt: with call graphs (>= 2%)")
     collapse = shutil.which("inferno-collapse-perf")
     flamegraph = shutil.which("inferno-flamegraph")
     if collapse and flamegraph:
@@ -711,7 +721,10 @@ def parse_args():
     parser.add_argument("--name", default=None, help="results folder suffix (default: full or quick)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes to check the pipeline in a few minutes; overrides the sizes")
-    parser.add_argument("--records", type=int, default=3_000_000,
+    # 2.5 million rows are about 2.9 GB of SSTables, against 2 GiB of memory for the heap,
+    # off-heap structures and page cache together; loading them into Cassandra took about 15
+    # minutes on the shared 2-core machine this was sized on (2,700 rows/s).
+    parser.add_argument("--records", type=int, default=2_500_000,
                         help="rows loaded (about 1.1 KB each on the wire)")
     parser.add_argument("--memory", default="2GiB",
                         help="memory limit of each server (cgroup), page cache included")
