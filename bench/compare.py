@@ -411,6 +411,7 @@ def one_system(system, client, args, out, workdir, workload_files, state):
     state["systems"][system] = record
     try:
         record["settings"] = server.settings()
+        record["cgroup"] = str(server.cgroup) if server.cgroup else None
         record["version"] = (cqltool(server, "version").strip() if system == "cassandra"
                              else git_commit())
         create_schema(server)
@@ -574,9 +575,14 @@ def write_results(out, args, state, env):
     name_of = {"cassandra": f"Cassandra {systems.get('cassandra', {}).get('version', '')}",
                "hayate": f"hayate {systems.get('hayate', {}).get('version', '')}"}
     lines = [f"# hayate vs Apache Cassandra: {out.name}", ""]
+    unlimited = [system for system, record in systems.items()
+                 if "settings" in record and not record.get("cgroup")]
+    if unlimited:
+        lines += [f"**WARNING: {', '.join(unlimited)} ran WITHOUT a memory limit (no writable "
+                  "cgroup; --allow-unlimited): the page cache may have held the whole data set, "
+                  "so these figures do not measure storage.**", ""]
     lines += [f"{args.records:,} records of 1 KB (10 fields x 100 B), each server in a "
-              f"{mib(args.memory_bytes):,.0f} MiB memory cgroup"
-              f"{' (NO LIMIT: no writable cgroup)' if args.allow_unlimited else ''}, "
+              f"{mib(args.memory_bytes):,.0f} MiB memory cgroup, "
               f"{state['threads']} client threads, {args.run_seconds} s per workload, client "
               f"`{args.client}`, one node on {args.host}, replication factor 1, consistency ONE.",
               ""]
