@@ -276,10 +276,17 @@ class Client:
         with open(rundir / "client-stdout.txt", "w") as out, \
                 open(rundir / "client-stderr.txt", "w") as err:
             process = subprocess.Popen([str(a) for a in argv], stdout=out, stderr=err)
-            if profile is not None:
-                profile(process)
-            _, status, usage = os.wait4(process.pid, 0)
-            process.returncode = os.waitstatus_to_exitcode(status)
+            try:
+                if profile is not None:
+                    profile(process)
+                # wait4 rather than wait: the rusage is the client's CPU, all threads included.
+                _, status, usage = os.wait4(process.pid, 0)
+                process.returncode = os.waitstatus_to_exitcode(status)
+            except BaseException:
+                # Interrupted: the client must not outlive the sitting.
+                process.kill()
+                process.wait()
+                raise
         figures = server.end(mark)
         stdout = (rundir / "client-stdout.txt").read_text()
         if not (rundir / "summary.txt").exists():
@@ -786,6 +793,10 @@ def parse_args():
     return args
 
 
+def on_sigterm(_signum, _frame):
+    raise KeyboardInterrupt
+
+
 def main():
     args = parse_args()
     date = datetime.date.today().isoformat()
@@ -816,8 +827,8 @@ def main():
     env = environment(workdir)
     state = {"threads": args.threads, "systems": {}}
     client = Client(args.client, args)
-    # A Ctrl-C stops the servers through the finally blocks rather than leaving them running.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # SIGTERM, as Ctrl-C, unwinds through the finally blocks, which stop the servers.
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         for system in args.systems:
             one_system(system, client, args, out, workdir, workload_files, state)
