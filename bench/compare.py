@@ -291,6 +291,12 @@ class Client:
         stdout = (rundir / "client-stdout.txt").read_text()
         if not (rundir / "summary.txt").exists():
             (rundir / "summary.txt").write_text(stdout)
+        if not (rundir / "meta.json").exists():
+            # Java YCSB writes no run directory: the label and phase `hayate-bench report`
+            # reads from hayate-bench's meta.json are written for it.
+            (rundir / "meta.json").write_text(json.dumps(
+                {"label": label, "phase": phase, "threads": threads,
+                 "argv": [str(a) for a in argv], "version": "YCSB 0.17.0"}, indent=2) + "\n")
         if process.returncode != 0:
             errors = (rundir / "client-stderr.txt").read_text()
             if process.returncode == 2 and "not built yet" in errors:
