@@ -508,7 +508,9 @@ def finish_profile(out):
     tree = subprocess.run(["perf", "report", "-i", data, "--stdio", "--children",
                            "--percent-limit", "2"], capture_output=True, text=True)
     (out / "hayate-perf-callers.txt").write_text(tree.stdout)
-    PROFILE["note"] = ("hayate-perf-report.txt: `perf report --stdio --no-children -g none` "
+    PROFILE["note"] = ("perf sampled the hayate server at 499 Hz with call graphs for 20 s of "
+                       "its first workload, whose figures carry that cost. "
+                       "hayate-perf-report.txt: `perf report --stdio --no-children -g none` "
                        "(entries >= 0.5%); hayate-perf-callers.txt: with call graphs (>= 2%)")
     collapse = shutil.which("inferno-collapse-perf")
     flamegraph = shutil.which("inferno-flamegraph")
