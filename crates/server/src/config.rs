@@ -45,6 +45,9 @@ pub const REQUESTS_IN_FLIGHT_PER_CONNECTION_MAX: u32 = 32_768;
 
 /// A bound on connections that still leaves room for file descriptors of the devices.
 pub const CONNECTIONS_MAX: u32 = 1 << 20;
+/// An upper bound on `limits.service_threads`: each is an OS thread with its own stack.
+pub const SERVICE_THREADS_MAX: u32 = 1024;
+const SERVICE_THREADS_PER_CORE_ON_DEVICE: usize = 5;
 
 /// A config file larger than this is not a config file (a mistyped path to a data file).
 const CONFIG_FILE_MAX_BYTES: u64 = 1 << 20;
@@ -167,6 +170,27 @@ pub struct LimitsConfig {
     pub max_connections: u32,
     /// Requests a connection may have outstanding before the node stops reading from it.
     pub max_requests_in_flight_per_connection: u32,
+    /// Threads that read sockets and run requests to completion, device reads included, as
+    /// Aerospike's service threads; 0 picks [`LimitsConfig::service_threads`]'s default.
+    pub service_threads: u32,
+}
+
+impl LimitsConfig {
+    /// The service threads to start. A request that reads the device blocks its thread for
+    /// the device's latency, so with records on a device there are five per core (Aerospike's
+    /// default for SSD namespaces), enough to keep the device's queue full; with every block
+    /// in RAM there is one per core.
+    pub fn service_threads(&self, data_in_memory: bool) -> usize {
+        if self.service_threads != 0 {
+            return self.service_threads as usize;
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if data_in_memory {
+            cores
+        } else {
+            cores * SERVICE_THREADS_PER_CORE_ON_DEVICE
+        }
+    }
 }
 
 /// The `[auth]` section.
@@ -250,6 +274,7 @@ impl Default for LimitsConfig {
             max_frame_bytes: ByteSize(hayate_cql::frame::FRAME_BODY_MAX_BYTES.into()),
             max_connections: 1024,
             max_requests_in_flight_per_connection: 1024,
+            service_threads: 0,
         }
     }
 }
@@ -460,6 +485,14 @@ impl Config {
                 format!(
                     "must be from 1 to {REQUESTS_IN_FLIGHT_PER_CONNECTION_MAX} (the stream ids of protocol v4)"
                 ),
+            ));
+        }
+
+        if l.service_threads > SERVICE_THREADS_MAX {
+            return Err(invalid(
+                "limits.service_threads",
+                l.service_threads.to_string(),
+                format!("must be from 0 (five per core) to {SERVICE_THREADS_MAX}"),
             ));
         }
 
@@ -1018,6 +1051,7 @@ mod tests {
                 "limits.max_frame_bytes = 100",
             ),
             ("[limits]\nmax_connections = 0\n", "limits.max_connections = 0"),
+            ("[limits]\nservice_threads = 5000\n", "limits.service_threads = 5000"),
             (
                 "[limits]\nmax_requests_in_flight_per_connection = 40000\n",
                 "limits.max_requests_in_flight_per_connection = 40000",

@@ -117,9 +117,15 @@ fn run(config: Config) -> Result<(), String> {
         tracing::info!("metrics on http://{}/metrics", server.local_addr);
     }
 
+    let service_threads = node
+        .config
+        .limits
+        .service_threads(node.config.storage.data_in_memory);
+    tracing::info!(service_threads, "starting the service threads");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_name("hayate-net")
+        .worker_threads(service_threads)
+        .thread_name("hayate-service")
         .build()
         .map_err(|e| format!("cannot start the network runtime: {e}"))?;
     runtime.block_on(serve(node.clone()))?;
