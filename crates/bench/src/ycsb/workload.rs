@@ -698,6 +698,29 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_workload_files_parse_with_ycsbs_values() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads");
+        let mixes: [(&str, &[Transaction]); 6] = [
+            ("workloada", &[Transaction::Read, Transaction::Update]),
+            ("workloadb", &[Transaction::Read, Transaction::Update]),
+            ("workloadc", &[Transaction::Read]),
+            ("workloadd", &[Transaction::Read, Transaction::Insert]),
+            ("workloade", &[Transaction::Insert, Transaction::Scan]),
+            ("workloadf", &[Transaction::Read, Transaction::ReadModifyWrite]),
+        ];
+        for (name, mix) in mixes {
+            let mut p = Properties::new();
+            p.load_file(&dir.join(name)).expect(name);
+            assert_eq!(p.get("recordcount"), Some("1000"), "{name}");
+            let w = CoreWorkload::from_properties(&p).expect(name);
+            assert_eq!(w.transactions().collect::<Vec<_>>(), mix, "{name}");
+        }
+        let mut p = Properties::new();
+        p.load_file(&dir.join("workload_template")).expect("template");
+        CoreWorkload::from_properties(&p).expect("template");
+    }
+
+    #[test]
     fn bad_properties_are_named() {
         for (text, name) in [
             ("requestdistribution=gaussian\n", "requestdistribution"),
