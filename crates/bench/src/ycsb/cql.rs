@@ -57,12 +57,9 @@ pub struct CqlConfig {
 
 impl CqlConfig {
     pub fn from_properties(p: &Properties) -> Result<CqlConfig, PropertyError> {
-        let hosts_text = p.get("hosts").ok_or_else(|| {
-            invalid(
-                "hosts",
-                "",
-                "a comma-separated list of CQL hosts (for example -p hosts=127.0.0.1)",
-            )
+        let hosts_text = p.get("hosts").ok_or_else(|| PropertyError::Missing {
+            name: "hosts".to_string(),
+            expected: "a comma-separated list of CQL hosts (for example -p hosts=127.0.0.1)",
         })?;
         let port = p.u64_or("port", 9042)?;
         if !(1..=65535).contains(&port) {

@@ -264,19 +264,19 @@ impl Settings {
 }
 
 fn execute(settings: Settings, args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
-    let start_system = std::time::SystemTime::now();
-    let rundir = match &settings.rundir {
-        Some(dir) => Some(rundir::RunDir::create(
-            dir,
-            start_system,
-            &format!("{VERSION} {}", settings.phase.name()),
-        )?),
-        None => None,
-    };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     eprintln!("Loading workload...");
     let outcome = runtime.block_on(async {
         let db = Arc::new(CqlDb::connect(settings.cql.clone(), &settings.workload).await?);
+        // Created now so that the log's base time is the phase's start, not the connection's.
+        let rundir = match &settings.rundir {
+            Some(dir) => Some(rundir::RunDir::create(
+                dir,
+                std::time::SystemTime::now(),
+                &format!("{VERSION} {}", settings.phase.name()),
+            )?),
+            None => None,
+        };
         eprintln!("Starting test.");
         let reporter = ReporterConfig {
             status_interval_s: settings.status.then_some(settings.status_interval_s),
@@ -292,7 +292,7 @@ fn execute(settings: Settings, args: &[String]) -> Result<(), Box<dyn std::error
             reporter,
         )
         .await;
-        Ok::<_, cql::ConnectError>(outcome)
+        Ok::<_, Box<dyn std::error::Error>>(outcome)
     })?;
     // Workers are done; do not wait for the driver's background tasks.
     runtime.shutdown_timeout(Duration::from_secs(1));

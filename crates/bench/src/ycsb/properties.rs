@@ -36,6 +36,10 @@ pub enum PropertyError {
         value: String,
         expected: &'static str,
     },
+    Missing {
+        name: String,
+        expected: &'static str,
+    },
 }
 
 impl fmt::Display for PropertyError {
@@ -51,6 +55,9 @@ impl fmt::Display for PropertyError {
             ),
             PropertyError::Invalid { name, value, expected } => {
                 write!(f, "property {name}={value:?} is invalid: expected {expected}")
+            }
+            PropertyError::Missing { name, expected } => {
+                write!(f, "the property {name} is required: {expected}")
             }
         }
     }

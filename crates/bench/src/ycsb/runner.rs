@@ -26,6 +26,8 @@ use super::workload::{CoreWorkload, FieldSet, Transaction, Values, WorkerWorkloa
 
 /// More workers than this is a typo, not a benchmark.
 pub const THREADS_MAX: u64 = 4096;
+/// The resolution of tokio's timer.
+const TIMER_SLACK: Duration = Duration::from_millis(1);
 
 #[derive(Debug, Clone)]
 pub struct PhaseConfig {
@@ -248,9 +250,15 @@ impl<D: Db> Worker<D> {
             }
             done += 1;
             if let Some(s) = self.schedule {
+                // Tokio's timer has millisecond resolution and wakes late, never early; asking
+                // for a wake-up one tick sooner sends the operation at most 1 ms early instead
+                // of up to 1 ms late, which would otherwise show up as client-made intended
+                // latency. An operation sent early is measured from when it was sent.
                 let due = s.due(done);
-                self.stop.sleep_until(due).await;
-                intended = Some(due);
+                self.stop
+                    .sleep_until(due.checked_sub(TIMER_SLACK).unwrap_or(due))
+                    .await;
+                intended = Some(due.min(Instant::now()));
             }
         }
         // YCSB's per-thread `cleanup`, measured; the last worker's drop closes the session.
@@ -443,7 +451,11 @@ impl Reporter {
             } else {
                 Duration::from_secs(1)
             };
-            self.write_second(second, length);
+            // The last, partial second gets rows only if an operation ended in it.
+            let idle_tail = finished && self.interval.get(Metric::all(false)).is_none_or(|h| h.is_empty());
+            if !idle_tail {
+                self.write_second(second, length);
+            }
             self.totals.add_histograms(&self.interval);
             self.since_status.add_histograms(&self.interval);
             self.totals.returns = self.interval.returns;

@@ -254,7 +254,11 @@ pub fn status_line(f: &StatusFigures<'_>, series: &[(String, &Histogram<u64>)]) 
     if f.todo_ops != 0 {
         let throughput = 1000.0 * f.total_ops as f64 / f.elapsed_ms as f64;
         let remaining = (f.todo_ops as f64 / throughput).ceil();
-        let remaining_s = if remaining.is_finite() {
+        // Java's `(long)` cast: NaN (no time elapsed yet) is 0, infinity (no operations yet)
+        // is Long.MAX_VALUE.
+        let remaining_s = if remaining.is_nan() {
+            0
+        } else if remaining.is_finite() {
             remaining as u64
         } else {
             i64::MAX as u64
