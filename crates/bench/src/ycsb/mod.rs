@@ -129,6 +129,9 @@ impl Settings {
             Some("both") => Interval::Both,
             Some(other) => return Err(invalid("measurement.interval", other, "op, intended or both").into()),
         };
+        if p.bool_or("dataintegrity", false) {
+            eprintln!("hayate-bench: dataintegrity is not implemented; values are random and not checked");
+        }
         if let Some(kind) = p.get("measurementtype").filter(|k| *k != "hdrhistogram") {
             eprintln!("hayate-bench: measurementtype={kind} is not supported; measuring with hdrhistogram");
         }
