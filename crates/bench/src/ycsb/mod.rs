@@ -39,6 +39,8 @@ const VERSION: &str = concat!("hayate-bench ", env!("CARGO_PKG_VERSION"));
 const EXIT_USAGE: u8 = 2;
 /// Exit status when the run could not start or its results could not be written.
 const EXIT_FAILED: u8 = 1;
+/// Threads of the client's async runtime (`hayate.runtimethreads`).
+const RUNTIME_THREADS_MAX: u64 = 64;
 
 pub fn main(args: &[String]) -> ExitCode {
     let cmd = match args::parse(args) {
@@ -76,6 +78,7 @@ struct Settings {
     phase_config: PhaseConfig,
     status: bool,
     status_interval_s: u64,
+    runtime_threads: usize,
     percentiles: Vec<f64>,
     label: String,
     status_label: String,
@@ -141,6 +144,10 @@ impl Settings {
             vec![95.0, 99.0]
         });
         let max_execution_s = p.u64_or("maxexecutiontime", 0)?;
+        let runtime_threads = p.u64_or("hayate.runtimethreads", 1)?;
+        if !(1..=RUNTIME_THREADS_MAX).contains(&runtime_threads) {
+            return Err(invalid("hayate.runtimethreads", &runtime_threads.to_string(), "1 to 64").into());
+        }
         let seed = match p.get("seed") {
             Some(_) => p.u64_or("seed", 0)?,
             None => rand::random(),
@@ -161,7 +168,7 @@ impl Settings {
         let status_label = p.str_or("label", "").to_string();
 
         // The effective values of what was left to defaults, for meta.json.
-        let defaults: [(&str, String); 10] = [
+        let defaults: [(&str, String); 11] = [
             ("threadcount", threads.to_string()),
             ("target", target.to_string()),
             ("measurement.interval", interval.name().to_string()),
@@ -172,6 +179,7 @@ impl Settings {
             ("table", workload.table.clone()),
             ("fieldcount", workload.field_count().to_string()),
             ("seed", seed.to_string()),
+            ("hayate.runtimethreads", runtime_threads.to_string()),
         ];
         p.set("threadcount", &threads.to_string());
         for (k, v) in defaults {
@@ -217,6 +225,7 @@ impl Settings {
             },
             status: p.bool_or("status", false),
             status_interval_s: p.u64_or("status.interval", 10)?.max(1),
+            runtime_threads: runtime_threads as usize,
             percentiles,
             label,
             status_label,
@@ -267,7 +276,19 @@ impl Settings {
 }
 
 fn execute(settings: Settings, args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // One runtime thread by default: the workers and the driver's connection tasks then wake each
+    // other without crossing threads, which on a small machine shared with the server costs a
+    // fraction of the CPU (and context switches) of a multi-threaded runtime.
+    let runtime = if settings.runtime_threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(settings.runtime_threads)
+            .enable_all()
+            .build()?
+    };
     eprintln!("Loading workload...");
     let outcome = runtime.block_on(async {
         let db = Arc::new(CqlDb::connect(settings.cql.clone(), &settings.workload).await?);
