@@ -4,6 +4,7 @@
 #   scripts/driver-tests.sh                    # everything
 #   scripts/driver-tests.sh -k paging -x       # extra arguments go to pytest
 #   HAYATE_BIN=target/release/hayate scripts/driver-tests.sh
+#   HAYATE_BENCH_BIN=target/release/hayate-bench scripts/driver-tests.sh -k hayate_bench
 #
 # Runs tests/python (the Python cassandra-driver, cqlsh, raw protocol frames) and, from inside
 # pytest, tests/java (the DataStax 3.11 and Apache 4.18 Java drivers, through Maven). The Rust
@@ -56,7 +57,7 @@ for tool in java mvn; do
   fi
 done
 
-# 3. The binary under test.
+# 3. The binaries under test.
 if [ -z "${HAYATE_BIN:-}" ]; then
   echo "== cargo build -p hayate-server"
   if ! cargo build -q -p hayate-server; then
@@ -64,6 +65,15 @@ if [ -z "${HAYATE_BIN:-}" ]; then
     exit 1
   fi
   export HAYATE_BIN="$PWD/target/debug/hayate"
+fi
+# The YCSB-compatible client, which tests/python/test_hayate_bench.py runs against the node.
+if [ -z "${HAYATE_BENCH_BIN:-}" ]; then
+  echo "== cargo build -p hayate-bench"
+  if ! cargo build -q -p hayate-bench; then
+    echo "driver-tests: 0 passed, 1 failed (cargo build -p hayate-bench failed)"
+    exit 1
+  fi
+  export HAYATE_BENCH_BIN="$PWD/target/debug/hayate-bench"
 fi
 
 # 4. The tests. Leftover node directories from an earlier run are removed first; each node of

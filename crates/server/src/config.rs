@@ -1051,7 +1051,10 @@ mod tests {
                 "limits.max_frame_bytes = 100",
             ),
             ("[limits]\nmax_connections = 0\n", "limits.max_connections = 0"),
-            ("[limits]\nservice_threads = 5000\n", "limits.service_threads = 5000"),
+            (
+                "[limits]\nservice_threads = 5000\n",
+                "limits.service_threads = 5000",
+            ),
             (
                 "[limits]\nmax_requests_in_flight_per_connection = 40000\n",
                 "limits.max_requests_in_flight_per_connection = 40000",

@@ -22,6 +22,9 @@ mod roles;
 mod schema;
 mod system;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 use std::sync::Arc;
 
