@@ -801,6 +801,26 @@ def parse_args():
     return args
 
 
+def write_workload(name, path):
+    """The workload file both clients read: YCSB's own from the repository's workloads/ when it
+    is there (the reference's `ref` is workloada with the distribution made uniform), else the
+    same properties from WORKLOADS."""
+    shipped = REPO / "workloads" / ("workloada" if name == "ref" else f"workload{name}")
+    if shipped.exists():
+        text = shipped.read_text()
+        if name == "ref":
+            text, count = re.subn(r"(?m)^requestdistribution=zipfian$",
+                                  "requestdistribution=uniform", text)
+            assert count == 1, f"{shipped} no longer sets requestdistribution=zipfian once"
+        source = f"workloads/{shipped.name}" + (" with requestdistribution=uniform"
+                                                 if name == "ref" else ", as shipped")
+        text = f"# {WORKLOADS[name][0]}\n# From the repository's {source}.\n{text}"
+    else:
+        text = f"# {WORKLOADS[name][0]}\n{WORKLOADS[name][1]}"
+    path.write_text(text)
+    return path
+
+
 def on_sigterm(_signum, _frame):
     raise KeyboardInterrupt
 
@@ -826,11 +846,8 @@ def main():
         run([BENCH / "ycsb-java" / "install.sh"], record=False)
 
     (out / "workloads").mkdir()
-    workload_files = {}
-    for name in args.workloads:
-        path = out / "workloads" / name
-        path.write_text(f"# {WORKLOADS[name][0]}\n{WORKLOADS[name][1]}")
-        workload_files[name] = path
+    workload_files = {name: write_workload(name, out / "workloads" / name)
+                      for name in args.workloads}
 
     env = environment(workdir)
     state = {"threads": args.threads, "systems": {}}
