@@ -85,7 +85,7 @@ cql_port=$cql_port
 metrics_port=$metrics_port
 EOF
 
-    memory_group "$rundir" "hayate-bench-hayate-$cql_port" "$bytes" "$allow_unlimited"
+    memory_group "$rundir" "hayate-bench-hayate-$host-$cql_port" "$bytes" "$allow_unlimited"
     launch "$rundir" "$rundir/logs/hayate.log" "$binary" --config "$rundir/hayate.toml"
     wait_ready "$rundir" "$host" "$cql_port" 300 "$rundir/logs/hayate.log"
     echo "hayate running: pid $(cat "$rundir/server.pid"), $host:$cql_port, cgroup $(cat "$rundir/cgroup")"

@@ -86,7 +86,7 @@ host=$host
 cql_port=$cql_port
 EOF
 
-    memory_group "$rundir" "hayate-bench-cassandra-$cql_port" "$bytes" "$allow_unlimited"
+    memory_group "$rundir" "hayate-bench-cassandra-$host-$cql_port" "$bytes" "$allow_unlimited"
     # One argument per option; "--add-opens X" as written in Cassandra's files is "--add-opens=X".
     mapfile -t options < <(grep -E '^-' "$here/jvm-options" | sed -E 's/^(--add-[a-z]+) /\1=/')
     launch "$rundir" "$rundir/logs/stdout.log" \
