@@ -262,6 +262,9 @@ class Client:
             argv += ["-p", "hdrhistogram.fileoutput=true",
                      "-p", f"hdrhistogram.output.path={rundir}/",
                      "-p", "status.interval=1"]
+        if phase == "run" and self.args.target:
+            # Throttled runs, for comparing clients at the same offered load: YCSB's -target.
+            argv += ["-target", str(self.args.target)]
         for key, value in extra.items():
             argv += ["-p", f"{key}={value}"]
         return argv
@@ -759,6 +762,8 @@ def parse_args():
     parser.add_argument("--sweep-seconds", type=int, default=30, help="length of each sweep step")
     parser.add_argument("--load-threads", type=int, default=32, help="client threads for the load")
     parser.add_argument("--client", choices=["hayate-bench", "ycsb"], default="hayate-bench")
+    parser.add_argument("--target", type=int, default=None,
+                        help="throttle every run phase to this many ops/s (the client's -target)")
     parser.add_argument("--systems", default="cassandra,hayate",
                         help="which servers, in order; the sweep runs on the first")
     parser.add_argument("--host", default="127.0.0.1",
