@@ -35,7 +35,7 @@ port = 0
 TOML
 taskset -c 0 target/release/hayate --config "$work/hayate.toml" >"$work/hayate.log" 2>&1 &
 node=$!
-trap 'kill $node 2>/dev/null; wait $node 2>/dev/null || true' EXIT
+trap 'kill $node 2>/dev/null; wait $node 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
 python_env="${HAYATE_BENCH_CACHE:-$HOME/.cache/hayate-bench}/pyenv/bin"
 if [[ ! -x "$python_env/cqlsh" ]]; then  # the venv compare.py makes, with the same pin
