@@ -85,21 +85,11 @@ pub struct CoreWorkload {
     chooser: Vec<(f64, Transaction)>,
     field_length: LengthGenerator,
     scan_length: LengthGenerator,
-    key_chooser: KeyChooserPrototype,
+    key_chooser: KeyChooser,
     /// The load phase's key sequence (`keysequence`), from `insertstart`.
     pub load_sequence: Counter,
     /// The run phase's insert key sequence (`transactioninsertkeysequence`), from `recordcount`.
     pub insert_sequence: Arc<AcknowledgedCounter>,
-}
-
-#[derive(Debug)]
-enum KeyChooserPrototype {
-    Uniform(UniformLong),
-    Zipfian(ScrambledZipfian),
-    Latest(SkewedLatest),
-    Hotspot(Hotspot),
-    Sequential(Arc<Sequential>),
-    Exponential(Exponential),
 }
 
 impl CoreWorkload {
@@ -208,14 +198,8 @@ impl CoreWorkload {
     }
 
     pub fn worker(self: &Arc<Self>, rng: SmallRng) -> WorkerWorkload {
-        let key_chooser = match &self.key_chooser {
-            KeyChooserPrototype::Uniform(u) => KeyChooser::Uniform(*u),
-            KeyChooserPrototype::Zipfian(z) => KeyChooser::Zipfian(z.clone()),
-            KeyChooserPrototype::Latest(l) => KeyChooser::Latest(l.clone()),
-            KeyChooserPrototype::Hotspot(h) => KeyChooser::Hotspot(h.clone()),
-            KeyChooserPrototype::Sequential(s) => KeyChooser::Sequential(Arc::clone(s)),
-            KeyChooserPrototype::Exponential(e) => KeyChooser::Exponential(e.clone()),
-        };
+        // Each worker draws from its own copy; the counters a copy holds by Arc stay shared.
+        let key_chooser = self.key_chooser.clone();
         WorkerWorkload {
             shared: Arc::clone(self),
             rng,
@@ -278,7 +262,7 @@ fn key_chooser(
     insert_count: i64,
     record_count: i64,
     insert_sequence: &AcknowledgedCounter,
-) -> Result<(RequestDistribution, KeyChooserPrototype), WorkloadError> {
+) -> Result<(RequestDistribution, KeyChooser), WorkloadError> {
     let last = insert_start + insert_count - 1;
     let name = p.str_or("requestdistribution", "uniform");
     let needs_keys = |what: &str| -> Result<(), WorkloadError> {
@@ -297,7 +281,7 @@ fn key_chooser(
             needs_keys(name)?;
             (
                 RequestDistribution::Uniform,
-                KeyChooserPrototype::Uniform(UniformLong::new(insert_start, last)),
+                KeyChooser::Uniform(UniformLong::new(insert_start, last)),
             )
         }
         "zipfian" => {
@@ -308,7 +292,7 @@ fn key_chooser(
             let expected_new_keys = (op_count as f64 * insert_proportion * 2.0) as i64;
             (
                 RequestDistribution::Zipfian,
-                KeyChooserPrototype::Zipfian(ScrambledZipfian::new(
+                KeyChooser::Zipfian(ScrambledZipfian::new(
                     insert_start,
                     insert_start + insert_count + expected_new_keys,
                 )),
@@ -322,7 +306,7 @@ fn key_chooser(
             }
             (
                 RequestDistribution::Latest,
-                KeyChooserPrototype::Latest(SkewedLatest::new(insert_sequence)),
+                KeyChooser::Latest(SkewedLatest::new(insert_sequence)),
             )
         }
         "hotspot" => {
@@ -331,14 +315,14 @@ fn key_chooser(
             let opn = p.f64_or("hotspotopnfraction", 0.8)?;
             (
                 RequestDistribution::Hotspot,
-                KeyChooserPrototype::Hotspot(Hotspot::new(insert_start, last, data, opn)),
+                KeyChooser::Hotspot(Hotspot::new(insert_start, last, data, opn)),
             )
         }
         "sequential" => {
             needs_keys(name)?;
             (
                 RequestDistribution::Sequential,
-                KeyChooserPrototype::Sequential(Arc::new(Sequential::new(insert_start, last))),
+                KeyChooser::Sequential(Arc::new(Sequential::new(insert_start, last))),
             )
         }
         "exponential" => {
@@ -346,7 +330,7 @@ fn key_chooser(
             let frac = p.f64_or("exponential.frac", 0.857_142_857_1)?;
             (
                 RequestDistribution::Exponential,
-                KeyChooserPrototype::Exponential(Exponential::new(percentile, record_count as f64 * frac)),
+                KeyChooser::Exponential(Exponential::new(percentile, record_count as f64 * frac)),
             )
         }
         other => {
@@ -381,7 +365,8 @@ impl WithContext for PropertyError {
     }
 }
 
-#[derive(Debug)]
+/// The request distribution's key generator. The workload keeps one, and each worker clones it.
+#[derive(Debug, Clone)]
 enum KeyChooser {
     Uniform(UniformLong),
     Zipfian(ScrambledZipfian),
