@@ -113,16 +113,14 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
                 break 'read;
             };
             let session = session.clone();
+            let request = move || {
+                session.handle(header, body);
+                drop(permit);
+            };
             if waits_for_device_writes {
-                tokio::task::spawn_blocking(move || {
-                    session.handle(header, body);
-                    drop(permit);
-                });
+                tokio::task::spawn_blocking(request);
             } else {
-                tokio::spawn(async move {
-                    session.handle(header, body);
-                    drop(permit);
-                });
+                tokio::spawn(async move { request() });
             }
         }
         if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {
