@@ -1,0 +1,185 @@
+//! What one replica does for the coordinator: apply mutations and answer reads, with the
+//! tombstones a merge across replicas needs. The storage engine implements [`Replica`]
+//! ([`local`]); a test can put several in-process replicas behind a simulated transport.
+//!
+//! Reads come in two shapes, the two the query layer plans a SELECT into: a slice of one
+//! partition ([`PartitionRead`]) and a run of the table in token order ([`RangeRead`]). Both
+//! return rows in the order a client sees them: by token, then partition key bytes, then
+//! clustering key bytes (reversed within a partition for a reversed slice). A position in that
+//! order ([`RowPosition`]) is what a paging state names, so any coordinator can resume a page.
+
+use std::ops::Bound;
+
+use hayate_storage::{Deletion, Row, TableId};
+
+/// One change to one partition: a row update merged by last-write-wins, or a deletion of every
+/// row in a clustering range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mutation {
+    pub table: TableId,
+    /// The partition key's Murmur3 token, computed once by the planner.
+    pub token: i64,
+    pub partition: Vec<u8>,
+    pub kind: MutationKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MutationKind {
+    /// Merge `update` into the row at `clustering` (empty for tables without clustering
+    /// columns).
+    Row { clustering: Vec<u8>, update: Row },
+    /// Delete every row of the partition whose clustering key lies between the bounds, as of
+    /// `deletion.timestamp_us`: each replica writes a row tombstone over the rows it holds
+    /// there now. (Range tombstones, which also shadow rows that arrive later, come with their
+    /// own issue.)
+    DeleteRange {
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        deletion: Deletion,
+    },
+}
+
+/// The rows of one partition with clustering keys between two bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionRead {
+    pub table: TableId,
+    pub token: i64,
+    pub partition: Vec<u8>,
+    pub start: Bound<Vec<u8>>,
+    pub end: Bound<Vec<u8>>,
+    /// Descending clustering order.
+    pub reverse: bool,
+    /// Live rows to return at most; tombstones met on the way come too and do not count.
+    pub limit: usize,
+}
+
+/// Rows of a table in token order, from `start` up to `end_token` (inclusive).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeRead {
+    pub table: TableId,
+    pub start: RangeStart,
+    pub end_token: i64,
+    /// Live rows to return at most; tombstones met on the way come too and do not count.
+    pub limit: usize,
+}
+
+/// Where a range read begins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RangeStart {
+    /// At the first row whose token is at least this.
+    Token(i64),
+    /// Just after this position.
+    After(RowPosition),
+}
+
+/// A place in a table's read order: a row, or the end of a whole partition.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RowPosition {
+    pub token: i64,
+    pub partition: Vec<u8>,
+    /// `None`: after every row of the partition.
+    pub clustering: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadCommand {
+    Partition(PartitionRead),
+    Range(RangeRead),
+}
+
+impl ReadCommand {
+    pub fn table(&self) -> TableId {
+        match self {
+            ReadCommand::Partition(p) => p.table,
+            ReadCommand::Range(r) => r.table,
+        }
+    }
+
+    pub fn limit(&self) -> usize {
+        match self {
+            ReadCommand::Partition(p) => p.limit,
+            ReadCommand::Range(r) => r.limit,
+        }
+    }
+}
+
+/// One row as a replica stores it: deletions and expired cells included, so that the
+/// coordinator can merge versions from several replicas and let a tombstone win.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaRow {
+    pub token: i64,
+    pub partition: Vec<u8>,
+    pub clustering: Vec<u8>,
+    pub row: Row,
+}
+
+impl ReplicaRow {
+    pub fn position(&self) -> RowPosition {
+        RowPosition {
+            token: self.token,
+            partition: self.partition.clone(),
+            clustering: Some(self.clustering.clone()),
+        }
+    }
+}
+
+/// A replica's answer to a read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadResponse {
+    /// In read order (see the module comment).
+    pub rows: Vec<ReplicaRow>,
+    /// True when the replica stopped at the command's limit: it may hold more rows past the
+    /// last one. False means it has nothing more in the requested range.
+    pub more: bool,
+}
+
+/// Why a replica could not do what it was asked. It travels between nodes, so it carries a
+/// kind the coordinator acts on and a message for the client, not a source error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicaError {
+    pub kind: ReplicaErrorKind,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaErrorKind {
+    /// The write was refused by configuration (device full): Cassandra's config error.
+    Refused,
+    /// The request cannot be done (a key or record too large).
+    Invalid,
+    /// Something failed on the replica (I/O error, corrupt record); the log says what.
+    Failed,
+}
+
+impl ReplicaError {
+    pub fn new(kind: ReplicaErrorKind, message: impl Into<String>) -> ReplicaError {
+        ReplicaError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ReplicaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ReplicaError {}
+
+/// One replica's data: what the local storage engine is to the coordinator. Calls are
+/// synchronous and may read the device; the coordinator calls them on a service thread
+/// (Aerospike's model: a few threads per core do their own device reads), never while holding
+/// a lock another request needs.
+pub trait Replica: Send + Sync + 'static {
+    /// Applies mutations in order; each is atomic for its row (or rows, for a range delete).
+    fn apply(&self, mutations: &[Mutation]) -> Result<(), ReplicaError>;
+
+    /// Answers a read with rows as stored (tombstones included).
+    fn read(&self, command: &ReadCommand) -> Result<ReadResponse, ReplicaError>;
+
+    /// Forgets every row of a table (DROP TABLE, TRUNCATE); returns how many.
+    fn drop_table(&self, table: TableId) -> usize;
+}
