@@ -31,6 +31,8 @@ pub const KEY_MAX_BYTES: usize = u16::MAX as usize;
 const ROW_LOCK_STRIPES: usize = 1024;
 /// A read retries this often when the block it was sent to was reused under it.
 const READ_ATTEMPTS_MAX: usize = 4;
+/// Index entries a raw read takes from the index at once.
+const STORED_BATCH_ENTRIES: usize = 1024;
 
 /// A table, as the schema numbers it.
 pub type TableId = u32;
@@ -96,6 +98,54 @@ impl ScanPosition {
             digest: u64::from_be_bytes(word(16)),
         }))
     }
+}
+
+/// Rows that are not live (deleted or expired) one raw read returns at most, besides its live
+/// rows: Cassandra's `tombstone_failure_threshold` bounds the same thing.
+pub const TOMBSTONES_PER_READ_MAX: usize = 100_000;
+
+/// Where an ordered scan ([`Engine::scan_rows`]) begins.
+#[derive(Clone, Copy, Debug)]
+pub enum RowsFrom<'a> {
+    /// At the first row whose token is at least this.
+    Token(i64),
+    /// Just after a row (`clustering: Some`), or after every row of a partition (`None`).
+    After {
+        token: i64,
+        partition: &'a [u8],
+        clustering: Option<&'a [u8]>,
+    },
+}
+
+/// Rows as stored, from a raw read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowsPage {
+    pub rows: Vec<StoredRow>,
+    /// The read stopped at its limit: there may be more rows after the last one.
+    pub more: bool,
+}
+
+/// True if `row` (of the same token) comes after the position (partition, clustering).
+fn is_after(row: &StoredRow, partition: &[u8], clustering: Option<&[u8]>) -> bool {
+    match row.partition_key.as_slice().cmp(partition) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal => clustering.is_some_and(|c| row.clustering_key.as_slice() > c),
+    }
+}
+
+fn in_bounds(ck: &[u8], start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    let after_start = match start {
+        Bound::Included(s) => ck >= s,
+        Bound::Excluded(s) => ck > s,
+        Bound::Unbounded => true,
+    };
+    let before_end = match end {
+        Bound::Included(e) => ck <= e,
+        Bound::Excluded(e) => ck < e,
+        Bound::Unbounded => true,
+    };
+    after_start && before_end
 }
 
 /// Where a scan starts.
@@ -425,25 +475,12 @@ impl Engine {
             },
             digest: u64::MAX,
         };
-        let in_range = |ck: &[u8]| {
-            let after_start = match start {
-                Bound::Included(s) => ck >= s,
-                Bound::Excluded(s) => ck > s,
-                Bound::Unbounded => true,
-            };
-            let before_end = match end {
-                Bound::Included(e) => ck <= e,
-                Bound::Excluded(e) => ck < e,
-                Bound::Unbounded => true,
-            };
-            after_start && before_end
-        };
         let mut rows = self.inner.read_range(
             &index,
             Bound::Included(from),
             Bound::Included(to),
             usize::MAX,
-            |f| f.partition_key == partition && in_range(&f.clustering_key),
+            |f| f.partition_key == partition && in_bounds(&f.clustering_key, start, end),
         )?;
         rows.sort_by(|a, b| a.clustering_key.cmp(&b.clustering_key));
         if reverse {
@@ -451,6 +488,136 @@ impl Engine {
         }
         rows.truncate(limit);
         Ok(rows)
+    }
+
+    /// The rows of one partition as stored (deletions and expired cells included, for replica
+    /// merges), with clustering keys between the bounds, in clustering order (reversed if
+    /// asked), until `live_limit` of them are live at the engine's clock. Rows that are not live
+    /// come along and do not count. `more` is true when the read stopped at the limit.
+    pub fn read_partition_raw(
+        &self,
+        table: TableId,
+        partition: &[u8],
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        live_limit: usize,
+    ) -> Result<RowsPage, ReadError> {
+        let Some(index) = self.inner.existing_table(table) else {
+            return Ok(RowsPage::default());
+        };
+        let t = token(partition);
+        let prefix = |b: Bound<&[u8]>, open: u64| match b {
+            Bound::Included(c) | Bound::Excluded(c) => clustering_prefix(c),
+            Bound::Unbounded => open,
+        };
+        let from = IndexKey {
+            token: t,
+            clustering_prefix: prefix(start, 0),
+            digest: 0,
+        };
+        let to = IndexKey {
+            token: t,
+            clustering_prefix: prefix(end, u64::MAX),
+            digest: u64::MAX,
+        };
+        let mut rows = self
+            .inner
+            .read_stored(&index, Bound::Included(from), Bound::Included(to), |f| {
+                f.partition_key == partition && in_bounds(&f.clustering_key, start, end)
+            })?;
+        rows.sort_by(|a, b| a.clustering_key.cmp(&b.clustering_key));
+        if reverse {
+            rows.reverse();
+        }
+        Ok(self.inner.take_live(rows, live_limit))
+    }
+
+    /// Rows of a table as stored (deletions included), in the order a client reads a table:
+    /// by token, then partition key bytes, then clustering key bytes; from `from` up to
+    /// `to_token` (inclusive), until `live_limit` rows are live. At most
+    /// [`TOMBSTONES_PER_READ_MAX`] rows that are not live come along; past that the page ends
+    /// early with `more` set, and the caller continues after its last row.
+    ///
+    /// A token's rows are read together and sorted, since the index orders them by digest
+    /// after the clustering key's first eight bytes: resuming inside a wide partition reads the
+    /// whole partition again (as [`Engine::read_partition`] reads its whole range).
+    pub fn scan_rows(
+        &self,
+        table: TableId,
+        from: RowsFrom<'_>,
+        to_token: i64,
+        live_limit: usize,
+    ) -> Result<RowsPage, ReadError> {
+        let Some(index) = self.inner.existing_table(table) else {
+            return Ok(RowsPage::default());
+        };
+        let now_s = self.inner.clock.now_s();
+        let start_token = match from {
+            RowsFrom::Token(t) => t,
+            RowsFrom::After { token, .. } => token,
+        };
+        let mut page = RowsPage::default();
+        if start_token > to_token || live_limit == 0 {
+            page.more = live_limit == 0;
+            return Ok(page);
+        }
+        let end = Bound::Included(IndexKey {
+            token: to_token,
+            ..IndexKey::MAX
+        });
+        let mut cursor = Bound::Included(IndexKey {
+            token: start_token,
+            ..IndexKey::MIN
+        });
+        let (mut live, mut dead) = (0usize, 0usize);
+        loop {
+            // One token at a time: every entry of the next token, read and sorted.
+            let Some(first) = index.range(cursor, end, 1).into_iter().next() else {
+                return Ok(page);
+            };
+            let t = first.key.token;
+            let group_end = IndexKey {
+                token: t,
+                ..IndexKey::MAX
+            };
+            let mut rows = self.inner.read_stored(
+                &index,
+                Bound::Included(first.key),
+                Bound::Included(group_end),
+                |_| true,
+            )?;
+            rows.sort_by(|a, b| {
+                (&a.partition_key, &a.clustering_key).cmp(&(&b.partition_key, &b.clustering_key))
+            });
+            for row in rows {
+                if let RowsFrom::After {
+                    token,
+                    partition,
+                    clustering,
+                } = from
+                {
+                    if t == token && !is_after(&row, partition, clustering) {
+                        continue;
+                    }
+                }
+                let is_live = row.row.visible(now_s).is_live(now_s);
+                if (is_live && live == live_limit) || (!is_live && dead == TOMBSTONES_PER_READ_MAX) {
+                    page.more = true;
+                    return Ok(page);
+                }
+                if is_live {
+                    live += 1;
+                } else {
+                    dead += 1;
+                }
+                page.rows.push(row);
+            }
+            if t == to_token {
+                return Ok(page);
+            }
+            cursor = Bound::Excluded(group_end);
+        }
     }
 
     /// Forgets every row of `table`: its index goes, and the blocks that held its records count
@@ -762,6 +929,57 @@ impl Inner {
             let from = start - aligned_start;
             Ok(f(&buf[from..from + len]))
         })
+    }
+
+    /// Reads every row among the index entries in a range as stored, deleted and expired ones
+    /// included, keeping those `keep` accepts.
+    pub(crate) fn read_stored(
+        &self,
+        index: &TableIndex,
+        start: Bound<IndexKey>,
+        end: Bound<IndexKey>,
+        keep: impl Fn(&Found) -> bool,
+    ) -> Result<Vec<StoredRow>, ReadError> {
+        let mut out = Vec::new();
+        let mut cursor = start;
+        loop {
+            let entries = index.range(cursor, end, STORED_BATCH_ENTRIES);
+            for e in &entries {
+                let Some(found) = self.read_entry(index, e)? else {
+                    continue;
+                };
+                if keep(&found) {
+                    out.push(StoredRow {
+                        token: found.token,
+                        partition_key: found.partition_key,
+                        clustering_key: found.clustering_key,
+                        row: found.row,
+                        position: ScanPosition(e.key),
+                    });
+                }
+            }
+            match entries.last() {
+                Some(last) if entries.len() == STORED_BATCH_ENTRIES => cursor = Bound::Excluded(last.key),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// Keeps rows in order until `live_limit` of them are live now.
+    fn take_live(&self, rows: Vec<StoredRow>, live_limit: usize) -> RowsPage {
+        let now_s = self.clock.now_s();
+        let mut page = RowsPage::default();
+        let mut live = 0;
+        for row in rows {
+            let is_live = row.row.visible(now_s).is_live(now_s);
+            if is_live && live == live_limit {
+                page.more = true;
+                break;
+            }
+            live += usize::from(is_live);
+            page.rows.push(row);
+        }
+        page
     }
 
     /// Reads the live rows among the index entries in a range, keeping those `keep` accepts.

@@ -35,7 +35,10 @@ pub mod writer;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{DeviceConfig, NamespaceConfig};
-pub use engine::{Engine, RowKey, ScanFrom, ScanPosition, StoredRow, TableId, KEY_MAX_BYTES};
+pub use engine::{
+    Engine, RowKey, RowsFrom, RowsPage, ScanFrom, ScanPosition, StoredRow, TableId, KEY_MAX_BYTES,
+    TOMBSTONES_PER_READ_MAX,
+};
 pub use error::{OpenError, ReadError, WriteError};
 pub use row::{Cell, CellValue, Deletion, Liveness, Row};
 pub use stats::{Stats, StatsSnapshot};
