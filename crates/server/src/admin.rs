@@ -5,37 +5,52 @@
 //! result. Data of a dropped or truncated table is forgotten by the engine at once and its
 //! space reclaimed by defragmentation.
 
+use hayate_cluster::coordinator::Coordinator;
 use hayate_cql::response::event::{ChangeType, SchemaTarget};
 use hayate_cql::response::result::ResultBody;
 use hayate_cql::response::{Event, SchemaChange};
 use hayate_cql::statement::Statement;
 use hayate_storage::TableId;
+use tokio::sync::broadcast;
 
 use crate::error::{invalid, QueryResult};
+use crate::prepared::PreparedCache;
 use crate::query::{keyspace_of, Context};
-use crate::schema::ddl;
+use crate::schema::{ddl, SchemaStore};
 
-pub fn run(ctx: &Context<'_>, stmt: &Statement) -> QueryResult<ResultBody> {
-    let node = ctx.node;
+/// What schema statements change or tell: the schema, the prepared statements made against
+/// it, the connections registered for events, and the local rows of dropped tables.
+pub struct SchemaAdmin<'a> {
+    pub schema: &'a SchemaStore,
+    pub prepared: &'a PreparedCache,
+    pub events: &'a broadcast::Sender<Event>,
+    pub coordinator: &'a Coordinator,
+    /// The cluster's data centers (NetworkTopologyStrategy's bare `replication_factor` goes to
+    /// each of them).
+    pub data_centers: &'a [String],
+}
+
+/// Runs a schema statement (CREATE, ALTER, DROP of keyspaces and tables) or TRUNCATE.
+pub async fn run(ctx: &Context<'_>, admin: &SchemaAdmin<'_>, stmt: &Statement) -> QueryResult<ResultBody> {
     let mut dropped: Vec<TableId> = Vec::new();
     let change: Option<SchemaChange> = match stmt {
         Statement::CreateKeyspace {
             keyspace,
             if_not_exists,
             properties,
-        } => node.schema.update(
-            |s, _| ddl::create_keyspace(s, keyspace, *if_not_exists, properties),
+        } => admin.schema.update(
+            |s, _| ddl::create_keyspace(s, keyspace, *if_not_exists, properties, admin.data_centers),
             ddl::save_failed,
         )?,
         Statement::AlterKeyspace {
             keyspace,
             if_exists,
             properties,
-        } => node.schema.update(
-            |s, _| ddl::alter_keyspace(s, keyspace, *if_exists, properties),
+        } => admin.schema.update(
+            |s, _| ddl::alter_keyspace(s, keyspace, *if_exists, properties, admin.data_centers),
             ddl::save_failed,
         )?,
-        Statement::DropKeyspace { keyspace, if_exists } => node
+        Statement::DropKeyspace { keyspace, if_exists } => admin
             .schema
             .update(
                 |s, _| ddl::drop_keyspace(s, keyspace, *if_exists),
@@ -47,7 +62,7 @@ pub fn run(ctx: &Context<'_>, stmt: &Statement) -> QueryResult<ResultBody> {
             }),
         Statement::CreateTable(t) => {
             let ks = keyspace_of(ctx, &t.table)?.to_owned();
-            node.schema.update(
+            admin.schema.update(
                 |s, allocate| ddl::create_table(s, &ks, t, allocate),
                 ddl::save_failed,
             )?
@@ -58,14 +73,15 @@ pub fn run(ctx: &Context<'_>, stmt: &Statement) -> QueryResult<ResultBody> {
             action,
         } => {
             let ks = keyspace_of(ctx, table)?.to_owned();
-            node.schema.update(
+            admin.schema.update(
                 |s, _| ddl::alter_table(s, &ks, &table.name, *if_exists, action),
                 ddl::save_failed,
             )?
         }
         Statement::DropTable { table, if_exists } => {
             let ks = keyspace_of(ctx, table)?.to_owned();
-            node.schema
+            admin
+                .schema
                 .update(
                     |s, _| ddl::drop_table(s, &ks, &table.name, *if_exists),
                     ddl::save_failed,
@@ -76,40 +92,44 @@ pub fn run(ctx: &Context<'_>, stmt: &Statement) -> QueryResult<ResultBody> {
                 })
         }
         Statement::Truncate { table } => {
-            truncate(ctx, table)?;
+            truncate(ctx, admin, table)?;
             return Ok(ResultBody::Void);
         }
-        other => return crate::roles::run(ctx, other),
+        other => return Err(invalid(format!("{} is not a schema statement", other.kind()))),
     };
     for id in dropped {
-        let rows = node.engine.drop_table(id);
+        let rows = admin.coordinator.drop_local_table(id);
         tracing::info!(table_id = id, rows, "dropped table data");
     }
     let Some(change) = change else {
         return Ok(ResultBody::Void);
     };
-    announce(ctx, &change);
+    announce(admin, &change);
     Ok(ResultBody::SchemaChange(change))
 }
 
-fn announce(ctx: &Context<'_>, change: &SchemaChange) {
+fn announce(admin: &SchemaAdmin<'_>, change: &SchemaChange) {
     let keyspace = match &change.target {
         SchemaTarget::Keyspace { keyspace } | SchemaTarget::Table { keyspace, .. } => keyspace.clone(),
         _ => String::new(),
     };
     if matches!(change.change_type, ChangeType::Updated | ChangeType::Dropped) {
-        ctx.node.prepared.invalidate(&keyspace);
+        admin.prepared.invalidate(&keyspace);
     }
     tracing::info!(?change, "schema changed");
     // No receivers is fine: nobody registered.
-    let _ = ctx.node.events.send(Event::SchemaChange(change.clone()));
+    let _ = admin.events.send(Event::SchemaChange(change.clone()));
 }
 
 /// TRUNCATE gives the table a new storage id and forgets the old one's rows: the table is
 /// empty at once, whatever its size.
-fn truncate(ctx: &Context<'_>, name: &hayate_cql::statement::QualifiedName) -> QueryResult<()> {
+fn truncate(
+    ctx: &Context<'_>,
+    admin: &SchemaAdmin<'_>,
+    name: &hayate_cql::statement::QualifiedName,
+) -> QueryResult<()> {
     let ks = keyspace_of(ctx, name)?.to_owned();
-    let old = ctx.node.schema.update(
+    let old = admin.schema.update(
         |s, allocate| {
             let keyspace = s
                 .keyspaces
@@ -135,7 +155,7 @@ fn truncate(ctx: &Context<'_>, name: &hayate_cql::statement::QualifiedName) -> Q
         },
         ddl::save_failed,
     )?;
-    let rows = ctx.node.engine.drop_table(old);
+    let rows = admin.coordinator.drop_local_table(old);
     tracing::info!(table = %format!("{ks}.{}", name.name), rows, "truncated");
     Ok(())
 }

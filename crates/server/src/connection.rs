@@ -101,9 +101,12 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
 
             if requests::runs_inline(&header) {
                 // Connection-level requests (STARTUP, OPTIONS, REGISTER, AUTH_RESPONSE) change
-                // the session's state, so they run in order, before the next frame is read.
+                // the session's state, so they run in order, before the next frame is read. On
+                // the blocking pool: a password check hashes for tens of milliseconds.
                 let session = session.clone();
-                let done = tokio::task::spawn_blocking(move || session.handle(header, body)).await;
+                let runtime = tokio::runtime::Handle::current();
+                let done =
+                    tokio::task::spawn_blocking(move || runtime.block_on(session.handle(header, body))).await;
                 if done.is_err() {
                     break 'read;
                 }
@@ -113,14 +116,17 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
                 break 'read;
             };
             let session = session.clone();
-            let request = move || {
-                session.handle(header, body);
-                drop(permit);
-            };
             if waits_for_device_writes {
-                tokio::task::spawn_blocking(request);
+                let runtime = tokio::runtime::Handle::current();
+                tokio::task::spawn_blocking(move || {
+                    runtime.block_on(session.handle(header, body));
+                    drop(permit);
+                });
             } else {
-                tokio::spawn(async move { request() });
+                tokio::spawn(async move {
+                    session.handle(header, body).await;
+                    drop(permit);
+                });
             }
         }
         if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {

@@ -29,6 +29,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
+use hayate_cluster::coordinator::Coordinator;
+use hayate_cluster::node::HostId;
+use hayate_storage::SystemClock;
 use tokio::net::TcpListener;
 
 use crate::auth::{Authenticator, RoleStore};
@@ -98,10 +101,18 @@ fn run(config: Config) -> Result<(), String> {
         .map_err(|e| e.to_string())?,
     );
     let metrics = Arc::new(Metrics::new());
+    let engine = Arc::new(engine);
+    let coordinator = Coordinator::single_node(
+        HostId(local.host_id),
+        node::DATA_CENTER,
+        engine.clone(),
+        Arc::new(SystemClock),
+    );
     let node = Arc::new(Node {
         auth: Authenticator::new(config.auth.authenticator, roles.clone()),
         roles,
         engine,
+        coordinator,
         schema,
         prepared: PreparedCache::default(),
         metrics: metrics.clone(),
@@ -134,11 +145,21 @@ fn run(config: Config) -> Result<(), String> {
     runtime.block_on(serve(node.clone()))?;
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
 
-    match Arc::try_unwrap(node) {
-        Ok(node) => node
-            .engine
+    match Arc::try_unwrap(node).map(|node| {
+        drop(node.coordinator);
+        Arc::try_unwrap(node.engine)
+    }) {
+        Ok(Ok(engine)) => engine
             .close()
             .map_err(|e| format!("closing the storage engine failed: {e}"))?,
+        Ok(Err(engine)) => {
+            tracing::warn!(
+                "the storage engine was still in use at shutdown; syncing without an index snapshot"
+            );
+            engine
+                .sync()
+                .map_err(|e| format!("syncing the storage engine failed: {e}"))?;
+        }
         Err(node) => {
             // A request still running on the blocking pool holds the node: sync what was
             // written instead of closing (the next start scans the device, as after a crash).

@@ -1,8 +1,11 @@
-//! The node: everything a request may need, shared by every connection.
+//! The node: everything a request may need, shared by every connection. Only the request
+//! layer (`requests/`) sees the whole node; it hands each statement the narrow handles it
+//! needs (the coordinator, the schema, the role store).
 
 use std::path::Path;
 use std::sync::Arc;
 
+use hayate_cluster::coordinator::Coordinator;
 use hayate_cql::response::Event;
 use hayate_storage::Engine;
 use serde::{Deserialize, Serialize};
@@ -20,7 +23,6 @@ pub const RACK: &str = "rack1";
 /// The Cassandra version drivers see: 4.x makes them read `system_schema` and
 /// `system_virtual_schema` (their modern schema parsers) and cqlsh describe on the server.
 pub const RELEASE_VERSION: &str = "4.1.5";
-pub const CQL_VERSION: &str = "3.4.6";
 /// Virtual nodes this node owns on the token ring.
 pub const NUM_TOKENS: usize = 16;
 /// EVENT frames a slow client may fall behind by before it misses some.
@@ -28,7 +30,10 @@ const EVENT_QUEUE_MAX: usize = 1024;
 
 pub struct Node {
     pub config: Config,
-    pub engine: Engine,
+    /// The storage engine, for its statistics and its clean close; requests reach it only
+    /// through the coordinator.
+    pub engine: Arc<Engine>,
+    pub coordinator: Coordinator,
     pub schema: SchemaStore,
     pub prepared: PreparedCache,
     pub auth: Authenticator,
@@ -88,4 +93,34 @@ impl LocalNode {
 
 pub fn event_channel() -> broadcast::Sender<Event> {
     broadcast::channel(EVENT_QUEUE_MAX).0
+}
+
+impl crate::system::ClusterView for Node {
+    fn cluster_name(&self) -> &str {
+        &self.config.cluster_name
+    }
+
+    fn local(&self) -> crate::system::NodeRow {
+        let ip = crate::system::rpc_address(self.config.listen_address);
+        crate::system::NodeRow {
+            host_id: self.local.host_id,
+            data_center: DATA_CENTER.to_owned(),
+            rack: RACK.to_owned(),
+            release_version: RELEASE_VERSION.to_owned(),
+            listen_address: ip,
+            storage_port: 7000,
+            rpc_address: ip,
+            cql_port: self.config.cql_port,
+            tokens: self.local.tokens.clone(),
+            schema_version: None,
+        }
+    }
+
+    fn generation(&self) -> i32 {
+        self.local.generation
+    }
+
+    fn peers(&self) -> Vec<crate::system::NodeRow> {
+        Vec::new()
+    }
 }

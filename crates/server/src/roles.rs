@@ -4,23 +4,21 @@
 
 use std::collections::BTreeMap;
 
-use hayate_cql::error::{ErrorBody, ErrorCode, WireError};
+use hayate_cql::error::ErrorCode;
 use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
 use hayate_cql::statement::{RoleOption, Statement};
 use hayate_cql::value::{encode_map, DataType, Literal};
 
 use crate::auth::roles::{RoleError, RoleOptions};
-use crate::auth::AuthenticatedRole;
-use crate::error::{invalid, QueryResult};
+use crate::auth::{AuthenticatedRole, RoleStore};
+use crate::error::{invalid, unauthorized, QueryError, QueryResult};
 use crate::query::Context;
 
-fn role_error(e: RoleError) -> WireError {
-    let body = match e.code() {
-        ErrorCode::Unauthorized => ErrorBody::Unauthorized,
-        ErrorCode::Invalid => ErrorBody::Invalid,
-        _ => ErrorBody::Invalid,
-    };
-    WireError::new(body, e.to_string())
+fn role_error(e: RoleError) -> QueryError {
+    match e.code() {
+        ErrorCode::Unauthorized => unauthorized(e.to_string()),
+        _ => invalid(e.to_string()),
+    }
 }
 
 fn literal_text(l: &Literal) -> String {
@@ -74,8 +72,7 @@ fn cell(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-pub fn run(ctx: &Context<'_>, stmt: &Statement) -> QueryResult<ResultBody> {
-    let store = &ctx.node.roles;
+pub fn run(ctx: &Context<'_>, store: &RoleStore, stmt: &Statement) -> QueryResult<ResultBody> {
     let anonymous = AuthenticatedRole::anonymous();
     let by = ctx.role.unwrap_or(&anonymous);
     match stmt {

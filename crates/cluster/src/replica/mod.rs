@@ -10,6 +10,8 @@
 
 use std::ops::Bound;
 
+mod local;
+
 use hayate_storage::{Deletion, Row, TableId};
 
 /// One change to one partition: a row update merged by last-write-wins, or a deletion of every
@@ -175,7 +177,8 @@ impl std::error::Error for ReplicaError {}
 /// a lock another request needs.
 pub trait Replica: Send + Sync + 'static {
     /// Applies mutations in order; each is atomic for its row (or rows, for a range delete).
-    fn apply(&self, mutations: &[Mutation]) -> Result<(), ReplicaError>;
+    /// Takes them by value: the engine keeps the row update it is given.
+    fn apply(&self, mutations: Vec<Mutation>) -> Result<(), ReplicaError>;
 
     /// Answers a read with rows as stored (tombstones included).
     fn read(&self, command: &ReadCommand) -> Result<ReadResponse, ReplicaError>;

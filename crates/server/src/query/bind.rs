@@ -211,7 +211,7 @@ fn literal_kind(l: &Literal) -> &'static str {
     }
 }
 
-fn type_mismatch(what: &str, to: &Receiver<'_>) -> hayate_cql::error::WireError {
+fn type_mismatch(what: &str, to: &Receiver<'_>) -> crate::error::QueryError {
     invalid(format!("Invalid {what} for {} of type {}", to.name, to.ty))
 }
 

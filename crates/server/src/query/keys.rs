@@ -181,17 +181,6 @@ impl ClusteringRange {
             self.start = Bound::Excluded(key);
         }
     }
-
-    pub fn as_refs(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
-        fn r(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-            match b {
-                Bound::Included(v) => Bound::Included(v.as_slice()),
-                Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-                Bound::Unbounded => Bound::Unbounded,
-            }
-        }
-        (r(&self.start), r(&self.end))
-    }
 }
 
 #[cfg(test)]

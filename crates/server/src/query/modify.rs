@@ -1,15 +1,21 @@
-//! INSERT, UPDATE, DELETE and BATCH: statements become row updates, and updates go to the
-//! engine, which merges each with the stored row (last write wins per cell).
+//! INSERT, UPDATE, DELETE and BATCH: statements become row updates ([`plan`]), and the updates
+//! go to the coordinator as mutations ([`apply`]), which sends them to the replicas; each
+//! replica merges them with the stored row (last write wins per cell).
 //!
 //! An INSERT writes the row marker (the row exists even with every column null); an UPDATE
 //! writes only cells, so a row whose cells are all deleted disappears, as in Cassandra.
 //! Setting a whole non-frozen collection first deletes the column (at the write's timestamp
 //! minus one) and then writes the elements. Deleting a range of rows, or a partition of a table
-//! with clustering columns, deletes each row the range holds now (there are no range
-//! tombstones yet, so a row written later with an older timestamp is not shadowed).
+//! with clustering columns, deletes on each replica every row the range holds there now (there
+//! are no range tombstones yet, so a row written later with an older timestamp is not
+//! shadowed). A list operation by index or by value reads the list first, at the request's
+//! consistency level.
 
 use std::sync::Arc;
 
+use hayate_cluster::consistency::ConsistencyLevel;
+use hayate_cluster::coordinator::{Coordinator, ReadRequest, WriteRequest, WriteType};
+use hayate_cluster::replica::{self, MutationKind, PartitionRead, ReadCommand};
 use hayate_cql::response::result::ResultBody;
 use hayate_cql::statement::{
     Assignment, BatchKind, BatchStatement, Condition, Delete, DeleteTarget, Insert, InsertValues, Operation,
@@ -17,21 +23,21 @@ use hayate_cql::statement::{
 };
 use hayate_cql::value::DataType;
 use hayate_storage::row::{Cell, Deletion, Liveness, Row};
-use hayate_storage::RowKey;
 
-use super::bind::{evaluate, now_us, Binds, Evaluated, Receiver};
+use super::bind::{evaluate, Binds, Evaluated, Receiver};
 use super::cells::{element_path, list_path};
 use super::keys::ClusteringRange;
 use super::restrictions::{analyse, split_list, Restrictions};
-use super::{check_consistency, now_s, read_failed, resolve_table, write_failed, Context, TTL_MAX_S};
-use crate::error::{invalid, QueryResult};
-use crate::schema::{Column, ColumnKind, Table};
+use super::{resolve_table, Context, TTL_MAX_S};
+use crate::error::{consistency_level, invalid, QueryResult};
+use crate::schema::{Column, ColumnKind, Keyspace, Table};
 
 /// Statements one BATCH may hold.
 pub const BATCH_STATEMENTS_MAX: usize = 65_535;
 
-/// One change to one row, or to every row of a clustering range.
+/// One change to one row, or to every row of a clustering range, as planned from a statement.
 pub struct Mutation {
+    keyspace: Arc<Keyspace>,
     table: Arc<Table>,
     partition: Vec<u8>,
     target: Target,
@@ -47,7 +53,7 @@ enum Target {
     /// Every row in a clustering range of the partition.
     Range {
         range: ClusteringRange,
-        timestamp_us: i64,
+        deletion: Deletion,
     },
 }
 
@@ -74,10 +80,20 @@ struct WriteTime {
     now_s: u32,
 }
 
-pub fn run(ctx: &Context<'_>, stmt: &Statement, binds: &Binds<'_>) -> QueryResult<ResultBody> {
+pub async fn run(
+    ctx: &Context<'_>,
+    coordinator: &Coordinator,
+    stmt: &Statement,
+    binds: &Binds<'_>,
+) -> QueryResult<ResultBody> {
     let mut mutations = Vec::new();
     plan(ctx, stmt, binds, &mut mutations)?;
-    apply(ctx, mutations)?;
+    let write_type = match stmt {
+        Statement::Batch(b) if b.kind == BatchKind::Unlogged => WriteType::UnloggedBatch,
+        Statement::Batch(_) => WriteType::Batch,
+        _ => WriteType::Simple,
+    };
+    apply(ctx, coordinator, mutations, write_type).await?;
     Ok(ResultBody::Void)
 }
 
@@ -148,7 +164,7 @@ fn timestamp(ctx: &Context<'_>, using: &Using, binds: &Binds<'_>) -> QueryResult
             _ => return Err(invalid("Invalid null value of timestamp")),
         }
     }
-    Ok(ctx.default_timestamp_us.unwrap_or_else(now_us))
+    Ok(ctx.default_timestamp_us.unwrap_or_else(|| ctx.clock.now_us()))
 }
 
 fn write_time(
@@ -199,7 +215,7 @@ fn write_time(
     Ok(WriteTime {
         timestamp_us,
         ttl_s,
-        now_s: now_s(),
+        now_s: ctx.clock.now_s(),
     })
 }
 
@@ -237,7 +253,6 @@ fn insert(
 ) -> QueryResult<()> {
     let (ks, table) = resolve_table(ctx, &s.table)?;
     writable(&table)?;
-    check_consistency(&ks, ctx.consistency, true)?;
     if s.if_not_exists {
         return Err(invalid(
             "hayate does not support lightweight transactions (INSERT ... IF NOT EXISTS) yet",
@@ -278,6 +293,7 @@ fn insert(
     let (partition, clustering) = full_key(&table, &key_values)?;
     update.normalize();
     out.push(Mutation {
+        keyspace: ks,
         table,
         partition,
         target: Target::Row {
@@ -290,12 +306,15 @@ fn insert(
 }
 
 /// The table an UPDATE or DELETE writes, checked as every write is.
-fn target_table(ctx: &Context<'_>, name: &QualifiedName, condition: &Condition) -> QueryResult<Arc<Table>> {
+fn target_table(
+    ctx: &Context<'_>,
+    name: &QualifiedName,
+    condition: &Condition,
+) -> QueryResult<(Arc<Keyspace>, Arc<Table>)> {
     let (ks, table) = resolve_table(ctx, name)?;
     writable(&table)?;
-    check_consistency(&ks, ctx.consistency, true)?;
     no_conditions(condition)?;
-    Ok(table)
+    Ok((ks, table))
 }
 
 /// The partitions and clustering ranges an UPDATE or DELETE names: the whole partition key,
@@ -480,7 +499,7 @@ fn update(
     batch_ts: Option<i64>,
     out: &mut Vec<Mutation>,
 ) -> QueryResult<()> {
-    let table = target_table(ctx, &s.table, &s.condition)?;
+    let (ks, table) = target_table(ctx, &s.table, &s.condition)?;
     let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
     let (partitions, r) = named_rows(&table, &s.where_clause, binds)?;
     if !r.clustering_complete {
@@ -496,7 +515,7 @@ fn update(
         assign(&table, a, binds, wt, &mut update, &mut reads)?;
     }
     update.normalize();
-    each_row(&table, &partitions, &r.clustering, update, reads, out);
+    each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
     Ok(())
 }
 
@@ -646,7 +665,7 @@ fn delete(
     batch_ts: Option<i64>,
     out: &mut Vec<Mutation>,
 ) -> QueryResult<()> {
-    let table = target_table(ctx, &s.table, &s.condition)?;
+    let (ks, table) = target_table(ctx, &s.table, &s.condition)?;
     if s.using.ttl.is_some() {
         return Err(invalid("DELETE does not take a TTL"));
     }
@@ -668,10 +687,14 @@ fn delete(
                 } else {
                     Target::Range {
                         range: range.clone(),
-                        timestamp_us: wt.timestamp_us,
+                        deletion: Deletion {
+                            timestamp_us: wt.timestamp_us,
+                            deleted_at_s: wt.now_s,
+                        },
                     }
                 };
                 out.push(Mutation {
+                    keyspace: ks.clone(),
                     table: table.clone(),
                     partition: partition.clone(),
                     target,
@@ -757,13 +780,14 @@ fn delete(
         }
     }
     update.normalize();
-    each_row(&table, &partitions, &r.clustering, update, reads, out);
+    each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
     Ok(())
 }
 
 /// The same update for every row a WHERE clause names: each partition, and in it each
 /// clustering key (a complete key is a one-row range starting at it).
 fn each_row(
+    keyspace: &Arc<Keyspace>,
     table: &Arc<Table>,
     partitions: &[Vec<u8>],
     ranges: &[ClusteringRange],
@@ -778,6 +802,7 @@ fn each_row(
                 _ => Vec::new(),
             };
             out.push(Mutation {
+                keyspace: keyspace.clone(),
                 table: table.clone(),
                 partition: partition.clone(),
                 target: Target::Row {
@@ -790,51 +815,106 @@ fn each_row(
     }
 }
 
-pub fn apply(ctx: &Context<'_>, mutations: Vec<Mutation>) -> QueryResult<()> {
-    let engine = &ctx.node.engine;
+/// Sends planned mutations to the coordinator: one write per keyspace (each has its own
+/// replication), in the order planned.
+pub async fn apply(
+    ctx: &Context<'_>,
+    coordinator: &Coordinator,
+    mutations: Vec<Mutation>,
+    write_type: WriteType,
+) -> QueryResult<()> {
+    let consistency = consistency_level(ctx.consistency);
+    let mut groups: Vec<(Arc<Keyspace>, Vec<replica::Mutation>)> = Vec::new();
     for m in mutations {
-        let table_id = m.table.storage_id;
-        match m.target {
+        let token = hayate_storage::token::token(&m.partition);
+        let kind = match m.target {
             Target::Row {
                 clustering,
                 mut update,
                 reads,
             } => {
-                let key = RowKey {
-                    table: table_id,
-                    partition: &m.partition,
-                    clustering: &clustering,
-                };
                 if !reads.is_empty() {
-                    let now = now_s();
-                    let current = engine.get(key).map_err(read_failed)?.map(|r| r.into_visible(now));
+                    let current = read_row(
+                        ctx,
+                        coordinator,
+                        &m.keyspace,
+                        &m.table,
+                        token,
+                        &m.partition,
+                        &clustering,
+                    )
+                    .await?;
+                    let now = ctx.clock.now_s();
                     for op in reads {
                         list_read_op(&m.table, current.as_ref(), op, now, &mut update)?;
                     }
                     update.normalize();
                 }
-                engine.write(key, update).map_err(write_failed)?;
+                MutationKind::Row { clustering, update }
             }
-            Target::Range { range, timestamp_us } => {
-                let now = now_s();
-                let (start, end) = range.as_refs();
-                let rows = engine
-                    .read_partition(table_id, &m.partition, start, end, false, usize::MAX)
-                    .map_err(read_failed)?;
-                for row in rows {
-                    let key = RowKey {
-                        table: table_id,
-                        partition: &m.partition,
-                        clustering: &row.clustering_key,
-                    };
-                    engine
-                        .write(key, Row::deleted(timestamp_us, now))
-                        .map_err(write_failed)?;
-                }
-            }
+            Target::Range { range, deletion } => MutationKind::DeleteRange {
+                start: range.start,
+                end: range.end,
+                deletion,
+            },
+        };
+        let mutation = replica::Mutation {
+            table: m.table.storage_id,
+            token,
+            partition: m.partition,
+            kind,
+        };
+        match groups.last_mut() {
+            Some((ks, group)) if Arc::ptr_eq(ks, &m.keyspace) => group.push(mutation),
+            _ => groups.push((m.keyspace, vec![mutation])),
         }
     }
+    for (keyspace, mutations) in groups {
+        coordinator
+            .write(WriteRequest {
+                replication: keyspace.strategy(),
+                consistency,
+                mutations,
+                write_type,
+            })
+            .await?;
+    }
     Ok(())
+}
+
+/// The current version of one row (for list operations that need it), as a read at the
+/// request's level sees it now.
+async fn read_row(
+    ctx: &Context<'_>,
+    coordinator: &Coordinator,
+    keyspace: &Keyspace,
+    table: &Table,
+    token: i64,
+    partition: &[u8],
+    clustering: &[u8],
+) -> QueryResult<Option<Row>> {
+    let command = ReadCommand::Partition(PartitionRead {
+        table: table.storage_id,
+        token,
+        partition: partition.to_vec(),
+        start: std::ops::Bound::Included(clustering.to_vec()),
+        end: std::ops::Bound::Included(clustering.to_vec()),
+        reverse: false,
+        limit: 1,
+    });
+    let result = coordinator
+        .read(ReadRequest {
+            replication: keyspace.strategy(),
+            // A write at ANY still reads the list it changes from a live replica.
+            consistency: match consistency_level(ctx.consistency) {
+                ConsistencyLevel::Any => ConsistencyLevel::One,
+                level => level,
+            },
+            command,
+        })
+        .await?;
+    let now = ctx.clock.now_s();
+    Ok(result.rows.into_iter().next().map(|r| r.row.into_visible(now)))
 }
 
 fn list_read_op(

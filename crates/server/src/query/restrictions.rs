@@ -390,7 +390,7 @@ fn bound_key(b: &Bound<Vec<u8>>) -> Vec<u8> {
     }
 }
 
-fn needs_filtering() -> hayate_cql::error::WireError {
+fn needs_filtering() -> crate::error::QueryError {
     invalid(
         "Cannot execute this query as it might involve data filtering and thus may have unpredictable performance. \
          If you want to execute this query despite the performance unpredictability, use ALLOW FILTERING",

@@ -1,31 +1,40 @@
 //! SELECT: rows of one table, by partition, by token range, or all of them; paged.
 //!
-//! A paging state is ours to define (drivers hand it back untouched):
+//! A SELECT becomes reads the coordinator answers: partition reads when the WHERE clause names
+//! the partitions, a token-range read otherwise. Rows come back as stored (deletions included)
+//! and are made visible here, at the request's clock.
+//!
+//! A paging state is ours to define (drivers hand it back untouched). It names a position in
+//! the data, not in one node's index, so a driver may resume a page on any coordinator:
 //!
 //! ```text
-//! [version u8 = 1][kind u8][rows returned so far u64][rows of the current partition u32]
-//! kind 1, by partition: [partition index u32][clustering key of the last row: u32 length, bytes]
-//! kind 2, by scan:      [ScanPosition, 24 bytes]
+//! [version u8 = 2][kind u8][rows returned so far u64][rows of the current partition u32]
+//! kind 1, by partition: [index of the partition in the statement's partitions, in token
+//!                        order, u32][clustering key of the last row: u32 length, bytes;
+//!                        length u32::MAX: start the partition from its beginning]
+//! kind 2, by scan:      [token i64][partition key: u32 length, bytes][clustering key of the
+//!                        last row: u32 length, bytes; u32::MAX: after the whole partition]
 //! kind 3, built-in:     [rows skipped u64]
 //! ```
 
-use std::sync::Arc;
+use std::ops::Bound;
 
+use hayate_cluster::coordinator::{Coordinator, ReadRequest};
+use hayate_cluster::replica::{PartitionRead, RangeRead, RangeStart, ReadCommand, ReplicaRow, RowPosition};
 use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
 use hayate_cql::statement::{Select, Selection, SelectorExpr, Term};
 use hayate_cql::value::DataType;
-use hayate_storage::{RowKey, ScanFrom, ScanPosition, StoredRow};
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
 use super::cells::{row_values, RowValues};
 use super::functions::{self, Accumulator, AggregateKind, Scalar};
 use super::keys::ClusteringRange;
 use super::restrictions::{analyse, Restrictions};
-use super::{check_consistency, now_s, read_failed, resolve_table, Context, PAGE_ROWS_MAX};
-use crate::error::{invalid, QueryResult};
-use crate::schema::{ColumnKind, Table};
+use super::{resolve_table, Context, VirtualTables, PAGE_ROWS_MAX};
+use crate::error::{consistency_level, invalid, QueryResult};
+use crate::schema::{ColumnKind, Keyspace, Table};
 
-const PAGING_VERSION: u8 = 1;
+const PAGING_VERSION: u8 = 2;
 const KIND_PARTITION: u8 = 1;
 const KIND_SCAN: u8 = 2;
 const KIND_BUILT_IN: u8 = 3;
@@ -229,47 +238,77 @@ struct Resume {
     partition_rows: u32,
     partition_index: usize,
     clustering: Option<Vec<u8>>,
-    scan: Option<ScanPosition>,
+    scan: Option<RowPosition>,
     skipped: u64,
 }
 
+/// Reads a paging state; anything we did not write is refused, never trusted.
 fn decode_paging(state: &[u8]) -> QueryResult<(u8, Resume)> {
     let bad = || invalid("Invalid paging state: it was not made by this server for this query");
-    let mut r = state;
-    let mut take = |n: usize| -> QueryResult<&[u8]> {
-        if r.len() < n {
-            return Err(bad());
-        }
-        let (h, t) = r.split_at(n);
-        r = t;
-        Ok(h)
-    };
-    let head = take(2)?;
+    let mut c = Cursor(state);
+    let head = c.take(2).ok_or_else(bad)?;
     if head[0] != PAGING_VERSION {
         return Err(bad());
     }
     let kind = head[1];
     let mut resume = Resume {
-        returned: u64::from_be_bytes(take(8)?.try_into().map_err(|_| bad())?),
-        partition_rows: u32::from_be_bytes(take(4)?.try_into().map_err(|_| bad())?),
+        returned: c.u64().ok_or_else(bad)?,
+        partition_rows: c.u32().ok_or_else(bad)?,
         ..Resume::default()
     };
     match kind {
         KIND_PARTITION => {
-            resume.partition_index = u32::from_be_bytes(take(4)?.try_into().map_err(|_| bad())?) as usize;
-            let len = u32::from_be_bytes(take(4)?.try_into().map_err(|_| bad())?);
-            // u32::MAX: the partition is to be read from its start.
-            if len != u32::MAX {
-                resume.clustering = Some(take(len as usize)?.to_vec());
-            }
+            resume.partition_index = c.u32().ok_or_else(bad)? as usize;
+            resume.clustering = c.bytes().ok_or_else(bad)?;
         }
         KIND_SCAN => {
-            resume.scan = Some(ScanPosition::from_bytes(take(ScanPosition::BYTES)?).ok_or_else(bad)?)
+            let token = c.u64().ok_or_else(bad)? as i64;
+            let partition = c.bytes().ok_or_else(bad)?.ok_or_else(bad)?;
+            let clustering = c.bytes().ok_or_else(bad)?;
+            resume.scan = Some(RowPosition {
+                token,
+                partition,
+                clustering,
+            });
         }
-        KIND_BUILT_IN => resume.skipped = u64::from_be_bytes(take(8)?.try_into().map_err(|_| bad())?),
+        KIND_BUILT_IN => resume.skipped = c.u64().ok_or_else(bad)?,
         _ => return Err(bad()),
     }
+    if !c.0.is_empty() {
+        return Err(bad());
+    }
     Ok((kind, resume))
+}
+
+/// Reads big-endian fields off the front of a paging state.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Some(head)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    /// A length-prefixed byte string; the length u32::MAX stands for "none".
+    fn bytes(&mut self) -> Option<Option<Vec<u8>>> {
+        let len = self.u32()?;
+        if len == u32::MAX {
+            return Some(None);
+        }
+        Some(Some(self.take(len as usize)?.to_vec()))
+    }
 }
 
 fn paging_head(kind: u8, returned: u64, partition_rows: u32) -> Vec<u8> {
@@ -277,6 +316,16 @@ fn paging_head(kind: u8, returned: u64, partition_rows: u32) -> Vec<u8> {
     s.extend_from_slice(&returned.to_be_bytes());
     s.extend_from_slice(&partition_rows.to_be_bytes());
     s
+}
+
+fn put_bytes(s: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        Some(b) => {
+            s.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            s.extend_from_slice(b);
+        }
+        None => s.extend_from_slice(&u32::MAX.to_be_bytes()),
+    }
 }
 
 /// Collects output rows, enforcing LIMIT, PER PARTITION LIMIT and the page size.
@@ -344,9 +393,15 @@ impl Sink<'_> {
     }
 }
 
-pub fn run(ctx: &Context<'_>, select: &Select, binds: &Binds<'_>) -> QueryResult<ResultBody> {
+/// Runs a SELECT: built-in tables from `virtual_tables`, stored ones through `coordinator`.
+pub async fn run(
+    ctx: &Context<'_>,
+    coordinator: &Coordinator,
+    virtual_tables: &dyn VirtualTables,
+    select: &Select,
+    binds: &Binds<'_>,
+) -> QueryResult<ResultBody> {
     let (ks, table) = resolve_table(ctx, &select.table)?;
-    check_consistency(&ks, ctx.consistency, false)?;
     if select.json {
         return Err(invalid("hayate does not support SELECT JSON yet"));
     }
@@ -385,33 +440,28 @@ pub fn run(ctx: &Context<'_>, select: &Select, binds: &Binds<'_>) -> QueryResult
         partition_rows: resume.as_ref().map_or(0, |(_, r)| r.partition_rows),
     };
     let distinct = select.distinct;
+    let resume = resume.map(|(_, r)| r);
     let next_state = if table.is_virtual {
-        built_in(ctx, &table, &restrictions, &mut sink, resume.map(|(_, r)| r))?
-    } else if let Some(partitions) = &restrictions.partitions {
-        by_partition(
-            ctx,
-            &table,
-            partitions,
-            &restrictions,
-            reverse,
-            distinct,
-            &mut sink,
-            resume.map(|(_, r)| r),
-        )?
+        built_in(ctx, virtual_tables, &table, &restrictions, &mut sink, resume)?
     } else {
-        if reverse {
-            return Err(invalid(
-                "ORDER BY is only supported when the partition key is restricted by an EQ or an IN.",
-            ));
-        }
-        scan(
+        let reads = Reads {
             ctx,
-            &table,
-            &restrictions,
+            coordinator,
+            keyspace: &ks,
+            table: &table,
+            restrictions: &restrictions,
             distinct,
-            &mut sink,
-            resume.map(|(_, r)| r),
-        )?
+        };
+        if let Some(partitions) = &restrictions.partitions {
+            reads.by_partition(partitions, reverse, &mut sink, resume).await?
+        } else {
+            if reverse {
+                return Err(invalid(
+                    "ORDER BY is only supported when the partition key is restricted by an EQ or an IN.",
+                ));
+            }
+            reads.scan(&mut sink, resume).await?
+        }
     };
     if projection.aggregate {
         sink.content.clear();
@@ -474,57 +524,75 @@ fn passes(table: &Table, r: &Restrictions, v: &RowValues) -> bool {
         .all(|f| f.matches(&table.columns[f.column].ty, v.values[f.column].as_deref()))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn by_partition(
-    ctx: &Context<'_>,
-    table: &Arc<Table>,
-    partitions: &[Vec<u8>],
-    r: &Restrictions,
-    reverse: bool,
+/// One SELECT's reads of stored rows.
+struct Reads<'a> {
+    ctx: &'a Context<'a>,
+    coordinator: &'a Coordinator,
+    keyspace: &'a Keyspace,
+    table: &'a Table,
+    restrictions: &'a Restrictions,
     distinct: bool,
-    sink: &mut Sink<'_>,
-    resume: Option<Resume>,
-) -> QueryResult<Option<Vec<u8>>> {
-    let engine = &ctx.node.engine;
-    let now = now_s();
-    let (start_index, mut after) = match resume {
-        Some(r) => (r.partition_index, r.clustering),
-        None => (0, None),
-    };
-    let mut ordered: Vec<&Vec<u8>> = partitions.iter().collect();
-    // Cassandra returns IN partitions in token order.
-    ordered.sort_by_key(|p| hayate_storage::token::token(p));
-    ordered.dedup();
-    for (pi, pk) in ordered.iter().enumerate().skip(start_index) {
-        if pi > start_index {
-            sink.partition_rows = 0;
-            after = None;
-        }
-        let token = hayate_storage::token::token(pk);
-        if table.clustering.is_empty() {
-            if after.is_some() {
-                continue;
+}
+
+impl Reads<'_> {
+    async fn read(&self, command: ReadCommand) -> QueryResult<hayate_cluster::coordinator::ReadResult> {
+        Ok(self
+            .coordinator
+            .read(ReadRequest {
+                replication: self.keyspace.strategy(),
+                consistency: consistency_level(self.ctx.consistency),
+                command,
+            })
+            .await?)
+    }
+
+    /// True when the rest of the current partition is not wanted.
+    fn partition_done(&self, sink: &Sink<'_>) -> bool {
+        sink.partition_full() || (self.distinct && sink.partition_rows > 0)
+    }
+
+    /// Partitions named by the WHERE clause, in token order, each read in clustering order.
+    async fn by_partition(
+        &self,
+        partitions: &[Vec<u8>],
+        reverse: bool,
+        sink: &mut Sink<'_>,
+        resume: Option<Resume>,
+    ) -> QueryResult<Option<Vec<u8>>> {
+        let table = self.table;
+        let (start_index, mut after) = match resume {
+            Some(r) => (r.partition_index, r.clustering),
+            None => (0, None),
+        };
+        let mut ordered: Vec<(i64, &Vec<u8>)> = partitions
+            .iter()
+            .map(|p| (hayate_storage::token::token(p), p))
+            .collect();
+        // Cassandra returns IN partitions in token order.
+        ordered.sort();
+        ordered.dedup();
+        for (pi, &(token, pk)) in ordered.iter().enumerate().skip(start_index) {
+            if pi > start_index {
+                sink.partition_rows = 0;
+                after = None;
             }
-            let row = engine
-                .get(RowKey {
-                    table: table.storage_id,
-                    partition: pk,
-                    clustering: &[],
-                })
-                .map_err(read_failed)?;
-            if let Some(row) = row.map(|r| r.into_visible(now)).filter(|r| r.is_live(now)) {
-                let v = row_values(table, pk, &[], &row, now);
-                if passes(table, r, &v) {
-                    sink.push(table, &v, token);
+            let ranges: Vec<ClusteringRange> = if table.clustering.is_empty() {
+                if after.is_some() {
+                    continue;
                 }
-            }
-        } else {
-            let mut ranges: Vec<ClusteringRange> = r.clustering.clone();
-            if reverse {
-                ranges.reverse();
-            }
-            'ranges: for range in ranges {
-                let mut range = range;
+                // The partition is one row, whose clustering key is empty.
+                vec![ClusteringRange {
+                    start: Bound::Included(Vec::new()),
+                    end: Bound::Included(Vec::new()),
+                }]
+            } else {
+                let mut ranges = self.restrictions.clustering.clone();
+                if reverse {
+                    ranges.reverse();
+                }
+                ranges
+            };
+            'ranges: for mut range in ranges {
                 if let Some(last) = &after {
                     // Skip ranges wholly before the resume point, and narrow the one holding it.
                     range.resume_after(last.clone(), reverse);
@@ -533,149 +601,159 @@ fn by_partition(
                     }
                 }
                 loop {
-                    if sink.done() || sink.partition_full() || (distinct && sink.partition_rows > 0) {
+                    if sink.done() || self.partition_done(sink) {
                         break 'ranges;
                     }
                     let want = (sink.page - sink.rows).clamp(1, SCAN_BATCH_ROWS);
-                    let (start, end) = range.as_refs();
-                    let rows = engine
-                        .read_partition(table.storage_id, pk, start, end, reverse, want)
-                        .map_err(read_failed)?;
-                    let got = rows.len();
+                    let result = self
+                        .read(ReadCommand::Partition(PartitionRead {
+                            table: table.storage_id,
+                            token,
+                            partition: pk.clone(),
+                            start: range.start.clone(),
+                            end: range.end.clone(),
+                            reverse,
+                            limit: want,
+                        }))
+                        .await?;
                     let mut last_key = None;
-                    for row in rows {
-                        last_key = Some(row.clustering_key.clone());
-                        emit(table, r, sink, &row, now, distinct);
-                        if sink.done() || sink.partition_full() || (distinct && sink.partition_rows > 0) {
+                    for row in result.rows {
+                        emit(self.ctx, table, self.restrictions, sink, &row);
+                        last_key = Some(row.clustering);
+                        if sink.done() || self.partition_done(sink) {
                             break;
                         }
                     }
                     let Some(last) = last_key else { break };
                     if sink.done() && !sink.limit_reached() && !sink.partition_full() {
-                        return Ok(Some(partition_state(sink, pi, &last)));
+                        return Ok(Some(partition_state(sink, pi, Some(&last))));
                     }
-                    if got < want {
+                    if !result.more {
                         break;
                     }
                     range.resume_after(last, reverse);
                 }
             }
+            after = None;
+            if sink.limit_reached() {
+                return Ok(None);
+            }
+            if sink.rows >= sink.page && pi + 1 < ordered.len() {
+                sink.partition_rows = 0;
+                return Ok(Some(partition_state(sink, pi + 1, None)));
+            }
         }
-        after = None;
-        if sink.limit_reached() {
+        Ok(None)
+    }
+
+    /// The whole table, or a token range of it, in token order.
+    async fn scan(&self, sink: &mut Sink<'_>, resume: Option<Resume>) -> QueryResult<Option<Vec<u8>>> {
+        let r = self.restrictions;
+        let start_token = match r.token_start {
+            Some(Bound::Included(t)) => Some(t),
+            Some(Bound::Excluded(t)) => t.checked_add(1),
+            _ => Some(i64::MIN),
+        };
+        let end_token = match r.token_end {
+            Some(Bound::Included(t)) => Some(t),
+            Some(Bound::Excluded(t)) => t.checked_sub(1),
+            _ => Some(i64::MAX),
+        };
+        let (Some(start_token), Some(end_token)) = (start_token, end_token) else {
+            return Ok(None);
+        };
+        if start_token > end_token {
             return Ok(None);
         }
-        if sink.rows >= sink.page && pi + 1 < ordered.len() {
-            sink.partition_rows = 0;
-            return Ok(Some(partition_state_next(sink, pi + 1)));
+        // The partition the rows being counted in `sink.partition_rows` belong to.
+        let mut current: Option<Vec<u8>> = None;
+        let mut start = match resume.and_then(|r| r.scan) {
+            Some(p) => {
+                current = Some(p.partition.clone());
+                RangeStart::After(p)
+            }
+            None => RangeStart::Token(start_token),
+        };
+        loop {
+            let want = (sink.page - sink.rows).clamp(1, SCAN_BATCH_ROWS);
+            let result = self
+                .read(ReadCommand::Range(RangeRead {
+                    table: self.table.storage_id,
+                    start: start.clone(),
+                    end_token,
+                    limit: want,
+                }))
+                .await?;
+            let mut next: Option<RowPosition> = None;
+            for row in &result.rows {
+                if current.as_deref() != Some(row.partition.as_slice()) {
+                    sink.partition_rows = 0;
+                    current = Some(row.partition.clone());
+                }
+                if self.partition_done(sink) {
+                    // Go straight to the next partition.
+                    next = Some(RowPosition {
+                        token: row.token,
+                        partition: row.partition.clone(),
+                        clustering: None,
+                    });
+                    break;
+                }
+                emit(self.ctx, self.table, r, sink, row);
+                if sink.limit_reached() {
+                    return Ok(None);
+                }
+                if sink.done() {
+                    let mut s = paging_head(KIND_SCAN, sink.returned, sink.partition_rows);
+                    s.extend_from_slice(&row.token.to_be_bytes());
+                    put_bytes(&mut s, Some(&row.partition));
+                    put_bytes(&mut s, Some(&row.clustering));
+                    return Ok(Some(s));
+                }
+            }
+            start = match next {
+                Some(p) => RangeStart::After(p),
+                None if result.more => match result.rows.last() {
+                    Some(last) => RangeStart::After(last.position()),
+                    None => return Ok(None),
+                },
+                None => return Ok(None),
+            };
         }
     }
-    Ok(None)
 }
 
-fn emit(table: &Table, r: &Restrictions, sink: &mut Sink<'_>, row: &StoredRow, now: u32, _distinct: bool) {
+/// Adds a row to the page if it is live at the request's clock and passes the filters.
+fn emit(ctx: &Context<'_>, table: &Table, r: &Restrictions, sink: &mut Sink<'_>, row: &ReplicaRow) {
+    let now = ctx.clock.now_s();
     let visible = row.row.visible(now);
     if !visible.is_live(now) {
         return;
     }
-    let v = row_values(table, &row.partition_key, &row.clustering_key, &visible, now);
+    let v = row_values(table, &row.partition, &row.clustering, &visible, now);
     if passes(table, r, &v) {
         sink.push(table, &v, row.token);
     }
 }
 
-fn partition_state(sink: &Sink<'_>, pi: usize, last: &[u8]) -> Vec<u8> {
-    let mut s = paging_head(KIND_PARTITION, sink.returned, sink.partition_rows);
+/// Resume in partition `pi` after the row with clustering key `last`, or at its start.
+fn partition_state(sink: &Sink<'_>, pi: usize, last: Option<&[u8]>) -> Vec<u8> {
+    let partition_rows = if last.is_some() { sink.partition_rows } else { 0 };
+    let mut s = paging_head(KIND_PARTITION, sink.returned, partition_rows);
     s.extend_from_slice(&(pi as u32).to_be_bytes());
-    s.extend_from_slice(&(last.len() as u32).to_be_bytes());
-    s.extend_from_slice(last);
+    put_bytes(&mut s, last);
     s
-}
-
-/// Resume at the start of partition `pi`: an empty "last key" means nothing of it was read.
-fn partition_state_next(sink: &Sink<'_>, pi: usize) -> Vec<u8> {
-    let mut s = paging_head(KIND_PARTITION, sink.returned, 0);
-    s.extend_from_slice(&(pi as u32).to_be_bytes());
-    s.extend_from_slice(&u32::MAX.to_be_bytes());
-    s
-}
-
-fn scan(
-    ctx: &Context<'_>,
-    table: &Arc<Table>,
-    r: &Restrictions,
-    distinct: bool,
-    sink: &mut Sink<'_>,
-    resume: Option<Resume>,
-) -> QueryResult<Option<Vec<u8>>> {
-    use std::ops::Bound;
-    let engine = &ctx.node.engine;
-    let now = now_s();
-    let start_token = match r.token_start {
-        Some(Bound::Included(t)) => Some(t),
-        Some(Bound::Excluded(t)) => t.checked_add(1),
-        _ => Some(i64::MIN),
-    };
-    let end_token = match r.token_end {
-        Some(Bound::Included(t)) => Some(t),
-        Some(Bound::Excluded(t)) => t.checked_sub(1),
-        _ => Some(i64::MAX),
-    };
-    let (Some(start_token), Some(end_token)) = (start_token, end_token) else {
-        return Ok(None);
-    };
-    if start_token > end_token {
-        return Ok(None);
-    }
-    let mut from = match resume.as_ref().and_then(|r| r.scan) {
-        Some(p) => ScanFrom::After(p),
-        None => ScanFrom::Token(start_token),
-    };
-    let mut current_partition: Option<Vec<u8>> = None;
-    loop {
-        let want = (sink.page - sink.rows).clamp(1, SCAN_BATCH_ROWS);
-        let rows = engine
-            .scan(table.storage_id, from, end_token, want)
-            .map_err(read_failed)?;
-        let got = rows.len();
-        let Some(last) = rows.last().map(|r| r.position) else {
-            return Ok(None);
-        };
-        for row in &rows {
-            if current_partition.as_deref() != Some(row.partition_key.as_slice()) {
-                if current_partition.is_some() || resume.is_none() {
-                    sink.partition_rows = 0;
-                }
-                current_partition = Some(row.partition_key.clone());
-            }
-            if sink.partition_full() || (distinct && sink.partition_rows > 0) {
-                continue;
-            }
-            emit(table, r, sink, row, now, distinct);
-            if sink.limit_reached() {
-                return Ok(None);
-            }
-            if sink.done() {
-                let mut s = paging_head(KIND_SCAN, sink.returned, sink.partition_rows);
-                s.extend_from_slice(&row.position.to_bytes());
-                return Ok(Some(s));
-            }
-        }
-        if got < want {
-            return Ok(None);
-        }
-        from = ScanFrom::After(last);
-    }
 }
 
 fn built_in(
     ctx: &Context<'_>,
-    table: &Arc<Table>,
+    virtual_tables: &dyn VirtualTables,
+    table: &Table,
     r: &Restrictions,
     sink: &mut Sink<'_>,
     resume: Option<Resume>,
 ) -> QueryResult<Option<Vec<u8>>> {
-    let rows = crate::system::rows(ctx, table)?;
+    let rows = virtual_tables.rows(&ctx.schema, table)?;
     let skip = resume.map_or(0, |r| r.skipped as usize);
     for (i, values) in rows.into_iter().enumerate().skip(skip) {
         let v = RowValues {

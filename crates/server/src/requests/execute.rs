@@ -8,7 +8,7 @@ use hayate_cql::response::Response;
 use super::Session;
 use crate::query::Binds;
 
-pub fn handle(session: &Session, e: &Execute<'_>) -> (&'static str, Response) {
+pub async fn handle(session: &Session, e: &Execute<'_>) -> (&'static str, Response) {
     let Some(statement) = session.node.prepared.get(e.id) else {
         let hex: String = e.id.iter().map(|b| format!("{b:02x}")).collect();
         return (
@@ -26,16 +26,18 @@ pub fn handle(session: &Session, e: &Execute<'_>) -> (&'static str, Response) {
         &statement.prepared.marker_names,
     ) {
         Ok(b) => b,
-        Err(err) => return (kind, Response::Error(err)),
+        Err(err) => return (kind, Response::Error(err.to_wire())),
     };
     let keyspace = statement.keyspace.clone().or_else(|| session.keyspace());
     (
         kind,
-        session.run(
-            &statement.parsed.statement,
-            &binds,
-            &e.parameters,
-            keyspace.as_deref(),
-        ),
+        session
+            .run(
+                &statement.parsed.statement,
+                &binds,
+                &e.parameters,
+                keyspace.as_deref(),
+            )
+            .await,
     )
 }

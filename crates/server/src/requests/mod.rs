@@ -27,9 +27,16 @@ use hayate_cql::request::{Request, RequestFrame};
 use hayate_cql::response::Response;
 use tokio::sync::mpsc;
 
+use hayate_cql::response::result::ResultBody;
+use hayate_cql::statement::Statement;
+
+use crate::admin::SchemaAdmin;
 use crate::auth::{AuthenticatedRole, SaslExchange};
 use crate::connection::Outbox;
+use crate::error::{invalid, QueryResult};
 use crate::node::Node;
+use crate::query::{modify, select};
+use crate::system::SystemTables;
 
 /// Responses smaller than this are sent uncompressed even when LZ4 was negotiated: the flag
 /// is per frame, and compressing a few bytes costs more than it saves.
@@ -117,7 +124,7 @@ impl Session {
         let compression = self.state().compression;
         let mut out = Vec::new();
         if let Err(e) = response.encode_frame(stream, &mut out) {
-            let error = Response::Error(crate::error::server_error(e.to_string()));
+            let error = Response::Error(crate::error::server_error(e.to_string()).to_wire());
             out.clear();
             if error.encode_frame(stream, &mut out).is_err() {
                 return;
@@ -143,7 +150,6 @@ impl Session {
         params: Option<&'a hayate_cql::request::QueryParameters<'a>>,
     ) -> crate::query::Context<'a> {
         crate::query::Context {
-            node: &self.node,
             schema: self.node.schema.current(),
             keyspace,
             role: None,
@@ -152,11 +158,12 @@ impl Session {
             paging_state: params.and_then(|p| p.paging_state),
             default_timestamp_us: params.and_then(|p| p.default_timestamp_us),
             skip_metadata: params.is_some_and(|p| p.skip_metadata),
+            clock: self.node.coordinator.clock().as_ref(),
         }
     }
 
     /// Runs one statement for QUERY or EXECUTE.
-    pub fn run(
+    pub async fn run(
         &self,
         statement: &hayate_cql::statement::Statement,
         binds: &crate::query::Binds<'_>,
@@ -166,20 +173,63 @@ impl Session {
         let role = self.role();
         let mut ctx = self.context(keyspace, Some(params));
         ctx.role = role.as_ref();
-        let mut effects = crate::query::Effects::default();
-        match crate::query::execute(&ctx, statement, binds, &mut effects) {
+        match self.execute(&ctx, statement, binds).await {
             Ok(body) => {
-                if let Some(k) = effects.keyspace {
-                    self.set_keyspace(k);
+                if let ResultBody::SetKeyspace(k) = &body {
+                    self.set_keyspace(k.clone());
                 }
                 Response::Result(body)
             }
-            Err(e) => Response::Error(e),
+            Err(e) => Response::Error(e.to_wire()),
+        }
+    }
+
+    /// Hands a statement to the layer that runs its kind, with the handles that layer needs.
+    async fn execute(
+        &self,
+        ctx: &crate::query::Context<'_>,
+        statement: &Statement,
+        binds: &crate::query::Binds<'_>,
+    ) -> QueryResult<ResultBody> {
+        let node = &*self.node;
+        match statement {
+            Statement::Select(s) => {
+                let system = SystemTables { cluster: node };
+                select::run(ctx, &node.coordinator, &system, s, binds).await
+            }
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Batch(_) => {
+                modify::run(ctx, &node.coordinator, statement, binds).await
+            }
+            Statement::Use { keyspace } => {
+                if ctx.schema.keyspace(keyspace).is_none() {
+                    return Err(invalid(format!("Keyspace '{keyspace}' does not exist")));
+                }
+                Ok(ResultBody::SetKeyspace(keyspace.clone()))
+            }
+            Statement::Unsupported { what } => Err(invalid(format!("hayate does not support {what} yet"))),
+            Statement::Describe(d) => crate::system::describe::run(ctx, &node.config.cluster_name, d),
+            Statement::CreateKeyspace { .. }
+            | Statement::AlterKeyspace { .. }
+            | Statement::DropKeyspace { .. }
+            | Statement::CreateTable(_)
+            | Statement::AlterTable { .. }
+            | Statement::DropTable { .. }
+            | Statement::Truncate { .. } => {
+                let admin = SchemaAdmin {
+                    schema: &node.schema,
+                    prepared: &node.prepared,
+                    events: &node.events,
+                    coordinator: &node.coordinator,
+                    data_centers: &[crate::node::DATA_CENTER.to_owned()],
+                };
+                crate::admin::run(ctx, &admin, statement).await
+            }
+            other => crate::roles::run(ctx, &node.roles, other),
         }
     }
 
     /// Decodes and runs one request, and queues its response.
-    pub fn handle(&self, mut header: FrameHeader, body: Bytes) {
+    pub async fn handle(&self, mut header: FrameHeader, body: Bytes) {
         let started = Instant::now();
         let stream = header.stream;
         self.node.metrics.request_opcode(header.opcode);
@@ -208,7 +258,7 @@ impl Session {
             &body
         };
         let (kind, response) = match Request::decode(&header, body) {
-            Ok(frame) => self.dispatch(frame),
+            Ok(frame) => self.dispatch(frame).await,
             Err(e) => (
                 "malformed",
                 Response::Error(WireError::protocol(format!(
@@ -225,7 +275,7 @@ impl Session {
         self.send(stream, &response);
     }
 
-    fn dispatch(&self, frame: RequestFrame<'_>) -> (&'static str, Response) {
+    async fn dispatch(&self, frame: RequestFrame<'_>) -> (&'static str, Response) {
         let phase = self.state().phase;
         match (&frame.request, phase) {
             (Request::Options(_), _) => ("options", options::handle()),
@@ -258,10 +308,10 @@ impl Session {
                 )),
             ),
             (Request::Register(r), Phase::Ready) => ("register", register::handle(self, r)),
-            (Request::Query(q), Phase::Ready) => query::handle(self, q),
+            (Request::Query(q), Phase::Ready) => query::handle(self, q).await,
             (Request::Prepare(p), Phase::Ready) => ("prepare", prepare::handle(self, p)),
-            (Request::Execute(e), Phase::Ready) => execute::handle(self, e),
-            (Request::Batch(b), Phase::Ready) => ("batch", batch::handle(self, b)),
+            (Request::Execute(e), Phase::Ready) => execute::handle(self, e).await,
+            (Request::Batch(b), Phase::Ready) => ("batch", batch::handle(self, b).await),
         }
     }
 }

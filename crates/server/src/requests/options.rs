@@ -2,7 +2,7 @@
 
 use hayate_cql::response::{Response, Supported};
 
-use crate::node::CQL_VERSION;
+use crate::system::CQL_VERSION;
 
 pub fn handle() -> Response {
     Response::Supported(Supported {

@@ -12,13 +12,13 @@ use crate::prepared::{statement_id, PreparedStatement};
 pub fn handle(session: &Session, p: &Prepare<'_>) -> Response {
     let parsed = match parse(p.query) {
         Ok(parsed) => parsed,
-        Err(e) => return Response::Error(crate::error::syntax(e.to_string())),
+        Err(e) => return Response::Error(crate::error::syntax(e.to_string()).to_wire()),
     };
     let keyspace = session.keyspace();
     let ctx = session.context(keyspace.as_deref(), None);
     let prepared = match crate::query::prepare::prepare(&ctx, &parsed.statement, &parsed.bind_markers) {
         Ok(p) => p,
-        Err(e) => return Response::Error(e),
+        Err(e) => return Response::Error(e.to_wire()),
     };
     let id = statement_id(keyspace.as_deref(), p.query);
     let body = ResultBody::Prepared(Prepared {

@@ -7,28 +7,38 @@ use hayate_cql::statement::parse;
 use super::Session;
 use crate::query::Binds;
 
-pub fn handle(session: &Session, q: &Query<'_>) -> (&'static str, Response) {
+pub async fn handle(session: &Session, q: &Query<'_>) -> (&'static str, Response) {
     let parsed = match parse(q.query) {
         Ok(p) => p,
-        Err(e) => return ("syntax", Response::Error(crate::error::syntax(e.to_string()))),
+        Err(e) => {
+            return (
+                "syntax",
+                Response::Error(crate::error::syntax(e.to_string()).to_wire()),
+            )
+        }
     };
     let kind = parsed.statement.kind();
     let binds = match Binds::new(&q.parameters.values, &parsed.bind_markers, &[]) {
         Ok(b) => b,
-        Err(e) => return (kind, Response::Error(e)),
+        Err(e) => return (kind, Response::Error(e.to_wire())),
     };
     if !parsed.bind_markers.is_empty() && q.parameters.values.is_empty() {
         return (
             kind,
-            Response::Error(crate::error::invalid(format!(
-                "There were {} markers(?) in CQL but 0 bound variables",
-                parsed.bind_markers.len()
-            ))),
+            Response::Error(
+                crate::error::invalid(format!(
+                    "There were {} markers(?) in CQL but 0 bound variables",
+                    parsed.bind_markers.len()
+                ))
+                .to_wire(),
+            ),
         );
     }
     let keyspace = session.keyspace();
     (
         kind,
-        session.run(&parsed.statement, &binds, &q.parameters, keyspace.as_deref()),
+        session
+            .run(&parsed.statement, &binds, &q.parameters, keyspace.as_deref())
+            .await,
     )
 }

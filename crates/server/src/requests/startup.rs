@@ -23,7 +23,7 @@ pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
     if !well_formed || major < 3 {
         return Response::Error(WireError::protocol(format!(
             "Invalid or unsupported CQL version {version}; this node speaks CQL {}",
-            crate::node::CQL_VERSION
+            crate::system::CQL_VERSION
         )));
     }
     let compression = match startup.compression() {

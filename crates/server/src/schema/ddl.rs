@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use hayate_cql::error::WireError;
 use hayate_cql::response::event::{ChangeType, SchemaTarget};
 use hayate_cql::response::SchemaChange;
 use hayate_cql::statement::{AlterTableAction, ColumnDefinition, CreateTable, Property, PropertyValue};
@@ -131,7 +130,11 @@ fn property_text(p: &Property) -> QueryResult<String> {
 
 /// Checks and normalizes a replication map as Cassandra does: the class takes its full Java
 /// name, SimpleStrategy needs `replication_factor`, NetworkTopologyStrategy takes data centers.
-fn replication(properties: &[Property], keyspace: &str) -> QueryResult<Option<BTreeMap<String, String>>> {
+fn replication(
+    properties: &[Property],
+    keyspace: &str,
+    data_centers: &[String],
+) -> QueryResult<Option<BTreeMap<String, String>>> {
     let Some(p) = properties.iter().find(|p| p.name == "replication") else {
         return Ok(None);
     };
@@ -165,7 +168,9 @@ fn replication(properties: &[Property], keyspace: &str) -> QueryResult<Option<BT
             if let Some(rf) = map.remove("replication_factor") {
                 // Cassandra expands a bare replication_factor to every known data center.
                 check_factor("replication_factor", &rf)?;
-                map.insert(crate::node::DATA_CENTER.to_owned(), rf);
+                for dc in data_centers {
+                    map.entry(dc.clone()).or_insert_with(|| rf.clone());
+                }
             }
             for (k, v) in &map {
                 check_factor(k, v)?;
@@ -231,11 +236,14 @@ fn table_change(change_type: ChangeType, keyspace: &str, table: &str) -> SchemaC
     }
 }
 
+/// `data_centers`: the cluster's data centers, for NetworkTopologyStrategy's bare
+/// `replication_factor`.
 pub fn create_keyspace(
     schema: &mut Schema,
     name: &str,
     if_not_exists: bool,
     properties: &[Property],
+    data_centers: &[String],
 ) -> QueryResult<Option<SchemaChange>> {
     check_name("Keyspace", name)?;
     check_keyspace_properties(properties)?;
@@ -246,14 +254,15 @@ pub fn create_keyspace(
             Err(already_exists(name, ""))
         };
     }
-    let replication =
-        replication(properties, name)?.ok_or_else(|| invalid("Missing mandatory option 'replication'"))?;
+    let replication = replication(properties, name, data_centers)?
+        .ok_or_else(|| invalid("Missing mandatory option 'replication'"))?;
     let keyspace = Keyspace {
         name: name.to_owned(),
         replication,
         durable_writes: durable_writes(properties)?.unwrap_or(true),
         tables: BTreeMap::new(),
         virtual_kind: None,
+        strategy: Default::default(),
     };
     schema.keyspaces.insert(name.to_owned(), Arc::new(keyspace));
     Ok(Some(keyspace_change(ChangeType::Created, name)))
@@ -264,6 +273,7 @@ pub fn alter_keyspace(
     name: &str,
     if_exists: bool,
     properties: &[Property],
+    data_centers: &[String],
 ) -> QueryResult<Option<SchemaChange>> {
     check_keyspace_properties(properties)?;
     let Some(existing) = schema.keyspaces.get(name) else {
@@ -279,8 +289,9 @@ pub fn alter_keyspace(
         )));
     }
     let mut keyspace = (**existing).clone();
-    if let Some(r) = replication(properties, name)? {
+    if let Some(r) = replication(properties, name, data_centers)? {
         keyspace.replication = r;
+        keyspace.strategy = Default::default();
     }
     if let Some(d) = durable_writes(properties)? {
         keyspace.durable_writes = d;
@@ -365,10 +376,10 @@ fn table_options(properties: &[Property], into: &mut BTreeMap<String, OptionValu
                     "Invalid value for property '{name}': {text} is not a non-negative integer"
                 )));
             }
-            if name == "default_time_to_live" && text.parse::<u32>().unwrap_or(0) > crate::query::TTL_MAX_S {
+            if name == "default_time_to_live" && text.parse::<u32>().unwrap_or(0) > super::TTL_MAX_S {
                 return Err(invalid(format!(
                     "default_time_to_live must be less than or equal to {} (got {text})",
-                    crate::query::TTL_MAX_S
+                    super::TTL_MAX_S
                 )));
             }
             OptionValue::Text(text)
@@ -596,6 +607,6 @@ pub fn drop_table(
 }
 
 /// The error every DDL path gives when a change could not be saved.
-pub fn save_failed(message: String) -> WireError {
+pub fn save_failed(message: String) -> crate::error::QueryError {
     crate::error::server_error(message)
 }

@@ -14,13 +14,17 @@ pub mod store;
 pub mod system;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use hayate_cluster::consistency::Replication;
 use hayate_cql::value::DataType;
 use hayate_storage::TableId;
 use serde::{Deserialize, Serialize};
 
 pub use store::SchemaStore;
+
+/// Cassandra's largest TTL: 20 years.
+pub const TTL_MAX_S: u32 = 630_720_000;
 
 /// The first storage table id given to a user table; ids below are reserved.
 pub const USER_TABLE_ID_MIN: TableId = 1024;
@@ -44,6 +48,9 @@ pub struct Keyspace {
     /// Built-in keyspaces are served from memory, not storage, and cannot be changed.
     #[serde(skip)]
     pub virtual_kind: Option<VirtualKind>,
+    /// `replication` as the coordinator takes it, made once on first use.
+    #[serde(skip)]
+    pub strategy: OnceLock<Replication>,
 }
 
 /// Where a built-in keyspace is listed: `system_schema` for Cassandra's local system
@@ -138,6 +145,30 @@ impl Schema {
 }
 
 impl Keyspace {
+    /// The replication strategy and factors, for the coordinator.
+    pub fn strategy(&self) -> &Replication {
+        self.strategy.get_or_init(|| {
+            if self.virtual_kind.is_some() {
+                return Replication::Local;
+            }
+            let class = self.replication.get("class").map(String::as_str).unwrap_or("");
+            if class.ends_with("NetworkTopologyStrategy") {
+                Replication::NetworkTopology {
+                    factors: self
+                        .replication
+                        .iter()
+                        .filter(|(k, _)| k.as_str() != "class")
+                        .filter_map(|(dc, v)| Some((dc.clone(), parse_replicas(v)?)))
+                        .collect(),
+                }
+            } else {
+                Replication::Simple {
+                    factor: self.replication_factor(),
+                }
+            }
+        })
+    }
+
     /// How many replicas the keyspace asks for in total (summed over data centers for
     /// NetworkTopologyStrategy).
     pub fn replication_factor(&self) -> usize {
@@ -153,19 +184,6 @@ impl Keyspace {
                 .get("replication_factor")
                 .and_then(|v| parse_replicas(v))
                 .unwrap_or(1)
-        }
-    }
-
-    /// Replicas the keyspace places in data center `dc`.
-    pub fn replication_factor_in(&self, dc: &str) -> usize {
-        let class = self.replication.get("class").map(String::as_str).unwrap_or("");
-        if class.ends_with("NetworkTopologyStrategy") {
-            self.replication
-                .get(dc)
-                .and_then(|v| parse_replicas(v))
-                .unwrap_or(0)
-        } else {
-            self.replication_factor()
         }
     }
 }

@@ -263,6 +263,7 @@ pub fn add_system_keyspaces(schema: &mut Schema) {
             durable_writes: true,
             tables: BTreeMap::new(),
             virtual_kind: Some(*kind),
+            strategy: Default::default(),
         };
         for (table_name, columns) in *tables {
             let table = build_table(ks_name, table_name, columns, id);

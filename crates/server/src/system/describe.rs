@@ -37,7 +37,7 @@ fn result(columns: &[&str], rows: Vec<Vec<String>>) -> ResultBody {
 const ELEMENT: &[&str] = &["keyspace_name", "type", "name", "create_statement"];
 const LISTING: &[&str] = &["keyspace_name", "type", "name"];
 
-pub fn run(ctx: &Context<'_>, d: &Describe) -> QueryResult<ResultBody> {
+pub fn run(ctx: &Context<'_>, cluster_name: &str, d: &Describe) -> QueryResult<ResultBody> {
     let schema = &ctx.schema;
     let user = || schema.user_keyspaces();
     match &d.target {
@@ -69,7 +69,7 @@ pub fn run(ctx: &Context<'_>, d: &Describe) -> QueryResult<ResultBody> {
         DescribeTarget::Cluster => Ok(result(
             &["cluster", "partitioner", "snitch"],
             vec![vec![
-                ctx.node.config.cluster_name.clone(),
+                cluster_name.to_owned(),
                 // Cassandra names both by their short class names here.
                 "Murmur3Partitioner".into(),
                 "SimpleSnitch".into(),

@@ -9,9 +9,49 @@ use std::net::IpAddr;
 use hayate_cql::value::{encode_map, encode_set, DataType};
 
 use crate::error::QueryResult;
-use crate::node::{Node, CQL_VERSION, DATA_CENTER, RACK, RELEASE_VERSION};
-use crate::query::Context;
+use crate::query::VirtualTables;
 use crate::schema::{ddl, ColumnKind, OptionValue, Schema, Table, VirtualKind};
+
+/// The CQL version drivers see.
+pub const CQL_VERSION: &str = "3.4.6";
+
+/// A node as `system.local` and `system.peers(_v2)` describe it.
+#[derive(Clone, Debug)]
+pub struct NodeRow {
+    pub host_id: [u8; 16],
+    pub data_center: String,
+    pub rack: String,
+    pub release_version: String,
+    /// The internode address and port.
+    pub listen_address: IpAddr,
+    pub storage_port: u16,
+    /// Where drivers connect.
+    pub rpc_address: IpAddr,
+    pub cql_port: u16,
+    pub tokens: Vec<i64>,
+    /// The schema version the node last announced (peers); the local one is the schema's.
+    pub schema_version: Option<[u8; 16]>,
+}
+
+/// What the built-in tables show of the cluster: this node and the others.
+pub trait ClusterView: Send + Sync {
+    fn cluster_name(&self) -> &str;
+    fn local(&self) -> NodeRow;
+    /// Counts restarts, as Cassandra's gossip generation.
+    fn generation(&self) -> i32;
+    fn peers(&self) -> Vec<NodeRow>;
+}
+
+/// The built-in tables, answering from the schema and a view of the cluster.
+pub struct SystemTables<'a> {
+    pub cluster: &'a dyn ClusterView,
+}
+
+impl VirtualTables for SystemTables<'_> {
+    fn rows(&self, schema: &Schema, table: &Table) -> QueryResult<Vec<Vec<Option<Vec<u8>>>>> {
+        rows(self.cluster, schema, table)
+    }
+}
 
 /// One row being filled in by column name.
 struct RowBuilder<'t> {
@@ -83,24 +123,13 @@ fn text_map<'a>(items: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<u8> 
     out
 }
 
-/// The address drivers should connect to: the listen address, or loopback when the node
-/// listens on every interface.
-pub fn rpc_address(node: &Node) -> IpAddr {
-    let ip = node.config.listen_address;
-    if ip.is_unspecified() {
-        IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
-    } else {
-        ip
-    }
-}
-
 /// Every row of built-in `table`, in column order.
-pub fn rows(ctx: &Context<'_>, table: &Table) -> QueryResult<Vec<Vec<Option<Vec<u8>>>>> {
-    let node = ctx.node;
-    let schema = &ctx.schema;
+fn rows(cluster: &dyn ClusterView, schema: &Schema, table: &Table) -> QueryResult<Vec<Vec<Option<Vec<u8>>>>> {
     let rows = match (table.keyspace.as_str(), table.name.as_str()) {
-        ("system", "local") => vec![local(node, schema, table)],
-        ("system", "peers") | ("system", "peers_v2") => Vec::new(),
+        ("system", "local") => vec![local(cluster, schema, table)],
+        ("system", "peers") | ("system", "peers_v2") => {
+            cluster.peers().iter().map(|p| peer(p, table)).collect()
+        }
         ("system_schema", "keyspaces") => schema
             .keyspaces
             .values()
@@ -131,30 +160,72 @@ pub fn rows(ctx: &Context<'_>, table: &Table) -> QueryResult<Vec<Vec<Option<Vec<
     Ok(rows)
 }
 
-fn local(node: &Node, schema: &Schema, table: &Table) -> Vec<Option<Vec<u8>>> {
-    let ip = rpc_address(node);
-    let tokens: Vec<String> = node.local.tokens.iter().map(i64::to_string).collect();
+/// The address drivers should connect to: the listen address, or loopback when the node
+/// listens on every interface.
+pub fn rpc_address(listen: IpAddr) -> IpAddr {
+    if listen.is_unspecified() {
+        IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+    } else {
+        listen
+    }
+}
+
+fn token_set(tokens: &[i64]) -> Vec<u8> {
+    let tokens: Vec<String> = tokens.iter().map(i64::to_string).collect();
+    text_set(tokens.iter().map(String::as_str))
+}
+
+fn local(cluster: &dyn ClusterView, schema: &Schema, table: &Table) -> Vec<Option<Vec<u8>>> {
+    let me = cluster.local();
     RowBuilder::new(table)
         .text("key", "local")
         .text("bootstrapped", "COMPLETED")
-        .set("broadcast_address", inet(ip))
-        .int("broadcast_port", 7000)
-        .text("cluster_name", &node.config.cluster_name)
+        .set("broadcast_address", inet(me.listen_address))
+        .int("broadcast_port", i32::from(me.storage_port))
+        .text("cluster_name", cluster.cluster_name())
         .text("cql_version", CQL_VERSION)
-        .text("data_center", DATA_CENTER)
-        .int("gossip_generation", node.local.generation)
-        .set("host_id", node.local.host_id.to_vec())
-        .set("listen_address", inet(ip))
-        .int("listen_port", 7000)
+        .text("data_center", &me.data_center)
+        .int("gossip_generation", cluster.generation())
+        .set("host_id", me.host_id.to_vec())
+        .set("listen_address", inet(me.listen_address))
+        .int("listen_port", i32::from(me.storage_port))
         .text("native_protocol_version", "4")
         .text("partitioner", "org.apache.cassandra.dht.Murmur3Partitioner")
-        .text("rack", RACK)
-        .text("release_version", RELEASE_VERSION)
-        .set("rpc_address", inet(ip))
-        .int("rpc_port", i32::from(node.config.cql_port))
+        .text("rack", &me.rack)
+        .text("release_version", &me.release_version)
+        .set("rpc_address", inet(me.rpc_address))
+        .int("rpc_port", i32::from(me.cql_port))
         .set("schema_version", schema.version.to_vec())
-        .set("tokens", text_set(tokens.iter().map(String::as_str)))
+        .set("tokens", token_set(&me.tokens))
         .done()
+}
+
+/// One row of `system.peers` or `system.peers_v2`: the same columns where they share names,
+/// and the ports and native address only `peers_v2` has.
+fn peer(p: &NodeRow, table: &Table) -> Vec<Option<Vec<u8>>> {
+    let v2 = table.name == "peers_v2";
+    let mut row = RowBuilder::new(table)
+        .set("peer", inet(p.listen_address))
+        .text("data_center", &p.data_center)
+        .set("host_id", p.host_id.to_vec())
+        .text("rack", &p.rack)
+        .text("release_version", &p.release_version)
+        .set("tokens", token_set(&p.tokens));
+    if let Some(v) = p.schema_version {
+        row = row.set("schema_version", v.to_vec());
+    }
+    if v2 {
+        row.int("peer_port", i32::from(p.storage_port))
+            .set("native_address", inet(p.rpc_address))
+            .int("native_port", i32::from(p.cql_port))
+            .set("preferred_ip", inet(p.listen_address))
+            .int("preferred_port", i32::from(p.storage_port))
+            .done()
+    } else {
+        row.set("rpc_address", inet(p.rpc_address))
+            .set("preferred_ip", inet(p.listen_address))
+            .done()
+    }
 }
 
 fn listed(schema: &Schema, virtual_schema: bool) -> impl Iterator<Item = &std::sync::Arc<Table>> {

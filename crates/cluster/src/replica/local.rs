@@ -1,0 +1,149 @@
+//! The storage engine as the local replica.
+
+use std::ops::Bound;
+
+use hayate_storage::{Engine, ReadError, Row, RowKey, RowsFrom, RowsPage, StoredRow, TableId, WriteError};
+
+use super::{
+    Mutation, MutationKind, RangeStart, ReadCommand, ReadResponse, Replica, ReplicaError, ReplicaErrorKind,
+    ReplicaRow,
+};
+
+impl Replica for Engine {
+    fn apply(&self, mutations: Vec<Mutation>) -> Result<(), ReplicaError> {
+        for m in mutations {
+            match m.kind {
+                MutationKind::Row { clustering, update } => {
+                    let key = RowKey {
+                        table: m.table,
+                        partition: &m.partition,
+                        clustering: &clustering,
+                    };
+                    self.write(key, update).map_err(write_failed)?;
+                }
+                MutationKind::DeleteRange { start, end, deletion } => {
+                    let page = self
+                        .read_partition_raw(
+                            m.table,
+                            &m.partition,
+                            as_ref(&start),
+                            as_ref(&end),
+                            false,
+                            usize::MAX,
+                        )
+                        .map_err(read_failed)?;
+                    for row in page.rows {
+                        let key = RowKey {
+                            table: m.table,
+                            partition: &m.partition,
+                            clustering: &row.clustering_key,
+                        };
+                        self.write(key, Row::deleted(deletion.timestamp_us, deletion.deleted_at_s))
+                            .map_err(write_failed)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self, command: &ReadCommand) -> Result<ReadResponse, ReplicaError> {
+        let page = match command {
+            ReadCommand::Partition(p) => {
+                if let (Bound::Included(a), Bound::Included(b)) = (&p.start, &p.end) {
+                    if a == b {
+                        // One row by its full primary key: one index lookup, no range walk.
+                        let key = RowKey {
+                            table: p.table,
+                            partition: &p.partition,
+                            clustering: a,
+                        };
+                        let row = self.get_with_tombstones(key).map_err(read_failed)?;
+                        let rows = row
+                            .filter(|_| p.limit > 0)
+                            .map(|row| ReplicaRow {
+                                token: p.token,
+                                partition: p.partition.clone(),
+                                clustering: a.clone(),
+                                row,
+                            })
+                            .into_iter()
+                            .collect();
+                        return Ok(ReadResponse { rows, more: false });
+                    }
+                }
+                self.read_partition_raw(
+                    p.table,
+                    &p.partition,
+                    as_ref(&p.start),
+                    as_ref(&p.end),
+                    p.reverse,
+                    p.limit,
+                )
+                .map_err(read_failed)?
+            }
+            ReadCommand::Range(r) => {
+                let from = match &r.start {
+                    RangeStart::Token(t) => RowsFrom::Token(*t),
+                    RangeStart::After(p) => RowsFrom::After {
+                        token: p.token,
+                        partition: &p.partition,
+                        clustering: p.clustering.as_deref(),
+                    },
+                };
+                self.scan_rows(r.table, from, r.end_token, r.limit)
+                    .map_err(read_failed)?
+            }
+        };
+        Ok(response(page))
+    }
+
+    fn drop_table(&self, table: TableId) -> usize {
+        Engine::drop_table(self, table)
+    }
+}
+
+fn response(page: RowsPage) -> ReadResponse {
+    ReadResponse {
+        rows: page.rows.into_iter().map(replica_row).collect(),
+        more: page.more,
+    }
+}
+
+fn replica_row(r: StoredRow) -> ReplicaRow {
+    ReplicaRow {
+        token: r.token,
+        partition: r.partition_key,
+        clustering: r.clustering_key,
+        row: r.row,
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v),
+        Bound::Excluded(v) => Bound::Excluded(v),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn write_failed(e: WriteError) -> ReplicaError {
+    match e {
+        WriteError::DeviceFull { .. } => {
+            tracing::warn!("write refused: {e}");
+            ReplicaError::new(ReplicaErrorKind::Refused, e.to_string())
+        }
+        WriteError::KeyTooLarge { .. } | WriteError::RecordTooLarge { .. } => {
+            ReplicaError::new(ReplicaErrorKind::Invalid, e.to_string())
+        }
+        other => {
+            tracing::error!("write failed: {other}");
+            ReplicaError::new(ReplicaErrorKind::Failed, other.to_string())
+        }
+    }
+}
+
+fn read_failed(e: ReadError) -> ReplicaError {
+    tracing::error!("read failed: {e}");
+    ReplicaError::new(ReplicaErrorKind::Failed, format!("read failed: {e}"))
+}

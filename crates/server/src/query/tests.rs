@@ -1,0 +1,370 @@
+//! The planner and executor without a process: statements run against a coordinator over an
+//! in-memory engine, with a clock the test moves.
+
+use std::sync::Arc;
+
+use hayate_cluster::consistency::ConsistencyLevel;
+use hayate_cluster::coordinator::{Coordinator, CoordinatorError};
+use hayate_cluster::node::HostId;
+use hayate_cql::request::Values;
+use hayate_cql::response::result::ResultBody;
+use hayate_cql::statement::{parse, Statement};
+use hayate_cql::wire::Consistency;
+use hayate_storage::{Clock, Engine, ManualClock, NamespaceConfig};
+
+use super::{modify, select, Binds, Context, VirtualTables};
+use crate::error::{QueryError, QueryResult};
+use crate::schema::{ddl, Schema, Table};
+
+const START_US: i64 = 1_750_000_000_000_000;
+
+/// No built-in tables: these tests read stored ones only.
+struct NoVirtualTables;
+
+impl VirtualTables for NoVirtualTables {
+    fn rows(&self, _: &Schema, _: &Table) -> QueryResult<Vec<Vec<Option<Vec<u8>>>>> {
+        Ok(Vec::new())
+    }
+}
+
+struct Db {
+    schema: Arc<Schema>,
+    coordinator: Coordinator,
+    clock: Arc<ManualClock>,
+}
+
+/// A page of rows, decoded into cells, and the paging state that follows it.
+struct Page {
+    rows: Vec<Vec<Option<Vec<u8>>>>,
+    paging_state: Option<Vec<u8>>,
+}
+
+impl Db {
+    /// A node of its own with keyspace `ks` (replication factor `rf`) and the given tables.
+    fn new(rf: usize, tables: &[&str]) -> Db {
+        let clock = Arc::new(ManualClock::new(START_US));
+        let engine = Engine::open_with_clock(NamespaceConfig::in_memory("test", 64 << 20), clock.clone())
+            .expect("an in-memory engine opens");
+        let coordinator =
+            Coordinator::single_node(HostId([7; 16]), "datacenter1", Arc::new(engine), clock.clone());
+        let mut schema = Schema::default();
+        let mut next_id = crate::schema::USER_TABLE_ID_MIN;
+        let ks = parse(&format!(
+            "CREATE KEYSPACE ks WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
+        ))
+        .expect("parses");
+        let Statement::CreateKeyspace { properties, .. } = &ks.statement else {
+            panic!("not a CREATE KEYSPACE")
+        };
+        ddl::create_keyspace(&mut schema, "ks", false, properties, &[]).expect("keyspace");
+        for t in tables {
+            let Statement::CreateTable(t) = parse(t).expect("parses").statement else {
+                panic!("not a CREATE TABLE")
+            };
+            ddl::create_table(&mut schema, "ks", &t, &mut || {
+                next_id += 1;
+                next_id
+            })
+            .expect("table");
+        }
+        Db {
+            schema: Arc::new(schema),
+            coordinator,
+            clock,
+        }
+    }
+
+    fn context<'a>(
+        &'a self,
+        consistency: Consistency,
+        page: Option<usize>,
+        state: Option<&'a [u8]>,
+    ) -> Context<'a> {
+        Context {
+            schema: self.schema.clone(),
+            keyspace: Some("ks"),
+            role: None,
+            consistency,
+            page_size: page,
+            paging_state: state,
+            default_timestamp_us: None,
+            skip_metadata: false,
+            clock: self.clock.as_ref(),
+        }
+    }
+
+    async fn exec_at(&self, cql: &str, consistency: Consistency) -> QueryResult<ResultBody> {
+        self.exec_paged(cql, consistency, None, None).await
+    }
+
+    async fn exec_paged(
+        &self,
+        cql: &str,
+        consistency: Consistency,
+        page: Option<usize>,
+        state: Option<&[u8]>,
+    ) -> QueryResult<ResultBody> {
+        let parsed = parse(cql).map_err(|e| crate::error::syntax(e.to_string()))?;
+        let binds = Binds::new(&Values::None, &parsed.bind_markers, &[])?;
+        let ctx = self.context(consistency, page, state);
+        match &parsed.statement {
+            Statement::Select(s) => select::run(&ctx, &self.coordinator, &NoVirtualTables, s, &binds).await,
+            stmt => modify::run(&ctx, &self.coordinator, stmt, &binds).await,
+        }
+    }
+
+    async fn exec(&self, cql: &str) -> ResultBody {
+        match self.exec_at(cql, Consistency::One).await {
+            Ok(body) => body,
+            Err(e) => panic!("{cql}: {e}"),
+        }
+    }
+
+    async fn select(&self, cql: &str, page: Option<usize>, state: Option<&[u8]>) -> Page {
+        match self.exec_paged(cql, Consistency::One, page, state).await {
+            Ok(ResultBody::Rows(rows)) => Page {
+                rows: decode_rows(rows.metadata.columns.len(), rows.rows_count, &rows.rows_content),
+                paging_state: rows.metadata.paging_state,
+            },
+            Ok(other) => panic!("{cql}: expected rows, got {other:?}"),
+            Err(e) => panic!("{cql}: {e}"),
+        }
+    }
+}
+
+fn decode_rows(columns: usize, count: usize, mut content: &[u8]) -> Vec<Vec<Option<Vec<u8>>>> {
+    let mut rows = Vec::with_capacity(count);
+    for _ in 0..count {
+        let mut row = Vec::with_capacity(columns);
+        for _ in 0..columns {
+            let (len, rest) = content.split_at(4);
+            let len = i32::from_be_bytes(len.try_into().expect("4 bytes"));
+            if len < 0 {
+                row.push(None);
+                content = rest;
+            } else {
+                let (value, rest) = rest.split_at(len as usize);
+                row.push(Some(value.to_vec()));
+                content = rest;
+            }
+        }
+        rows.push(row);
+    }
+    assert!(
+        content.is_empty(),
+        "rows content has {} bytes left over",
+        content.len()
+    );
+    rows
+}
+
+fn int(v: i32) -> Option<Vec<u8>> {
+    Some(v.to_be_bytes().to_vec())
+}
+
+fn bigint(v: i64) -> Option<Vec<u8>> {
+    Some(v.to_be_bytes().to_vec())
+}
+
+#[tokio::test]
+async fn writes_merge_by_timestamp_and_deletes_hide_rows() {
+    let db = Db::new(1, &["CREATE TABLE t (k int PRIMARY KEY, a int, b int)"]);
+    db.exec("INSERT INTO t (k, a, b) VALUES (1, 10, 20)").await;
+    db.exec("UPDATE t SET a = 11 WHERE k = 1").await;
+    // An older write loses to the newer one, whatever order they arrive in.
+    db.exec("UPDATE t USING TIMESTAMP 5 SET b = 99 WHERE k = 1").await;
+    let page = db.select("SELECT a, b FROM t WHERE k = 1", None, None).await;
+    assert_eq!(page.rows, vec![vec![int(11), int(20)]]);
+    db.exec("DELETE FROM t WHERE k = 1").await;
+    assert!(db
+        .select("SELECT * FROM t WHERE k = 1", None, None)
+        .await
+        .rows
+        .is_empty());
+}
+
+#[tokio::test]
+async fn timestamps_and_expiry_follow_the_injected_clock() {
+    let db = Db::new(1, &["CREATE TABLE t (k int PRIMARY KEY, v int)"]);
+    db.exec("INSERT INTO t (k, v) VALUES (1, 1) USING TTL 10").await;
+    let page = db
+        .select("SELECT writetime(v), ttl(v) FROM t WHERE k = 1", None, None)
+        .await;
+    assert_eq!(page.rows, vec![vec![bigint(START_US), int(10)]]);
+    db.clock.advance_s(9);
+    assert_eq!(
+        db.select("SELECT v FROM t WHERE k = 1", None, None)
+            .await
+            .rows
+            .len(),
+        1
+    );
+    db.clock.advance_s(1);
+    assert!(db
+        .select("SELECT v FROM t WHERE k = 1", None, None)
+        .await
+        .rows
+        .is_empty());
+    assert_eq!(db.clock.now_us(), START_US + 10_000_000);
+}
+
+#[tokio::test]
+async fn a_scan_pages_by_position_in_the_data() {
+    let db = Db::new(1, &["CREATE TABLE t (k int, c int, v int, PRIMARY KEY (k, c))"]);
+    for k in 0..10 {
+        for c in 0..3 {
+            db.exec(&format!(
+                "INSERT INTO t (k, c, v) VALUES ({k}, {c}, {})",
+                k * 10 + c
+            ))
+            .await;
+        }
+    }
+    // A second node holding the same rows, written in another order, so that its index and
+    // blocks differ: a page begun on one coordinator resumes on the other.
+    let other = Db::new(1, &["CREATE TABLE t (k int, c int, v int, PRIMARY KEY (k, c))"]);
+    for k in (0..10).rev() {
+        for c in (0..3).rev() {
+            other
+                .exec(&format!(
+                    "INSERT INTO t (k, c, v) VALUES ({k}, {c}, {})",
+                    k * 10 + c
+                ))
+                .await;
+        }
+    }
+    let mut seen = Vec::new();
+    let mut state: Option<Vec<u8>> = None;
+    for turn in 0.. {
+        let node = if turn % 2 == 0 { &db } else { &other };
+        let page = node
+            .select("SELECT k, c, v FROM t", Some(4), state.as_deref())
+            .await;
+        assert!(page.rows.len() <= 4);
+        seen.extend(page.rows);
+        state = page.paging_state;
+        if state.is_none() {
+            break;
+        }
+        assert!(turn < 20, "paging never ended");
+    }
+    let whole = db.select("SELECT k, c, v FROM t", None, None).await.rows;
+    assert_eq!(whole.len(), 30);
+    assert_eq!(
+        seen, whole,
+        "pages resumed on another node give the same rows in the same order"
+    );
+}
+
+#[tokio::test]
+async fn distinct_and_per_partition_limit_skip_to_the_next_partition() {
+    let db = Db::new(1, &["CREATE TABLE t (k int, c int, PRIMARY KEY (k, c))"]);
+    for k in 0..5 {
+        for c in 0..4 {
+            db.exec(&format!("INSERT INTO t (k, c) VALUES ({k}, {c})")).await;
+        }
+    }
+    assert_eq!(
+        db.select("SELECT DISTINCT k FROM t", Some(2), None)
+            .await
+            .rows
+            .len(),
+        2
+    );
+    let mut all = Vec::new();
+    let mut state: Option<Vec<u8>> = None;
+    loop {
+        let page = db
+            .select(
+                "SELECT k, c FROM t PER PARTITION LIMIT 2",
+                Some(3),
+                state.as_deref(),
+            )
+            .await;
+        all.extend(page.rows);
+        state = page.paging_state;
+        if state.is_none() {
+            break;
+        }
+    }
+    assert_eq!(all.len(), 10);
+    assert!(all.iter().all(|r| r[1] == int(0) || r[1] == int(1)));
+}
+
+#[tokio::test]
+async fn a_range_delete_removes_the_rows_the_range_holds() {
+    let db = Db::new(1, &["CREATE TABLE t (k int, c int, v int, PRIMARY KEY (k, c))"]);
+    for c in 0..6 {
+        db.exec(&format!("INSERT INTO t (k, c, v) VALUES (1, {c}, {c})"))
+            .await;
+    }
+    db.exec("DELETE FROM t WHERE k = 1 AND c >= 2 AND c < 5").await;
+    let rows = db.select("SELECT c FROM t WHERE k = 1", None, None).await.rows;
+    assert_eq!(rows, vec![vec![int(0)], vec![int(1)], vec![int(5)]]);
+}
+
+#[tokio::test]
+async fn list_operations_read_the_list_they_change() {
+    let db = Db::new(1, &["CREATE TABLE t (k int PRIMARY KEY, l list<int>)"]);
+    db.exec("INSERT INTO t (k, l) VALUES (1, [1, 2, 3, 2])").await;
+    db.exec("UPDATE t SET l[1] = 20 WHERE k = 1").await;
+    db.exec("UPDATE t SET l = l - [2] WHERE k = 1").await;
+    let rows = db.select("SELECT l FROM t WHERE k = 1", None, None).await.rows;
+    let mut expected = Vec::new();
+    hayate_cql::value::encode_list(
+        [1i32, 20, 3].iter().map(|v| v.to_be_bytes().to_vec()),
+        &mut expected,
+    );
+    assert_eq!(rows, vec![vec![Some(expected)]]);
+}
+
+#[tokio::test]
+async fn too_few_replicas_is_unavailable_with_the_counts() {
+    let db = Db::new(3, &["CREATE TABLE t (k int PRIMARY KEY, v int)"]);
+    db.exec("INSERT INTO t (k, v) VALUES (1, 1)").await;
+    for (cql, level) in [
+        ("INSERT INTO t (k, v) VALUES (2, 2)", Consistency::Quorum),
+        ("SELECT v FROM t WHERE k = 1", Consistency::All),
+    ] {
+        let err = db
+            .exec_at(cql, level)
+            .await
+            .expect_err("one node cannot meet the level");
+        let QueryError::Coordinator(CoordinatorError::Unavailable(u)) = err else {
+            panic!("{cql}: expected Unavailable, got {err:?}")
+        };
+        assert_eq!(
+            (u.alive, u.consistency == ConsistencyLevel::Quorum),
+            (1, level == Consistency::Quorum)
+        );
+        assert_eq!(u.required, if level == Consistency::Quorum { 2 } else { 3 });
+    }
+    // Nothing was written by the refused write.
+    assert!(db
+        .select("SELECT v FROM t WHERE k = 2", None, None)
+        .await
+        .rows
+        .is_empty());
+    let err = db
+        .exec_at("SELECT v FROM t WHERE k = 1", Consistency::Any)
+        .await
+        .expect_err("ANY reads");
+    assert!(matches!(err, QueryError::Invalid(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_paging_state_we_did_not_make_is_refused() {
+    let db = Db::new(1, &["CREATE TABLE t (k int PRIMARY KEY, v int)"]);
+    db.exec("INSERT INTO t (k, v) VALUES (1, 1)").await;
+    for state in [
+        &b"\x01\x02garbage"[..],
+        &[2, 2, 0, 0],
+        &[2, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    ] {
+        let err = db
+            .exec_paged("SELECT * FROM t", Consistency::One, Some(1), Some(state))
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, QueryError::Invalid(_)), "{err:?}");
+    }
+}
