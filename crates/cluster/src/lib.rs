@@ -18,5 +18,6 @@
 
 pub mod consistency;
 pub mod coordinator;
+pub mod hints;
 pub mod node;
 pub mod replica;
