@@ -11,7 +11,10 @@ pub enum MembershipError {
     /// A setting is out of its bounds.
     Config { field: &'static str, reason: String },
     /// The gossip socket could not be bound.
-    Bind { address: SocketAddr, source: Box<dyn std::error::Error + Send + Sync> },
+    Bind {
+        address: SocketAddr,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The gossip thread or its runtime could not be made.
     Thread { source: io::Error },
 }
@@ -50,9 +53,17 @@ impl std::error::Error for MembershipError {
 #[non_exhaustive]
 pub enum SetError {
     /// The key is empty or longer than its bound.
-    KeyLength { key: String, bytes: usize, max_bytes: usize },
+    KeyLength {
+        key: String,
+        bytes: usize,
+        max_bytes: usize,
+    },
     /// The value is longer than its bound.
-    ValueTooLarge { key: String, bytes: usize, max_bytes: usize },
+    ValueTooLarge {
+        key: String,
+        bytes: usize,
+        max_bytes: usize,
+    },
     /// The node already publishes as many application keys as it may.
     TooManyKeys { key: String, max_keys: usize },
     /// Membership was shut down.
@@ -62,11 +73,19 @@ pub enum SetError {
 impl fmt::Display for SetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SetError::KeyLength { key, bytes, max_bytes } => write!(
+            SetError::KeyLength {
+                key,
+                bytes,
+                max_bytes,
+            } => write!(
                 f,
                 "gossip key '{key}' has {bytes} bytes; a key has 1 to {max_bytes} (use a shorter name)"
             ),
-            SetError::ValueTooLarge { key, bytes, max_bytes } => write!(
+            SetError::ValueTooLarge {
+                key,
+                bytes,
+                max_bytes,
+            } => write!(
                 f,
                 "the value of gossip key '{key}' has {bytes} bytes, more than {max_bytes} (gossip carries \
                  small state; send large data over the internode transport)"

@@ -53,7 +53,9 @@ pub(super) fn spawn(
         Err(mpsc::RecvError) => {
             // The thread ended without a word: it panicked.
             let _ = thread.join();
-            Err(MembershipError::Thread { source: std::io::Error::other("the gossip thread panicked while starting") })
+            Err(MembershipError::Thread {
+                source: std::io::Error::other("the gossip thread panicked while starting"),
+            })
         }
     }
 }
@@ -104,7 +106,10 @@ fn run(
         let handle = match spawn_chitchat(chitchat_config(&config), initial, &UdpTransport).await {
             Ok(handle) => handle,
             Err(source) => {
-                let _ = ready.send(Err(MembershipError::Bind { address, source: source.into() }));
+                let _ = ready.send(Err(MembershipError::Bind {
+                    address,
+                    source: source.into(),
+                }));
                 return;
             }
         };
@@ -178,7 +183,13 @@ async fn gossip_loop(
 
 /// Hands the keys set since the last call to chitchat.
 async fn publish_pending(chitchat: &Mutex<Chitchat>, shared: &Shared) {
-    let keys = std::mem::take(&mut shared.pending.lock().expect("the pending keys' lock is never poisoned").keys);
+    let keys = std::mem::take(
+        &mut shared
+            .pending
+            .lock()
+            .expect("the pending keys' lock is never poisoned")
+            .keys,
+    );
     if keys.is_empty() {
         return;
     }
@@ -219,7 +230,8 @@ async fn reconcile(chitchat: &Mutex<Chitchat>, tracker: &mut Tracker, shared: &S
                     id.generation_id,
                     id.gossip_advertise_addr,
                     |key| node.get(key),
-                    node.iter_prefix(APPLICATION_KEY_PREFIX).map(|(key, value)| (key, value.value.as_str())),
+                    node.iter_prefix(APPLICATION_KEY_PREFIX)
+                        .map(|(key, value)| (key, value.value.as_str())),
                 )
             };
             tracker.observe(seen, read, &mut events);
@@ -246,7 +258,9 @@ async fn reconcile(chitchat: &Mutex<Chitchat>, tracker: &mut Tracker, shared: &S
         match &event {
             MembershipEvent::Up(host) => info!(host_id = %host, "peer is up"),
             MembershipEvent::Down(host) => info!(host_id = %host, "peer is down"),
-            MembershipEvent::Joined(peer) => info!(host_id = %peer.info.host_id, generation = peer.generation, "peer joined"),
+            MembershipEvent::Joined(peer) => {
+                info!(host_id = %peer.info.host_id, generation = peer.generation, "peer joined")
+            }
             MembershipEvent::Changed(peer) => {
                 debug!(host_id = %peer.info.host_id, status = peer.status.as_str(), "peer changed")
             }
@@ -261,7 +275,9 @@ async fn reconcile(chitchat: &Mutex<Chitchat>, tracker: &mut Tracker, shared: &S
 async fn goodbye(handle: &ChitchatHandle) {
     let peers: Vec<_> = handle
         .with_chitchat(|chitchat| {
-            chitchat.self_node_state().set(keys::KEY_STATUS, NodeStatus::Shutdown.as_str());
+            chitchat
+                .self_node_state()
+                .set(keys::KEY_STATUS, NodeStatus::Shutdown.as_str());
             let me = chitchat.self_chitchat_id().clone();
             chitchat
                 .live_nodes()

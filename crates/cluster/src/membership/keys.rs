@@ -81,30 +81,36 @@ pub(crate) fn decode_peer<'a>(
     let required = |key: &'static str| get(key).ok_or(BadKey { key, value: None });
     let parsed = |key: &'static str| -> Result<SocketAddr, BadKey> {
         let text = required(key)?;
-        text.parse().map_err(|_| BadKey { key, value: Some(text.to_owned()) })
+        text.parse().map_err(|_| BadKey {
+            key,
+            value: Some(text.to_owned()),
+        })
     };
     let storage = parsed(KEY_STORAGE)?;
     let cql_address = parsed(KEY_CQL)?;
     let status_text = required(KEY_STATUS)?;
-    let status = NodeStatus::parse(status_text)
-        .ok_or_else(|| BadKey { key: KEY_STATUS, value: Some(status_text.to_owned()) })?;
+    let status = NodeStatus::parse(status_text).ok_or_else(|| BadKey {
+        key: KEY_STATUS,
+        value: Some(status_text.to_owned()),
+    })?;
     let schema_version = match get(KEY_SCHEMA) {
         None => None,
-        Some(text) => Some(
-            text.parse::<HostId>()
-                .map(|uuid| uuid.0)
-                .map_err(|_| BadKey { key: KEY_SCHEMA, value: Some(text.to_owned()) })?,
-        ),
+        Some(text) => Some(text.parse::<HostId>().map(|uuid| uuid.0).map_err(|_| BadKey {
+            key: KEY_SCHEMA,
+            value: Some(text.to_owned()),
+        })?),
     };
     let load_bytes = match get(KEY_LOAD) {
         None => None,
-        Some(text) => {
-            Some(text.parse::<u64>().map_err(|_| BadKey { key: KEY_LOAD, value: Some(text.to_owned()) })?)
-        }
+        Some(text) => Some(text.parse::<u64>().map_err(|_| BadKey {
+            key: KEY_LOAD,
+            value: Some(text.to_owned()),
+        })?),
     };
     let application: BTreeMap<String, String> = application
         .filter_map(|(key, value)| {
-            key.strip_prefix(APPLICATION_KEY_PREFIX).map(|key| (key.to_owned(), value.to_owned()))
+            key.strip_prefix(APPLICATION_KEY_PREFIX)
+                .map(|key| (key.to_owned(), value.to_owned()))
         })
         .collect();
     Ok(PeerState {
@@ -144,7 +150,10 @@ mod tests {
     fn info() -> NodeInfo {
         NodeInfo {
             host_id: HostId([7; 16]),
-            placement: Placement { data_center: "dc1".to_owned(), rack: "r2".to_owned() },
+            placement: Placement {
+                data_center: "dc1".to_owned(),
+                rack: "r2".to_owned(),
+            },
             listen_address: "127.0.0.3".parse().expect("an address"),
             storage_port: 7000,
             cql_address: "127.0.0.3:9042".parse().expect("an address"),
@@ -154,8 +163,9 @@ mod tests {
 
     #[test]
     fn a_node_reads_back_what_it_published() {
-        let mut keys: HashMap<String, String> =
-            initial_key_values(&info(), NodeStatus::Joining).into_iter().collect();
+        let mut keys: HashMap<String, String> = initial_key_values(&info(), NodeStatus::Joining)
+            .into_iter()
+            .collect();
         keys.insert(KEY_SCHEMA.to_owned(), schema_text([0xab; 16]));
         keys.insert(KEY_LOAD.to_owned(), "12345".to_owned());
         keys.insert(format!("{APPLICATION_KEY_PREFIX}tokens"), "3".to_owned());
@@ -179,16 +189,35 @@ mod tests {
 
     #[test]
     fn a_missing_or_unreadable_key_is_named() {
-        let mut keys: HashMap<String, String> =
-            initial_key_values(&info(), NodeStatus::Normal).into_iter().collect();
+        let mut keys: HashMap<String, String> = initial_key_values(&info(), NodeStatus::Normal)
+            .into_iter()
+            .collect();
         keys.remove(KEY_RELEASE);
         let gossip: SocketAddr = "127.0.0.3:7000".parse().expect("an address");
         let decode = |keys: &HashMap<String, String>| {
-            decode_peer(HostId([7; 16]), 1, gossip, |key| keys.get(key).map(String::as_str), std::iter::empty())
+            decode_peer(
+                HostId([7; 16]),
+                1,
+                gossip,
+                |key| keys.get(key).map(String::as_str),
+                std::iter::empty(),
+            )
         };
-        assert_eq!(decode(&keys), Err(BadKey { key: KEY_RELEASE, value: None }));
+        assert_eq!(
+            decode(&keys),
+            Err(BadKey {
+                key: KEY_RELEASE,
+                value: None
+            })
+        );
         keys.insert(KEY_RELEASE.to_owned(), "4.1.0".to_owned());
         keys.insert(KEY_STATUS.to_owned(), "moving".to_owned());
-        assert_eq!(decode(&keys), Err(BadKey { key: KEY_STATUS, value: Some("moving".to_owned()) }));
+        assert_eq!(
+            decode(&keys),
+            Err(BadKey {
+                key: KEY_STATUS,
+                value: Some("moving".to_owned())
+            })
+        );
     }
 }

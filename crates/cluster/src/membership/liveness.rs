@@ -63,9 +63,16 @@ fn first_slot(high: u64, low: u64) -> usize {
 impl LivenessTable {
     pub(crate) fn new() -> LivenessTable {
         let slots = (0..SLOTS)
-            .map(|_| Slot { high: AtomicU64::new(0), low: AtomicU64::new(0), state: AtomicU8::new(SLOT_EMPTY) })
+            .map(|_| Slot {
+                high: AtomicU64::new(0),
+                low: AtomicU64::new(0),
+                state: AtomicU8::new(SLOT_EMPTY),
+            })
             .collect();
-        LivenessTable { slots, hosts: Mutex::new(0) }
+        LivenessTable {
+            slots,
+            hosts: Mutex::new(0),
+        }
     }
 
     /// The host's slot, or the empty slot where it would go.
@@ -95,7 +102,10 @@ impl LivenessTable {
     /// Records the host's state, adding the host if it is new.
     pub(crate) fn set(&self, host: HostId, up: bool) -> Result<(), TableFull> {
         let state = if up { SLOT_UP } else { SLOT_DOWN };
-        let mut hosts = self.hosts.lock().expect("the liveness table's writer lock is never poisoned");
+        let mut hosts = self
+            .hosts
+            .lock()
+            .expect("the liveness table's writer lock is never poisoned");
         let (slot, current) = self.find(host);
         if current == SLOT_EMPTY {
             if *hosts == HOSTS_MAX {

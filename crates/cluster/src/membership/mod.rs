@@ -82,28 +82,31 @@ pub const GOSSIP_INTERVAL_DEFAULT: Duration = Duration::from_millis(250);
 /// The failure detector's threshold.
 ///
 /// Chitchat's phi is `time since the peer's last heartbeat / mean interval between its
-/// heartbeats`, the mean taken over the last [`SAMPLING_WINDOW_SIZE`] arrivals. A peer is down
-/// once phi exceeds the threshold, which is checked at the end of every gossip round. So a node
-/// killed just after its last heartbeat reached a peer is marked down by that peer after
+/// heartbeats`, the mean taken over the last [`SAMPLING_WINDOW_SIZE`] arrivals and smoothed
+/// toward a prior of one gossip interval with the weight of five arrivals. A peer is down once
+/// phi exceeds the threshold, which each node checks at the end of each of its gossip rounds. So
+/// a node killed just after its last heartbeat reached a peer is marked down by that peer after
 ///
 /// ```text
-///   threshold × mean heartbeat interval  +  at most one gossip interval
+///   threshold × mean heartbeat interval  +  up to one gossip interval
 /// ```
 ///
-/// Heartbeats reach a peer several times per gossip round: the node's own exchanges with the
-/// peer (it sends a digest, and answers one) and, relayed, every other node's. The measured mean
-/// is about a third of the gossip interval with three nodes (see `docs/cluster-membership.md`),
-/// fewer in larger clusters and at worst half of it with two nodes. Hence, at 250 ms:
+/// A newer heartbeat of a node reaches a peer about twice per gossip round, whatever the
+/// cluster's size (the node's own digest in its exchange with the peer, the peer's exchange with
+/// it, or the same news relayed): the mean is half the gossip interval, 125 ms. Hence
 ///
 /// ```text
-///   three nodes:  12 × 83 ms  + ≤ 250 ms  ≈ 1.0–1.25 s
-///   two nodes:    12 × 125 ms + ≤ 250 ms  ≈ 1.5–1.75 s   (the slowest case)
+///   settled:        14 × 125 ms                    + ≤ 250 ms  =  1.75–2.0 s
+///   just joined:    14 × (125 + 5 × 250) / 6 ms    + ≤ 250 ms  ≈  3.5 s at worst
 /// ```
 ///
-/// well within five seconds, while a peer must miss about a dozen heartbeats in a row (over a
-/// second of silence) before it is called down, which neither a busy request runtime (gossip
-/// has its own thread) nor a lost datagram or two does.
-pub const PHI_THRESHOLD_DEFAULT: f64 = 12.0;
+/// (the second line is a node killed right after its second heartbeat, when the prior still
+/// weighs five to one). Measured with two, three and five nodes on one machine: 1.75–2.0 s
+/// settled, 2.0–2.75 s a second after a restart (`docs/cluster-membership.md`). Both stay well
+/// within the five seconds promised, while a peer must miss about fourteen heartbeats in a row
+/// (1.75 s of silence) before it is called down, which neither a busy request runtime (gossip
+/// has its own thread) nor a few lost datagrams cause.
+pub const PHI_THRESHOLD_DEFAULT: f64 = 14.0;
 
 /// How many heartbeat intervals the failure detector averages, per peer (chitchat's default:
 /// at several heartbeats a second, a minute or two of history).
@@ -227,7 +230,12 @@ pub struct MembershipConfig {
 
 impl MembershipConfig {
     /// A configuration with the default timing.
-    pub fn new(cluster_name: &str, local: NodeInfo, generation: u64, seeds: Vec<SocketAddr>) -> MembershipConfig {
+    pub fn new(
+        cluster_name: &str,
+        local: NodeInfo,
+        generation: u64,
+        seeds: Vec<SocketAddr>,
+    ) -> MembershipConfig {
         MembershipConfig {
             cluster_name: cluster_name.to_owned(),
             local,
@@ -245,17 +253,29 @@ impl MembershipConfig {
         if self.cluster_name.is_empty() || self.cluster_name.len() > CLUSTER_NAME_BYTES_MAX {
             return bad(
                 "cluster_name",
-                format!("has {} bytes; give 1 to {CLUSTER_NAME_BYTES_MAX}", self.cluster_name.len()),
+                format!(
+                    "has {} bytes; give 1 to {CLUSTER_NAME_BYTES_MAX}",
+                    self.cluster_name.len()
+                ),
             );
         }
         if self.local.listen_address.is_unspecified() {
             return bad(
                 "listen_address",
-                format!("{} is not an address peers can reach; give the node's own", self.local.listen_address),
+                format!(
+                    "{} is not an address peers can reach; give the node's own",
+                    self.local.listen_address
+                ),
             );
         }
         if self.seeds.len() > SEEDS_MAX {
-            return bad("seeds", format!("{} seeds; give at most {SEEDS_MAX} (two or three per data center do)", self.seeds.len()));
+            return bad(
+                "seeds",
+                format!(
+                    "{} seeds; give at most {SEEDS_MAX} (two or three per data center do)",
+                    self.seeds.len()
+                ),
+            );
         }
         if !(GOSSIP_INTERVAL_MIN..=GOSSIP_INTERVAL_MAX).contains(&self.gossip_interval) {
             return bad(
@@ -267,10 +287,19 @@ impl MembershipConfig {
             );
         }
         if !(self.phi_threshold > 0.0 && self.phi_threshold <= PHI_THRESHOLD_MAX) {
-            return bad("phi_threshold", format!("{} is outside (0, {PHI_THRESHOLD_MAX}]", self.phi_threshold));
+            return bad(
+                "phi_threshold",
+                format!("{} is outside (0, {PHI_THRESHOLD_MAX}]", self.phi_threshold),
+            );
         }
         if self.dead_node_grace_period < self.gossip_interval {
-            return bad("dead_node_grace_period", format!("{:?} is shorter than a gossip interval", self.dead_node_grace_period));
+            return bad(
+                "dead_node_grace_period",
+                format!(
+                    "{:?} is shorter than a gossip interval",
+                    self.dead_node_grace_period
+                ),
+            );
         }
         Ok(())
     }
@@ -278,7 +307,10 @@ impl MembershipConfig {
 
 /// A gossip generation for a node starting now: seconds since the Unix epoch, as Cassandra's.
 pub fn generation_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|since| since.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|since| since.as_secs())
+        .unwrap_or(0)
 }
 
 /// How the gossip thread is asked to stop.
@@ -368,7 +400,13 @@ impl Membership {
         });
         let (stop, stop_rx) = watch::channel(Stop::Run);
         let thread = gossip::spawn(config, shared.clone(), stop_rx)?;
-        Ok(Membership { inner: Arc::new(Inner { shared, stop, thread: Mutex::new(Some(thread)) }) })
+        Ok(Membership {
+            inner: Arc::new(Inner {
+                shared,
+                stop,
+                thread: Mutex::new(Some(thread)),
+            }),
+        })
     }
 
     fn shared(&self) -> &Shared {
@@ -378,7 +416,13 @@ impl Membership {
     /// Publishes one of this node's keys: updates [`Membership::local`] now and wakes the gossip
     /// thread to publish it.
     fn publish(&self, key: &str, value: String, update: impl FnOnce(&mut PeerState)) {
-        update(&mut self.shared().local.write().expect("the local state's lock is never poisoned"));
+        update(
+            &mut self
+                .shared()
+                .local
+                .write()
+                .expect("the local state's lock is never poisoned"),
+        );
         self.shared()
             .pending
             .lock()
@@ -389,15 +433,21 @@ impl Membership {
     }
 
     pub fn set_status(&self, status: NodeStatus) {
-        self.publish(keys::KEY_STATUS, status.as_str().to_owned(), |local| local.status = status);
+        self.publish(keys::KEY_STATUS, status.as_str().to_owned(), |local| {
+            local.status = status
+        });
     }
 
     pub fn set_schema_version(&self, version: [u8; 16]) {
-        self.publish(keys::KEY_SCHEMA, keys::schema_text(version), |local| local.schema_version = Some(version));
+        self.publish(keys::KEY_SCHEMA, keys::schema_text(version), |local| {
+            local.schema_version = Some(version)
+        });
     }
 
     pub fn set_load(&self, bytes: u64) {
-        self.publish(keys::KEY_LOAD, bytes.to_string(), |local| local.load_bytes = Some(bytes));
+        self.publish(keys::KEY_LOAD, bytes.to_string(), |local| {
+            local.load_bytes = Some(bytes)
+        });
     }
 
     /// Publishes other application state, seen by peers in [`PeerState::application`].
@@ -420,10 +470,17 @@ impl Membership {
             return Err(SetError::Stopped);
         }
         {
-            let mut pending = self.shared().pending.lock().expect("the pending keys' lock is never poisoned");
+            let mut pending = self
+                .shared()
+                .pending
+                .lock()
+                .expect("the pending keys' lock is never poisoned");
             if !pending.application_keys.contains(key) {
                 if pending.application_keys.len() == APPLICATION_KEYS_MAX {
-                    return Err(SetError::TooManyKeys { key: key.to_owned(), max_keys: APPLICATION_KEYS_MAX });
+                    return Err(SetError::TooManyKeys {
+                        key: key.to_owned(),
+                        max_keys: APPLICATION_KEYS_MAX,
+                    });
                 }
                 pending.application_keys.insert(key.to_owned());
             }
@@ -454,7 +511,11 @@ impl Membership {
     /// Every other node heard of, up or down, sorted by host id; this node is not among them
     /// (as it is not in Cassandra's `system.peers`): see [`Membership::local`].
     pub fn peers(&self) -> Vec<PeerState> {
-        let peers = self.shared().peers.read().expect("the peers' lock is never poisoned");
+        let peers = self
+            .shared()
+            .peers
+            .read()
+            .expect("the peers' lock is never poisoned");
         let mut list: Vec<PeerState> = peers.values().cloned().collect();
         list.sort_by_key(|peer| peer.info.host_id);
         list
@@ -463,12 +524,21 @@ impl Membership {
     /// Another node's state, if it was ever heard of. `None` for this node: see
     /// [`Membership::local`].
     pub fn peer(&self, host: HostId) -> Option<PeerState> {
-        self.shared().peers.read().expect("the peers' lock is never poisoned").get(&host).cloned()
+        self.shared()
+            .peers
+            .read()
+            .expect("the peers' lock is never poisoned")
+            .get(&host)
+            .cloned()
     }
 
     /// This node's own state, as it publishes it.
     pub fn local(&self) -> PeerState {
-        self.shared().local.read().expect("the local state's lock is never poisoned").clone()
+        self.shared()
+            .local
+            .read()
+            .expect("the local state's lock is never poisoned")
+            .clone()
     }
 
     /// Membership events from now on. A receiver that falls [`EVENTS_QUEUE_MAX`] events behind
@@ -500,7 +570,12 @@ impl Membership {
                 false
             }
         });
-        let thread = self.inner.thread.lock().expect("the gossip thread's handle lock is never poisoned").take();
+        let thread = self
+            .inner
+            .thread
+            .lock()
+            .expect("the gossip thread's handle lock is never poisoned")
+            .take();
         if let Some(thread) = thread {
             if thread.join().is_err() {
                 tracing::error!("the gossip thread panicked");

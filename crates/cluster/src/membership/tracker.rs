@@ -83,7 +83,11 @@ impl Tracker {
                 let up = is_up(seen.live, tracked.peer.status);
                 if up != tracked.peer.alive {
                     tracked.peer.alive = up;
-                    events.push(if up { MembershipEvent::Up(host) } else { MembershipEvent::Down(host) });
+                    events.push(if up {
+                        MembershipEvent::Up(host)
+                    } else {
+                        MembershipEvent::Down(host)
+                    });
                 }
                 return;
             }
@@ -113,7 +117,13 @@ impl Tracker {
             if peer.alive {
                 events.push(MembershipEvent::Up(host));
             }
-            self.hosts.insert(host, Tracked { peer, max_version: seen.max_version });
+            self.hosts.insert(
+                host,
+                Tracked {
+                    peer,
+                    max_version: seen.max_version,
+                },
+            );
             return;
         };
         let restarted = seen.generation > tracked.peer.generation;
@@ -130,7 +140,11 @@ impl Tracker {
             events.push(MembershipEvent::Changed(peer.clone()));
         }
         if peer.alive != was_up {
-            events.push(if peer.alive { MembershipEvent::Up(host) } else { MembershipEvent::Down(host) });
+            events.push(if peer.alive {
+                MembershipEvent::Up(host)
+            } else {
+                MembershipEvent::Down(host)
+            });
         }
         tracked.peer = peer;
         tracked.max_version = seen.max_version;
@@ -138,14 +152,20 @@ impl Tracker {
 
     /// An entry whose keys cannot be read still tells whether the tracked generation lives.
     fn observe_liveness_only(&mut self, seen: &Observation, events: &mut Vec<MembershipEvent>) {
-        let Some(tracked) = self.hosts.get_mut(&seen.host_id) else { return };
+        let Some(tracked) = self.hosts.get_mut(&seen.host_id) else {
+            return;
+        };
         if seen.generation != tracked.peer.generation {
             return;
         }
         let up = is_up(seen.live, tracked.peer.status);
         if up != tracked.peer.alive {
             tracked.peer.alive = up;
-            events.push(if up { MembershipEvent::Up(seen.host_id) } else { MembershipEvent::Down(seen.host_id) });
+            events.push(if up {
+                MembershipEvent::Up(seen.host_id)
+            } else {
+                MembershipEvent::Down(seen.host_id)
+            });
         }
     }
 }
@@ -163,7 +183,10 @@ mod tests {
         PeerState {
             info: NodeInfo {
                 host_id: HOST,
-                placement: Placement { data_center: "dc1".to_owned(), rack: "r1".to_owned() },
+                placement: Placement {
+                    data_center: "dc1".to_owned(),
+                    rack: "r1".to_owned(),
+                },
                 listen_address: "127.0.0.2".parse().expect("an address"),
                 storage_port: 7000,
                 cql_address: "127.0.0.2:9042".parse().expect("an address"),
@@ -189,7 +212,11 @@ mod tests {
     }
 
     /// Feeds one observation whose keys read as `state` and returns the events it caused.
-    fn feed(tracker: &mut Tracker, seen: Observation, state: Result<PeerState, BadKey>) -> Vec<MembershipEvent> {
+    fn feed(
+        tracker: &mut Tracker,
+        seen: Observation,
+        state: Result<PeerState, BadKey>,
+    ) -> Vec<MembershipEvent> {
         let mut events = Vec::new();
         tracker.observe(seen, || state, &mut events);
         events
@@ -210,11 +237,30 @@ mod tests {
     #[test]
     fn a_newcomer_joins_then_goes_up_and_down() {
         let mut tracker = Tracker::default();
-        let missing = Err(BadKey { key: "dc", value: None });
-        assert!(feed(&mut tracker, seen(1, 0, false), missing).is_empty(), "no keys yet, nothing to say");
-        assert_eq!(names(&feed(&mut tracker, seen(1, 6, false), Ok(peer(1, NodeStatus::Normal)))), ["joined"]);
-        let not_read = Err(BadKey { key: "unused", value: None });
-        assert_eq!(names(&feed(&mut tracker, seen(1, 6, true), not_read.clone())), ["up"]);
+        let missing = Err(BadKey {
+            key: "dc",
+            value: None,
+        });
+        assert!(
+            feed(&mut tracker, seen(1, 0, false), missing).is_empty(),
+            "no keys yet, nothing to say"
+        );
+        assert_eq!(
+            names(&feed(
+                &mut tracker,
+                seen(1, 6, false),
+                Ok(peer(1, NodeStatus::Normal))
+            )),
+            ["joined"]
+        );
+        let not_read = Err(BadKey {
+            key: "unused",
+            value: None,
+        });
+        assert_eq!(
+            names(&feed(&mut tracker, seen(1, 6, true), not_read.clone())),
+            ["up"]
+        );
         assert!(tracker.get(HOST).expect("tracked").alive);
         assert!(feed(&mut tracker, seen(1, 6, true), not_read.clone()).is_empty());
         assert_eq!(names(&feed(&mut tracker, seen(1, 6, false), not_read)), ["down"]);
@@ -223,12 +269,30 @@ mod tests {
     #[test]
     fn a_published_change_is_reported_once_and_a_shutdown_is_a_down() {
         let mut tracker = Tracker::default();
-        assert_eq!(names(&feed(&mut tracker, seen(1, 6, true), Ok(peer(1, NodeStatus::Joining)))), ["joined", "up"]);
-        assert_eq!(names(&feed(&mut tracker, seen(1, 7, true), Ok(peer(1, NodeStatus::Normal)))), ["changed"]);
+        assert_eq!(
+            names(&feed(
+                &mut tracker,
+                seen(1, 6, true),
+                Ok(peer(1, NodeStatus::Joining))
+            )),
+            ["joined", "up"]
+        );
+        assert_eq!(
+            names(&feed(
+                &mut tracker,
+                seen(1, 7, true),
+                Ok(peer(1, NodeStatus::Normal))
+            )),
+            ["changed"]
+        );
         // A new version with the same published state (say, a key rewritten to its value).
         assert!(feed(&mut tracker, seen(1, 8, true), Ok(peer(1, NodeStatus::Normal))).is_empty());
         assert_eq!(
-            names(&feed(&mut tracker, seen(1, 9, true), Ok(peer(1, NodeStatus::Shutdown)))),
+            names(&feed(
+                &mut tracker,
+                seen(1, 9, true),
+                Ok(peer(1, NodeStatus::Shutdown))
+            )),
             ["changed", "down"]
         );
         assert!(!tracker.get(HOST).expect("tracked").alive);
@@ -239,25 +303,51 @@ mod tests {
         let mut tracker = Tracker::default();
         feed(&mut tracker, seen(1, 6, true), Ok(peer(1, NodeStatus::Normal)));
         // The new generation is heard before the old one was found dead.
-        assert_eq!(names(&feed(&mut tracker, seen(2, 6, false), Ok(peer(2, NodeStatus::Normal)))), ["down"]);
+        assert_eq!(
+            names(&feed(
+                &mut tracker,
+                seen(2, 6, false),
+                Ok(peer(2, NodeStatus::Normal))
+            )),
+            ["down"]
+        );
         assert_eq!(tracker.get(HOST).expect("tracked").generation, 2);
         // The old generation's death, and any news of it, no longer matter.
         let old = Ok(peer(1, NodeStatus::Leaving));
         assert!(feed(&mut tracker, seen(1, 7, false), old).is_empty());
-        let not_read = Err(BadKey { key: "unused", value: None });
+        let not_read = Err(BadKey {
+            key: "unused",
+            value: None,
+        });
         assert_eq!(names(&feed(&mut tracker, seen(2, 6, true), not_read)), ["up"]);
         // A restart seen while the node was up and already live again: down, then up.
-        assert_eq!(names(&feed(&mut tracker, seen(3, 6, true), Ok(peer(3, NodeStatus::Normal)))), ["down", "up"]);
+        assert_eq!(
+            names(&feed(
+                &mut tracker,
+                seen(3, 6, true),
+                Ok(peer(3, NodeStatus::Normal))
+            )),
+            ["down", "up"]
+        );
     }
 
     #[test]
     fn an_unreadable_entry_is_read_once_and_its_liveness_still_counts() {
         let mut tracker = Tracker::default();
         feed(&mut tracker, seen(1, 6, true), Ok(peer(1, NodeStatus::Normal)));
-        let bad = || Err(BadKey { key: "status", value: Some("moving".to_owned()) });
+        let bad = || {
+            Err(BadKey {
+                key: "status",
+                value: Some("moving".to_owned()),
+            })
+        };
         assert!(feed(&mut tracker, seen(1, 7, true), bad()).is_empty());
         let mut events = Vec::new();
-        tracker.observe(seen(1, 7, false), || panic!("an unreadable entry is not read twice"), &mut events);
+        tracker.observe(
+            seen(1, 7, false),
+            || panic!("an unreadable entry is not read twice"),
+            &mut events,
+        );
         assert_eq!(names(&events), ["down"]);
         assert_eq!(tracker.get(HOST).expect("tracked").status, NodeStatus::Normal);
     }
