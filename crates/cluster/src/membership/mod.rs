@@ -85,10 +85,11 @@ pub const GOSSIP_INTERVAL_DEFAULT: Duration = Duration::from_millis(250);
 /// heartbeats`, the mean taken over the last thousand arrivals and smoothed
 /// toward a prior of one gossip interval with the weight of five arrivals. A peer is down once
 /// phi exceeds the threshold, which each node checks at the end of each of its gossip rounds. So
-/// a node killed just after its last heartbeat reached a peer is marked down by that peer after
+/// a node killed is marked down by a peer after
 ///
 /// ```text
-///   threshold × mean heartbeat interval  +  up to one gossip interval
+///   threshold × mean heartbeat interval  −  the time since its last heartbeat reached the peer
+///                                        +  up to one gossip interval (the next check)
 /// ```
 ///
 /// A newer heartbeat of a node reaches a peer about twice per gossip round, whatever the
@@ -96,12 +97,12 @@ pub const GOSSIP_INTERVAL_DEFAULT: Duration = Duration::from_millis(250);
 /// it, or the same news relayed): the mean is half the gossip interval, 125 ms. Hence
 ///
 /// ```text
-///   settled:        14 × 125 ms                    + ≤ 250 ms  =  1.75–2.0 s
-///   just joined:    14 × (125 + 5 × 250) / 6 ms    + ≤ 250 ms  ≈  3.5 s at worst
+///   settled:        14 × 125 ms                  − ≤ 125 ms + ≤ 250 ms  ≈  1.6–2.0 s
+///   just joined:    14 × (125 + 5 × 250) / 6 ms             + ≤ 250 ms  ≈  3.5 s at worst
 /// ```
 ///
 /// (the second line is a node killed right after its second heartbeat, when the prior still
-/// weighs five to one). Measured with two, three and five nodes on one machine: 1.75–2.0 s
+/// weighs five to one). Measured with two, three and five nodes on one machine: 1.5–2.0 s
 /// settled, 2.0–2.75 s a second after a restart (`docs/cluster-membership.md`). Both stay well
 /// within the five seconds promised, while a peer must miss about fourteen heartbeats in a row
 /// (1.75 s of silence) before it is called down, which neither a busy request runtime (gossip
