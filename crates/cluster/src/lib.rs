@@ -19,5 +19,6 @@
 pub mod consistency;
 pub mod coordinator;
 pub mod hints;
+pub mod membership;
 pub mod node;
 pub mod replica;
