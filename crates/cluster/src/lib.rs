@@ -20,3 +20,4 @@ pub mod consistency;
 pub mod message;
 pub mod node;
 pub mod replica;
+pub mod transport;
