@@ -195,6 +195,10 @@ async fn read_frames(
                 "closing internode connection: a frame cannot be trusted");
             return;
         }
+        // A large frame's room is not kept for the small ones after it.
+        if buf.is_empty() && buf.capacity() > 4 * READ_CHUNK_BYTES {
+            buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        }
         if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {
             buf.reserve(READ_CHUNK_BYTES);
         }
