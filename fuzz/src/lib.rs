@@ -1,11 +1,14 @@
 //! What the fuzz targets share: how an input is split, the properties every decoded record must
-//! have, a copy of cold start's record walk, and the seed corpus in `seeds/`.
+//! have, a copy of cold start's record walk, and the seed corpus in `seeds/`. The internode
+//! message target's checks and seeds are in [`internode`].
 //!
 //! An input is `sequence (u64 LE) | mode (u8) | payload` for the record targets and
 //! `mode (u8) | payload` for the header target. Random bytes almost never pass a crc32c, so a
 //! mode bit asks the target to recompute the checksum before decoding: that way the fuzzer spends
 //! its time on the parsing behind the checksum instead of on the checksum itself, and the
 //! unsealed path still tests that damage is rejected.
+
+pub mod internode;
 
 use hayate_storage::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES, BLOCK_MAGIC};
 use hayate_storage::format::record::{
@@ -292,6 +295,9 @@ pub fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let mut damaged = sequenced(sequence, MODE_RESEAL | MODE_HEADER);
     damaged.extend(&block);
     out.push(("block_walk", "damaged-tail", damaged));
+    for (name, bytes) in internode::seeds() {
+        out.push(("internode_message", name, bytes));
+    }
     out
 }
 
@@ -419,6 +425,20 @@ mod tests {
                     assert!(check_record(&payload, seq).is_some(), "{name}");
                 }
                 "block_header_decode" => check_header(&bytes[1..]),
+                "internode_message" => {
+                    let expected = match name {
+                        "stream" => 6,
+                        "hello" => 0,
+                        _ => 1,
+                    };
+                    assert_eq!(internode::check_internode(&bytes), expected, "{name}");
+                    if name == "resealed" {
+                        assert!(
+                            internode::check_frame(&bytes[1..]).is_none(),
+                            "stale seal rejected"
+                        );
+                    }
+                }
                 _ => {
                     let (seq, mode, payload) = split_sequenced(&bytes).expect("long enough");
                     let (records, end) = walk(&mut payload.to_vec(), seq, mode & MODE_RESEAL != 0);

@@ -20,5 +20,7 @@ pub mod consistency;
 pub mod coordinator;
 pub mod hints;
 pub mod membership;
+pub mod message;
 pub mod node;
 pub mod replica;
+pub mod transport;

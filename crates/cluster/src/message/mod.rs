@@ -1,0 +1,501 @@
+//! Internode messages and their frames: what one node says to another, byte by byte.
+//!
+//! Pure encoding and decoding, no I/O: the [`transport`](crate::transport) moves frames, this
+//! module says what is in them. `docs/internode-protocol.md` draws the same layout.
+//!
+//! ```text
+//!  0          4          8     9     10                     18
+//!  +----------+----------+-----+-----+----------------------+---------------------+
+//!  |  length  |  crc32c  | ver |kind |      request id      |       payload       |
+//!  |  u32 BE  |  u32 BE  | u8  | u8  |        u64 BE        | length - 14 bytes   |
+//!  +----------+----------+-----+-----+----------------------+---------------------+
+//! ```
+//!
+//! All integers big-endian. `length` counts the bytes after itself (so a frame is `4 + length`
+//! bytes, at most [`FRAME_BYTES_MAX`]); `crc32c` covers every byte after itself. A reader first
+//! checks the length against the bound (before it allocates), waits for the whole frame, then
+//! checks the checksum, then the version, then decodes. A frame that fails any of these means
+//! the byte stream can no longer be trusted: the connection is closed.
+//!
+//! A row travels in the storage engine's own body encoding
+//! ([`hayate_storage::format::record::encode_body`]), after the newest timestamp in the row
+//! that its timestamp deltas are taken from, so the wire and the disk describe a row one way.
+//! The payload of each kind is drawn in [`payload`]; the connection handshake is in
+//! [`handshake`]; [`digest()`] hashes a read answer the way digest reads compare replicas.
+
+mod digest;
+pub mod handshake;
+pub mod payload;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+use crate::replica::{Mutation, ReadCommand, ReadResponse, ReplicaError};
+
+pub use digest::digest;
+pub use handshake::{HandshakeError, Hello, HelloReply};
+
+/// Matches a response to its request; chosen by the node that sends the request.
+pub type RequestId = u64;
+
+/// The frame format version this build writes when the peer speaks it too.
+pub const VERSION: u8 = 1;
+/// The oldest frame format version this build still reads and writes.
+pub const VERSION_MIN: u8 = 1;
+
+/// The largest frame, length field included: room for a 16 MiB row and its overhead several
+/// times over. Checked before a reader allocates anything for a frame.
+pub const FRAME_BYTES_MAX: usize = 80 << 20;
+/// The fixed part of every frame: length, checksum, version, kind and request id.
+pub const FRAME_HEADER_BYTES: usize = 18;
+/// The bytes the `length` field counts beyond the payload: checksum, version, kind, id.
+const LENGTH_COUNTED_HEADER_BYTES: usize = FRAME_HEADER_BYTES - OFFSET_CRC;
+
+/// The most mutations one `MutationRequest` carries (a batch, or hints replayed together).
+pub const MUTATIONS_PER_MESSAGE_MAX: usize = 1 << 16;
+/// The most rows one `ReadResponse` carries (a page is far smaller).
+pub const ROWS_PER_MESSAGE_MAX: usize = 1 << 20;
+/// The longest partition or clustering key (or clustering bound): the engine's own limit.
+pub const KEY_BYTES_MAX: usize = hayate_storage::KEY_MAX_BYTES;
+/// The longest error message a replica sends back; longer ones are cut at a character
+/// boundary when encoded.
+pub const ERROR_MESSAGE_BYTES_MAX: usize = 16 << 10;
+/// Every row and every mutation takes at least this many bytes on the wire. A decoder
+/// reserves room for at most `remaining bytes / this` items, so a count that lies cannot make
+/// it allocate more than a small multiple of the frame it read.
+const ENCODED_ITEM_BYTES_MIN: usize = 16;
+
+const OFFSET_LENGTH: usize = 0;
+const OFFSET_CRC: usize = 4;
+const OFFSET_VERSION: usize = 8;
+const OFFSET_KIND: usize = 9;
+const OFFSET_ID: usize = 10;
+
+const _: () = assert!(OFFSET_ID + 8 == FRAME_HEADER_BYTES);
+const _: () = assert!(FRAME_BYTES_MAX <= u32::MAX as usize);
+
+/// One internode message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// Apply these mutations (a coordinator's write, a read repair, or a hint being replayed).
+    MutationRequest {
+        id: RequestId,
+        mutations: Vec<Mutation>,
+    },
+    MutationResponse {
+        id: RequestId,
+        result: Result<(), ReplicaError>,
+    },
+    /// A read; with `digest_only` the replica answers with a digest of what it would return.
+    ReadRequest {
+        id: RequestId,
+        command: ReadCommand,
+        digest_only: bool,
+    },
+    ReadResponse {
+        id: RequestId,
+        result: Result<ReadReply, ReplicaError>,
+    },
+    /// Cluster metadata (Raft) traffic: opaque bytes another module encodes.
+    MetadataRequest {
+        id: RequestId,
+        payload: Vec<u8>,
+    },
+    MetadataResponse {
+        id: RequestId,
+        payload: Vec<u8>,
+    },
+    Ping {
+        id: RequestId,
+    },
+    Pong {
+        id: RequestId,
+    },
+}
+
+/// A replica's answer to a [`Message::ReadRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadReply {
+    Data(ReadResponse),
+    /// What [`digest()`] makes of the rows the replica would have returned, and whether it
+    /// stopped at the limit.
+    Digest {
+        digest: [u8; 16],
+        more: bool,
+    },
+}
+
+/// Which connection a message travels on: requests and their answers, or bulk traffic
+/// (hint replay, streaming) that must not queue ahead of them. Order is kept per lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lane {
+    Requests,
+    Bulk,
+}
+
+impl Lane {
+    pub const ALL: [Lane; 2] = [Lane::Requests, Lane::Bulk];
+
+    pub fn tag(self) -> u8 {
+        match self {
+            Lane::Requests => 0,
+            Lane::Bulk => 1,
+        }
+    }
+
+    pub fn from_tag(tag: u8) -> Option<Lane> {
+        match tag {
+            0 => Some(Lane::Requests),
+            1 => Some(Lane::Bulk),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Lane::Requests => "requests",
+            Lane::Bulk => "bulk",
+        }
+    }
+}
+
+impl fmt::Display for Lane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The `kind` byte of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    MutationRequest = 1,
+    MutationResponse = 2,
+    ReadRequest = 3,
+    ReadResponse = 4,
+    MetadataRequest = 5,
+    MetadataResponse = 6,
+    Ping = 7,
+    Pong = 8,
+}
+
+impl Kind {
+    pub fn from_u8(kind: u8) -> Option<Kind> {
+        Some(match kind {
+            1 => Kind::MutationRequest,
+            2 => Kind::MutationResponse,
+            3 => Kind::ReadRequest,
+            4 => Kind::ReadResponse,
+            5 => Kind::MetadataRequest,
+            6 => Kind::MetadataResponse,
+            7 => Kind::Ping,
+            8 => Kind::Pong,
+            _ => return None,
+        })
+    }
+}
+
+impl Message {
+    pub fn id(&self) -> RequestId {
+        match self {
+            Message::MutationRequest { id, .. }
+            | Message::MutationResponse { id, .. }
+            | Message::ReadRequest { id, .. }
+            | Message::ReadResponse { id, .. }
+            | Message::MetadataRequest { id, .. }
+            | Message::MetadataResponse { id, .. }
+            | Message::Ping { id }
+            | Message::Pong { id } => *id,
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            Message::MutationRequest { .. } => Kind::MutationRequest,
+            Message::MutationResponse { .. } => Kind::MutationResponse,
+            Message::ReadRequest { .. } => Kind::ReadRequest,
+            Message::ReadResponse { .. } => Kind::ReadResponse,
+            Message::MetadataRequest { .. } => Kind::MetadataRequest,
+            Message::MetadataResponse { .. } => Kind::MetadataResponse,
+            Message::Ping { .. } => Kind::Ping,
+            Message::Pong { .. } => Kind::Pong,
+        }
+    }
+
+    /// About how many bytes the message takes encoded, without encoding it: what a send
+    /// queue counts against its byte bound. Never less than the frame header.
+    pub fn size_hint_bytes(&self) -> usize {
+        FRAME_HEADER_BYTES + payload::size_hint_bytes(self)
+    }
+}
+
+/// Why a message could not be encoded. These are bounds the sender broke (a batch with too
+/// many mutations, a reply too large for one frame); the transport drops such a message and
+/// counts it, and the sender's timeout reports the failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EncodeError {
+    FrameTooLarge {
+        frame_bytes: usize,
+        max_bytes: usize,
+    },
+    TooMany {
+        what: &'static str,
+        count: usize,
+        max: usize,
+    },
+    TooLong {
+        what: &'static str,
+        len_bytes: usize,
+        max_bytes: usize,
+    },
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::FrameTooLarge {
+                frame_bytes,
+                max_bytes,
+            } => write!(
+                f,
+                "message of {frame_bytes} bytes exceeds the internode frame limit of {max_bytes}; \
+                 split it (fewer mutations or rows per message)"
+            ),
+            EncodeError::TooMany { what, count, max } => {
+                write!(
+                    f,
+                    "{count} {what} in one message exceed the limit of {max}; split it"
+                )
+            }
+            EncodeError::TooLong {
+                what,
+                len_bytes,
+                max_bytes,
+            } => {
+                write!(
+                    f,
+                    "{what} of {len_bytes} bytes exceeds the limit of {max_bytes} bytes"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+/// Why bytes from a peer are not a frame this build accepts. Any of these closes the
+/// connection: after it, the stream is no longer known to be aligned on frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The bytes end before `what` does.
+    Truncated {
+        what: &'static str,
+    },
+    /// The length field says fewer bytes than a header holds.
+    FrameTooShort {
+        length_bytes: u32,
+    },
+    FrameTooLarge {
+        frame_bytes: u64,
+        max_bytes: usize,
+    },
+    BadChecksum {
+        stored: u32,
+        computed: u32,
+    },
+    UnknownVersion {
+        version: u8,
+    },
+    UnknownKind {
+        kind: u8,
+    },
+    /// A tag or boolean byte holds a value no encoder writes.
+    BadTag {
+        what: &'static str,
+        tag: u8,
+    },
+    TooMany {
+        what: &'static str,
+        count: u64,
+        max: u64,
+    },
+    TooLong {
+        what: &'static str,
+        len_bytes: u64,
+        max_bytes: u64,
+    },
+    BadUtf8 {
+        what: &'static str,
+    },
+    /// A row body the storage engine's decoder refused.
+    BadRow {
+        source: hayate_storage::format::DecodeError,
+    },
+    /// Bytes left after `what` was complete.
+    TrailingBytes {
+        what: &'static str,
+        bytes: usize,
+    },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Truncated { what } => write!(f, "frame ends inside its {what}"),
+            DecodeError::FrameTooShort { length_bytes } => write!(
+                f,
+                "frame length {length_bytes} is shorter than a frame header ({LENGTH_COUNTED_HEADER_BYTES})"
+            ),
+            DecodeError::FrameTooLarge {
+                frame_bytes,
+                max_bytes,
+            } => write!(
+                f,
+                "frame of {frame_bytes} bytes exceeds the internode limit of {max_bytes}; the peer \
+                 runs a build with a larger limit or the stream is corrupt"
+            ),
+            DecodeError::BadChecksum { stored, computed } => write!(
+                f,
+                "frame checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the \
+                 bytes were damaged on the way"
+            ),
+            DecodeError::UnknownVersion { version } => write!(
+                f,
+                "frame version {version} is not one this build speaks ({VERSION_MIN}..={VERSION}); \
+                 upgrade the older node"
+            ),
+            DecodeError::UnknownKind { kind } => write!(
+                f,
+                "unknown message kind {kind}; the peer runs a newer build than this one"
+            ),
+            DecodeError::BadTag { what, tag } => write!(f, "{what} has the impossible value {tag}"),
+            DecodeError::TooMany { what, count, max } => {
+                write!(f, "{count} {what} exceed the limit of {max}")
+            }
+            DecodeError::TooLong {
+                what,
+                len_bytes,
+                max_bytes,
+            } => {
+                write!(f, "{what} of {len_bytes} bytes exceeds the limit of {max_bytes}")
+            }
+            DecodeError::BadUtf8 { what } => write!(f, "{what} is not UTF-8"),
+            DecodeError::BadRow { source } => write!(f, "row body does not decode: {source}"),
+            DecodeError::TrailingBytes { what, bytes } => {
+                write!(f, "{bytes} bytes left over after the {what}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DecodeError::BadRow { source } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Appends `message` to `out` as one frame of format `version`; returns the frame's length.
+/// On error `out` is left as it was. Allocates nothing beyond growing `out`.
+///
+/// Panics if `version` is not one this build speaks (the handshake only agrees on those).
+pub fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Result<usize, EncodeError> {
+    assert!(
+        (VERSION_MIN..=VERSION).contains(&version),
+        "frame version {version} was never negotiated"
+    );
+    let start = out.len();
+    out.extend_from_slice(&[0u8; OFFSET_VERSION]); // length and crc, filled in below
+    wire::put_u8(out, version);
+    wire::put_u8(out, message.kind() as u8);
+    wire::put_u64(out, message.id());
+    if let Err(e) = payload::encode(message, out) {
+        out.truncate(start);
+        return Err(e);
+    }
+    let frame_bytes = out.len() - start;
+    if frame_bytes > FRAME_BYTES_MAX {
+        out.truncate(start);
+        return Err(EncodeError::FrameTooLarge {
+            frame_bytes,
+            max_bytes: FRAME_BYTES_MAX,
+        });
+    }
+    let frame = &mut out[start..];
+    wire::set_u32(frame, OFFSET_LENGTH, (frame_bytes - OFFSET_CRC) as u32);
+    let crc = crc32c::crc32c(&frame[OFFSET_VERSION..]);
+    wire::set_u32(frame, OFFSET_CRC, crc);
+    Ok(frame_bytes)
+}
+
+/// How long the frame at the start of `buf` is (length field included), once its length field
+/// is there: `Ok(None)` until then. Refuses an impossible length before the caller reserves
+/// room for the rest.
+pub fn frame_bytes(buf: &[u8]) -> Result<Option<usize>, DecodeError> {
+    if buf.len() < OFFSET_CRC {
+        return Ok(None);
+    }
+    let length = wire::get_u32(buf, OFFSET_LENGTH);
+    if (length as usize) < LENGTH_COUNTED_HEADER_BYTES {
+        return Err(DecodeError::FrameTooShort { length_bytes: length });
+    }
+    let frame_bytes = u64::from(length) + OFFSET_CRC as u64;
+    if frame_bytes > FRAME_BYTES_MAX as u64 {
+        return Err(DecodeError::FrameTooLarge {
+            frame_bytes,
+            max_bytes: FRAME_BYTES_MAX,
+        });
+    }
+    Ok(Some(frame_bytes as usize))
+}
+
+/// Decodes one whole frame: `frame` is exactly the bytes [`frame_bytes`] measured. Never
+/// panics, whatever the bytes.
+pub fn decode(frame: &[u8]) -> Result<Message, DecodeError> {
+    let Some(len) = frame_bytes(frame)? else {
+        return Err(DecodeError::Truncated { what: "length field" });
+    };
+    if frame.len() < len {
+        return Err(DecodeError::Truncated { what: "frame" });
+    }
+    if frame.len() > len {
+        return Err(DecodeError::TrailingBytes {
+            what: "frame",
+            bytes: frame.len() - len,
+        });
+    }
+    let stored = wire::get_u32(frame, OFFSET_CRC);
+    let computed = crc32c::crc32c(&frame[OFFSET_VERSION..]);
+    if stored != computed {
+        return Err(DecodeError::BadChecksum { stored, computed });
+    }
+    let version = frame[OFFSET_VERSION];
+    if !(VERSION_MIN..=VERSION).contains(&version) {
+        return Err(DecodeError::UnknownVersion { version });
+    }
+    let kind = Kind::from_u8(frame[OFFSET_KIND]).ok_or(DecodeError::UnknownKind {
+        kind: frame[OFFSET_KIND],
+    })?;
+    let mut id = wire::Reader::new(&frame[OFFSET_ID..FRAME_HEADER_BYTES]);
+    let id = id.u64("request id")?;
+    payload::decode(kind, id, &frame[FRAME_HEADER_BYTES..])
+}
+
+/// Rewrites the length field and checksum of `frame` to fit its bytes as they are: for tests
+/// and the fuzz target, which build or damage frames and want the decoder to look past the
+/// checksum. Leaves a frame too short or too long to be one alone.
+pub fn seal(frame: &mut [u8]) {
+    if frame.len() < FRAME_HEADER_BYTES || frame.len() > FRAME_BYTES_MAX {
+        return;
+    }
+    wire::set_u32(frame, OFFSET_LENGTH, (frame.len() - OFFSET_CRC) as u32);
+    let crc = crc32c::crc32c(&frame[OFFSET_VERSION..]);
+    wire::set_u32(frame, OFFSET_CRC, crc);
+}

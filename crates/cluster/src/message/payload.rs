@@ -1,0 +1,583 @@
+//! The payload of each message kind, after the frame header.
+//!
+//! ```text
+//! MutationRequest    count u32 | mutation * count
+//!   mutation         table u32 | token i64 | partition key | tag u8
+//!                      0 row:          clustering key | row
+//!                      1 delete range: start bound | end bound | deletion
+//! MutationResponse   result
+//! ReadRequest        digest only u8 | command
+//!   command          tag u8
+//!                      0 partition: table u32 | token i64 | partition key
+//!                                   | start bound | end bound | reverse u8 | limit u64
+//!                      1 range:     table u32 | range start | end token i64 | limit u64
+//!   range start      tag u8: 0 token, i64 | 1 after, position
+//!   position         token i64 | partition key | has clustering u8 | [clustering key]
+//! ReadResponse       tag u8: 0 ok, reply | 1 error, replica error
+//!   reply            tag u8
+//!                      0 data:   count u32 | replica row * count | more u8
+//!                      1 digest: digest (16 bytes) | more u8
+//!   replica row      token i64 | partition key | clustering key | row
+//! MetadataRequest,
+//! MetadataResponse   opaque bytes: the rest of the frame
+//! Ping, Pong         nothing
+//!
+//! key                length u16 | bytes                (at most KEY_BYTES_MAX)
+//! bound              tag u8: 0 unbounded | 1 included, key | 2 excluded, key
+//! row                base timestamp µs i64 | body length u32 | body
+//! deletion           timestamp µs i64 | deleted at s u32
+//! result             tag u8: 0 ok | 1 error, replica error
+//! replica error      kind u8 (0 refused, 1 invalid, 2 failed) | message length u32 | UTF-8
+//! ```
+//!
+//! A row's body is the storage engine's ([`encode_body`]): its timestamps are deltas from the
+//! base, which is the newest timestamp in the row. Booleans are 0 or 1; any other byte is
+//! refused, as is any unknown tag and any byte left over at the end of the payload.
+
+use std::ops::Bound;
+
+use hayate_storage::format::record::{decode_body, encode_body};
+use hayate_storage::{Deletion, Row};
+
+use super::wire::{put_bool, put_i64, put_u16, put_u32, put_u64, put_u8, set_u32, Reader};
+use super::{
+    DecodeError, EncodeError, Kind, Message, ReadReply, RequestId, ENCODED_ITEM_BYTES_MIN,
+    ERROR_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, KEY_BYTES_MAX, MUTATIONS_PER_MESSAGE_MAX, ROWS_PER_MESSAGE_MAX,
+};
+use crate::replica::{
+    Mutation, MutationKind, PartitionRead, RangeRead, RangeStart, ReadCommand, ReadResponse, ReplicaError,
+    ReplicaErrorKind, ReplicaRow, RowPosition,
+};
+
+const MUTATION_ROW: u8 = 0;
+const MUTATION_DELETE_RANGE: u8 = 1;
+const BOUND_UNBOUNDED: u8 = 0;
+const BOUND_INCLUDED: u8 = 1;
+const BOUND_EXCLUDED: u8 = 2;
+const RESULT_OK: u8 = 0;
+const RESULT_ERROR: u8 = 1;
+const COMMAND_PARTITION: u8 = 0;
+const COMMAND_RANGE: u8 = 1;
+const START_TOKEN: u8 = 0;
+const START_AFTER: u8 = 1;
+const REPLY_DATA: u8 = 0;
+const REPLY_DIGEST: u8 = 1;
+const ERROR_REFUSED: u8 = 0;
+const ERROR_INVALID: u8 = 1;
+const ERROR_FAILED: u8 = 2;
+
+/// Appends the payload of `message`.
+pub(super) fn encode(message: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    match message {
+        Message::MutationRequest { mutations, .. } => {
+            check_count("mutations", mutations.len(), MUTATIONS_PER_MESSAGE_MAX)?;
+            put_u32(out, mutations.len() as u32);
+            for m in mutations {
+                put_mutation(out, m)?;
+            }
+        }
+        Message::MutationResponse { result, .. } => match result {
+            Ok(()) => put_u8(out, RESULT_OK),
+            Err(e) => {
+                put_u8(out, RESULT_ERROR);
+                put_replica_error(out, e);
+            }
+        },
+        Message::ReadRequest {
+            command, digest_only, ..
+        } => {
+            put_bool(out, *digest_only);
+            put_command(out, command)?;
+        }
+        Message::ReadResponse { result, .. } => match result {
+            Ok(reply) => {
+                put_u8(out, RESULT_OK);
+                put_reply(out, reply)?;
+            }
+            Err(e) => {
+                put_u8(out, RESULT_ERROR);
+                put_replica_error(out, e);
+            }
+        },
+        Message::MetadataRequest { payload, .. } | Message::MetadataResponse { payload, .. } => {
+            if payload.len() > FRAME_BYTES_MAX {
+                return Err(EncodeError::TooLong {
+                    what: "metadata payload",
+                    len_bytes: payload.len(),
+                    max_bytes: FRAME_BYTES_MAX,
+                });
+            }
+            out.extend_from_slice(payload);
+        }
+        Message::Ping { .. } | Message::Pong { .. } => {}
+    }
+    Ok(())
+}
+
+/// Decodes the payload of a frame of `kind`; `payload` is all of it.
+pub(super) fn decode(kind: Kind, id: RequestId, payload: &[u8]) -> Result<Message, DecodeError> {
+    let mut r = Reader::new(payload);
+    let message = match kind {
+        Kind::MutationRequest => {
+            let n = r.count_u32("mutations", MUTATIONS_PER_MESSAGE_MAX)?;
+            let mut mutations = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
+            for _ in 0..n {
+                mutations.push(get_mutation(&mut r)?);
+            }
+            Message::MutationRequest { id, mutations }
+        }
+        Kind::MutationResponse => Message::MutationResponse {
+            id,
+            result: match r.u8("mutation result tag")? {
+                RESULT_OK => Ok(()),
+                RESULT_ERROR => Err(get_replica_error(&mut r)?),
+                tag => {
+                    return Err(DecodeError::BadTag {
+                        what: "mutation result tag",
+                        tag,
+                    })
+                }
+            },
+        },
+        Kind::ReadRequest => {
+            let digest_only = r.bool("digest only flag")?;
+            let command = get_command(&mut r)?;
+            Message::ReadRequest {
+                id,
+                command,
+                digest_only,
+            }
+        }
+        Kind::ReadResponse => Message::ReadResponse {
+            id,
+            result: match r.u8("read result tag")? {
+                RESULT_OK => Ok(get_reply(&mut r)?),
+                RESULT_ERROR => Err(get_replica_error(&mut r)?),
+                tag => {
+                    return Err(DecodeError::BadTag {
+                        what: "read result tag",
+                        tag,
+                    })
+                }
+            },
+        },
+        Kind::MetadataRequest => Message::MetadataRequest {
+            id,
+            payload: r.take_rest().to_vec(),
+        },
+        Kind::MetadataResponse => Message::MetadataResponse {
+            id,
+            payload: r.take_rest().to_vec(),
+        },
+        Kind::Ping => Message::Ping { id },
+        Kind::Pong => Message::Pong { id },
+    };
+    if r.remaining() != 0 {
+        return Err(DecodeError::TrailingBytes {
+            what: "payload",
+            bytes: r.remaining(),
+        });
+    }
+    Ok(message)
+}
+
+/// About how many payload bytes `message` encodes to (see [`Message::size_hint_bytes`]).
+pub(super) fn size_hint_bytes(message: &Message) -> usize {
+    match message {
+        Message::MutationRequest { mutations, .. } => {
+            4 + mutations
+                .iter()
+                .map(|m| {
+                    16 + m.partition.len()
+                        + match &m.kind {
+                            MutationKind::Row { clustering, update } => {
+                                clustering.len() + row_size_hint_bytes(update)
+                            }
+                            MutationKind::DeleteRange { start, end, .. } => {
+                                bound_len(start) + bound_len(end) + 16
+                            }
+                        }
+                })
+                .sum::<usize>()
+        }
+        Message::ReadResponse {
+            result: Ok(ReadReply::Data(response)),
+            ..
+        } => {
+            6 + response
+                .rows
+                .iter()
+                .map(|r| 20 + r.partition.len() + r.clustering.len() + row_size_hint_bytes(&r.row))
+                .sum::<usize>()
+        }
+        Message::ReadResponse { result: Ok(_), .. } => 18,
+        Message::MutationResponse { result: Err(e), .. } | Message::ReadResponse { result: Err(e), .. } => {
+            6 + e.message.len()
+        }
+        Message::MutationResponse { result: Ok(()), .. } => 1,
+        Message::ReadRequest { command, .. } => match command {
+            ReadCommand::Partition(p) => 40 + p.partition.len() + bound_len(&p.start) + bound_len(&p.end),
+            ReadCommand::Range(r) => {
+                40 + match &r.start {
+                    RangeStart::Token(_) => 0,
+                    RangeStart::After(p) => p.partition.len() + p.clustering.as_ref().map_or(0, Vec::len),
+                }
+            }
+        },
+        Message::MetadataRequest { payload, .. } | Message::MetadataResponse { payload, .. } => payload.len(),
+        Message::Ping { .. } | Message::Pong { .. } => 0,
+    }
+}
+
+fn row_size_hint_bytes(row: &Row) -> usize {
+    32 + 16 * row.column_deletions.len()
+        + row
+            .cells
+            .iter()
+            .map(|c| {
+                16 + c.path.len()
+                    + match &c.value {
+                        hayate_storage::CellValue::Live { value, .. } => value.len(),
+                        hayate_storage::CellValue::Tombstone { .. } => 0,
+                    }
+            })
+            .sum::<usize>()
+}
+
+fn bound_len(b: &Bound<Vec<u8>>) -> usize {
+    match b {
+        Bound::Unbounded => 1,
+        Bound::Included(k) | Bound::Excluded(k) => 3 + k.len(),
+    }
+}
+
+fn check_count(what: &'static str, count: usize, max: usize) -> Result<(), EncodeError> {
+    if count > max {
+        return Err(EncodeError::TooMany { what, count, max });
+    }
+    Ok(())
+}
+
+fn put_key(out: &mut Vec<u8>, what: &'static str, key: &[u8]) -> Result<(), EncodeError> {
+    if key.len() > KEY_BYTES_MAX {
+        return Err(EncodeError::TooLong {
+            what,
+            len_bytes: key.len(),
+            max_bytes: KEY_BYTES_MAX,
+        });
+    }
+    put_u16(out, key.len() as u16);
+    out.extend_from_slice(key);
+    Ok(())
+}
+
+fn get_key(r: &mut Reader<'_>, what: &'static str) -> Result<Vec<u8>, DecodeError> {
+    Ok(r.bytes_u16(what, KEY_BYTES_MAX)?.to_vec())
+}
+
+/// A row: the newest timestamp in it, then the engine's body with deltas from that.
+fn put_row(out: &mut Vec<u8>, row: &Row) {
+    let base_ts = row.max_timestamp_us();
+    put_i64(out, base_ts);
+    let len_at = out.len();
+    put_u32(out, 0); // body length, filled in below
+    encode_body(out, row, base_ts);
+    let body_bytes = out.len() - len_at - 4;
+    // A body larger than u32 could not fit in a frame either; the frame check refuses it.
+    set_u32(out, len_at, u32::try_from(body_bytes).unwrap_or(u32::MAX));
+}
+
+fn get_row(r: &mut Reader<'_>) -> Result<Row, DecodeError> {
+    let base_ts = r.i64("row base timestamp")?;
+    let body = r.bytes_u32("row body", FRAME_BYTES_MAX)?;
+    decode_body(body, base_ts).map_err(|source| DecodeError::BadRow { source })
+}
+
+fn put_deletion(out: &mut Vec<u8>, d: &Deletion) {
+    put_i64(out, d.timestamp_us);
+    put_u32(out, d.deleted_at_s);
+}
+
+fn get_deletion(r: &mut Reader<'_>) -> Result<Deletion, DecodeError> {
+    Ok(Deletion {
+        timestamp_us: r.i64("deletion timestamp")?,
+        deleted_at_s: r.u32("deletion time")?,
+    })
+}
+
+fn put_bound(out: &mut Vec<u8>, b: &Bound<Vec<u8>>) -> Result<(), EncodeError> {
+    match b {
+        Bound::Unbounded => put_u8(out, BOUND_UNBOUNDED),
+        Bound::Included(k) => {
+            put_u8(out, BOUND_INCLUDED);
+            put_key(out, "clustering bound", k)?;
+        }
+        Bound::Excluded(k) => {
+            put_u8(out, BOUND_EXCLUDED);
+            put_key(out, "clustering bound", k)?;
+        }
+    }
+    Ok(())
+}
+
+fn get_bound(r: &mut Reader<'_>) -> Result<Bound<Vec<u8>>, DecodeError> {
+    Ok(match r.u8("bound tag")? {
+        BOUND_UNBOUNDED => Bound::Unbounded,
+        BOUND_INCLUDED => Bound::Included(get_key(r, "clustering bound")?),
+        BOUND_EXCLUDED => Bound::Excluded(get_key(r, "clustering bound")?),
+        tag => {
+            return Err(DecodeError::BadTag {
+                what: "bound tag",
+                tag,
+            })
+        }
+    })
+}
+
+fn put_mutation(out: &mut Vec<u8>, m: &Mutation) -> Result<(), EncodeError> {
+    put_u32(out, m.table);
+    put_i64(out, m.token);
+    put_key(out, "partition key", &m.partition)?;
+    match &m.kind {
+        MutationKind::Row { clustering, update } => {
+            put_u8(out, MUTATION_ROW);
+            put_key(out, "clustering key", clustering)?;
+            put_row(out, update);
+        }
+        MutationKind::DeleteRange { start, end, deletion } => {
+            put_u8(out, MUTATION_DELETE_RANGE);
+            put_bound(out, start)?;
+            put_bound(out, end)?;
+            put_deletion(out, deletion);
+        }
+    }
+    Ok(())
+}
+
+fn get_mutation(r: &mut Reader<'_>) -> Result<Mutation, DecodeError> {
+    let table = r.u32("table")?;
+    let token = r.i64("token")?;
+    let partition = get_key(r, "partition key")?;
+    let kind = match r.u8("mutation tag")? {
+        MUTATION_ROW => MutationKind::Row {
+            clustering: get_key(r, "clustering key")?,
+            update: get_row(r)?,
+        },
+        MUTATION_DELETE_RANGE => MutationKind::DeleteRange {
+            start: get_bound(r)?,
+            end: get_bound(r)?,
+            deletion: get_deletion(r)?,
+        },
+        tag => {
+            return Err(DecodeError::BadTag {
+                what: "mutation tag",
+                tag,
+            })
+        }
+    };
+    Ok(Mutation {
+        table,
+        token,
+        partition,
+        kind,
+    })
+}
+
+/// The error message is cut to [`ERROR_MESSAGE_BYTES_MAX`] at a character boundary: a reply
+/// must always encode, and the start of a message says what went wrong.
+fn put_replica_error(out: &mut Vec<u8>, e: &ReplicaError) {
+    put_u8(
+        out,
+        match e.kind {
+            ReplicaErrorKind::Refused => ERROR_REFUSED,
+            ReplicaErrorKind::Invalid => ERROR_INVALID,
+            ReplicaErrorKind::Failed => ERROR_FAILED,
+        },
+    );
+    let mut end = e.message.len().min(ERROR_MESSAGE_BYTES_MAX);
+    while !e.message.is_char_boundary(end) {
+        end -= 1;
+    }
+    put_u32(out, end as u32);
+    out.extend_from_slice(&e.message.as_bytes()[..end]);
+}
+
+fn get_replica_error(r: &mut Reader<'_>) -> Result<ReplicaError, DecodeError> {
+    let kind = match r.u8("replica error kind")? {
+        ERROR_REFUSED => ReplicaErrorKind::Refused,
+        ERROR_INVALID => ReplicaErrorKind::Invalid,
+        ERROR_FAILED => ReplicaErrorKind::Failed,
+        tag => {
+            return Err(DecodeError::BadTag {
+                what: "replica error kind",
+                tag,
+            })
+        }
+    };
+    let what = "replica error message";
+    let message = std::str::from_utf8(r.bytes_u32(what, ERROR_MESSAGE_BYTES_MAX)?)
+        .map_err(|_| DecodeError::BadUtf8 { what })?;
+    Ok(ReplicaError::new(kind, message))
+}
+
+fn put_command(out: &mut Vec<u8>, command: &ReadCommand) -> Result<(), EncodeError> {
+    match command {
+        ReadCommand::Partition(p) => {
+            put_u8(out, COMMAND_PARTITION);
+            put_u32(out, p.table);
+            put_i64(out, p.token);
+            put_key(out, "partition key", &p.partition)?;
+            put_bound(out, &p.start)?;
+            put_bound(out, &p.end)?;
+            put_bool(out, p.reverse);
+            put_u64(out, p.limit as u64);
+        }
+        ReadCommand::Range(q) => {
+            put_u8(out, COMMAND_RANGE);
+            put_u32(out, q.table);
+            match &q.start {
+                RangeStart::Token(t) => {
+                    put_u8(out, START_TOKEN);
+                    put_i64(out, *t);
+                }
+                RangeStart::After(p) => {
+                    put_u8(out, START_AFTER);
+                    put_position(out, p)?;
+                }
+            }
+            put_i64(out, q.end_token);
+            put_u64(out, q.limit as u64);
+        }
+    }
+    Ok(())
+}
+
+/// A limit sizes no allocation here, so it is not bounded; on a 32-bit build one past `usize`
+/// reads as "no limit".
+fn get_limit(r: &mut Reader<'_>) -> Result<usize, DecodeError> {
+    Ok(usize::try_from(r.u64("limit")?).unwrap_or(usize::MAX))
+}
+
+fn get_command(r: &mut Reader<'_>) -> Result<ReadCommand, DecodeError> {
+    Ok(match r.u8("read command tag")? {
+        COMMAND_PARTITION => ReadCommand::Partition(PartitionRead {
+            table: r.u32("table")?,
+            token: r.i64("token")?,
+            partition: get_key(r, "partition key")?,
+            start: get_bound(r)?,
+            end: get_bound(r)?,
+            reverse: r.bool("reverse flag")?,
+            limit: get_limit(r)?,
+        }),
+        COMMAND_RANGE => ReadCommand::Range(RangeRead {
+            table: r.u32("table")?,
+            start: match r.u8("range start tag")? {
+                START_TOKEN => RangeStart::Token(r.i64("start token")?),
+                START_AFTER => RangeStart::After(get_position(r)?),
+                tag => {
+                    return Err(DecodeError::BadTag {
+                        what: "range start tag",
+                        tag,
+                    })
+                }
+            },
+            end_token: r.i64("end token")?,
+            limit: get_limit(r)?,
+        }),
+        tag => {
+            return Err(DecodeError::BadTag {
+                what: "read command tag",
+                tag,
+            })
+        }
+    })
+}
+
+fn put_position(out: &mut Vec<u8>, p: &RowPosition) -> Result<(), EncodeError> {
+    put_i64(out, p.token);
+    put_key(out, "partition key", &p.partition)?;
+    put_bool(out, p.clustering.is_some());
+    if let Some(c) = &p.clustering {
+        put_key(out, "clustering key", c)?;
+    }
+    Ok(())
+}
+
+fn get_position(r: &mut Reader<'_>) -> Result<RowPosition, DecodeError> {
+    let token = r.i64("position token")?;
+    let partition = get_key(r, "partition key")?;
+    let clustering = if r.bool("position clustering flag")? {
+        Some(get_key(r, "clustering key")?)
+    } else {
+        None
+    };
+    Ok(RowPosition {
+        token,
+        partition,
+        clustering,
+    })
+}
+
+/// One row of a read answer; also what [`super::digest()`] hashes, row by row.
+pub(super) fn put_replica_row(out: &mut Vec<u8>, row: &ReplicaRow) -> Result<(), EncodeError> {
+    put_i64(out, row.token);
+    put_key(out, "partition key", &row.partition)?;
+    put_key(out, "clustering key", &row.clustering)?;
+    put_row(out, &row.row);
+    Ok(())
+}
+
+fn get_replica_row(r: &mut Reader<'_>) -> Result<ReplicaRow, DecodeError> {
+    Ok(ReplicaRow {
+        token: r.i64("row token")?,
+        partition: get_key(r, "partition key")?,
+        clustering: get_key(r, "clustering key")?,
+        row: get_row(r)?,
+    })
+}
+
+fn put_reply(out: &mut Vec<u8>, reply: &ReadReply) -> Result<(), EncodeError> {
+    match reply {
+        ReadReply::Data(response) => {
+            put_u8(out, REPLY_DATA);
+            check_count("rows", response.rows.len(), ROWS_PER_MESSAGE_MAX)?;
+            put_u32(out, response.rows.len() as u32);
+            for row in &response.rows {
+                put_replica_row(out, row)?;
+            }
+            put_bool(out, response.more);
+        }
+        ReadReply::Digest { digest, more } => {
+            put_u8(out, REPLY_DIGEST);
+            out.extend_from_slice(digest);
+            put_bool(out, *more);
+        }
+    }
+    Ok(())
+}
+
+fn get_reply(r: &mut Reader<'_>) -> Result<ReadReply, DecodeError> {
+    Ok(match r.u8("read reply tag")? {
+        REPLY_DATA => {
+            let n = r.count_u32("rows", ROWS_PER_MESSAGE_MAX)?;
+            let mut rows = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
+            for _ in 0..n {
+                rows.push(get_replica_row(r)?);
+            }
+            let more = r.bool("more flag")?;
+            ReadReply::Data(ReadResponse { rows, more })
+        }
+        REPLY_DIGEST => {
+            let mut digest = [0u8; 16];
+            digest.copy_from_slice(r.take(16, "digest")?);
+            let more = r.bool("more flag")?;
+            ReadReply::Digest { digest, more }
+        }
+        tag => {
+            return Err(DecodeError::BadTag {
+                what: "read reply tag",
+                tag,
+            })
+        }
+    })
+}
