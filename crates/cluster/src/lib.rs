@@ -19,3 +19,4 @@
 pub mod consistency;
 pub mod node;
 pub mod replica;
+pub mod ring;
