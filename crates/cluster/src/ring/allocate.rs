@@ -61,7 +61,9 @@ pub fn initial_tokens(nodes: usize, num_tokens: usize, offset: i64) -> Vec<Vec<T
 /// lets it own 1.9 times as much.
 ///
 /// Deterministic: the same ring gives the same tokens on every node. On an empty ring, the
-/// tokens are [`initial_tokens`] for one node with a fixed offset.
+/// tokens are [`initial_tokens`] for one node with a fixed offset. Returns the tokens sorted,
+/// `num_tokens` of them (fewer only if every range were too small to split, which the ring's
+/// bounds rule out).
 ///
 /// # Panics
 ///
