@@ -23,4 +23,5 @@ pub mod membership;
 pub mod message;
 pub mod node;
 pub mod replica;
+pub mod ring;
 pub mod transport;
