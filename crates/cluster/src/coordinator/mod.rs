@@ -2,24 +2,48 @@
 //!
 //! The server plans a statement into [`Mutation`]s or a [`ReadCommand`] and hands it here with
 //! the keyspace's [`Replication`] and the request's [`ConsistencyLevel`]. The coordinator finds
-//! the replicas, refuses with `Unavailable` before sending anything if too few are alive,
-//! and waits for as many answers as the level needs.
+//! the replicas on the ring ([`topology`]), refuses with `Unavailable` before sending anything
+//! if too few are alive, and waits for as many answers as the level needs:
+//! - a write goes to every live replica and returns after `blockFor` acknowledgements
+//!   ([`write`]); replicas that are down, or do not answer in time, get a hint ([`hinting`]);
+//! - a read asks one replica for data and the others it needs for digests; on a mismatch it
+//!   reads them all in full, merges by last-write-wins and repairs the replicas that were
+//!   behind before it answers ([`read`], [`merge`]); a token-range read asks every replica it
+//!   needs for data, range by range ([`range`]).
 //!
 //! Waiting is async: a request waiting for other nodes holds no thread. The local replica is
 //! called inline on the service thread that runs the request, as every device read is in this
-//! node (see `crates/server/src/connection.rs` for why).
+//! node (see `crates/server/src/connection.rs` for why). Requests from other nodes are run by
+//! the [`service`].
 
 mod error;
+pub mod hinting;
+mod latency;
+mod merge;
+pub mod messaging;
+mod metrics;
+mod range;
+mod read;
+pub mod service;
+pub mod topology;
+mod write;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use hayate_storage::{Clock, TableId};
 
 pub use error::{CoordinatorError, WriteType};
+pub use metrics::{CoordinatorMetrics, MetricsSnapshot};
+pub use topology::{AllAlive, Liveness, Topology};
 
-use crate::consistency::{assure_sufficient_live, ConsistencyLevel, ReplicaState, Replication};
-use crate::node::HostId;
+use crate::consistency::{ConsistencyLevel, Replication};
+use crate::hints::HintStore;
+use crate::node::{HostId, Placement};
 use crate::replica::{Mutation, ReadCommand, ReadResponse, Replica, ReplicaRow};
+use hinting::Hinter;
+use latency::LatencyTracker;
+use messaging::Messaging;
 
 /// A write to coordinate.
 pub struct WriteRequest<'a> {
@@ -34,6 +58,48 @@ pub struct ReadRequest<'a> {
     pub replication: &'a Replication,
     pub consistency: ConsistencyLevel,
     pub command: ReadCommand,
+    pub speculative_retry: SpeculativeRetry,
+}
+
+/// When a read asks one more replica than it needs because an answer is slow (a table's
+/// `speculative_retry` option).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum SpeculativeRetry {
+    /// `NONE`.
+    Never,
+    /// `ALWAYS`: ask the extra replica at once.
+    Always,
+    /// `<n>ms`.
+    After(Duration),
+    /// `<p>p` (Cassandra's default `99p`): after this percentile of recent replica read
+    /// latencies.
+    #[default]
+    Percentile99,
+    Percentile(f64),
+}
+
+impl SpeculativeRetry {
+    /// Reads a table's `speculative_retry` option as Cassandra writes it (`99p`, `99PERCENTILE`,
+    /// `50ms`, `ALWAYS`, `NONE`); what it does not understand means the default.
+    pub fn parse(text: &str) -> SpeculativeRetry {
+        let t = text.trim().to_ascii_lowercase();
+        if t == "none" {
+            return SpeculativeRetry::Never;
+        }
+        if t == "always" {
+            return SpeculativeRetry::Always;
+        }
+        if let Some(ms) = t.strip_suffix("ms") {
+            if let Ok(ms) = ms.trim().parse::<f64>() {
+                return SpeculativeRetry::After(Duration::from_micros((ms.max(0.0) * 1000.0) as u64));
+            }
+        }
+        let p = t.strip_suffix("percentile").or_else(|| t.strip_suffix('p'));
+        match p.and_then(|p| p.trim().parse::<f64>().ok()) {
+            Some(p) if (0.0..=100.0).contains(&p) => SpeculativeRetry::Percentile(p),
+            _ => SpeculativeRetry::Percentile99,
+        }
+    }
 }
 
 /// The merged answer to a read: rows as stored (deletions included; the caller decides what is
@@ -54,11 +120,59 @@ impl From<ReadResponse> for ReadResult {
     }
 }
 
+/// Cassandra's timeouts and hint settings, with its defaults.
+#[derive(Clone, Debug)]
+pub struct CoordinatorConfig {
+    /// `write_request_timeout`.
+    pub write_timeout: Duration,
+    /// `read_request_timeout`.
+    pub read_timeout: Duration,
+    /// `range_request_timeout`.
+    pub range_timeout: Duration,
+    /// `max_hint_window`: no new hints for a node down longer than this.
+    pub max_hint_window: Duration,
+    /// Hints replayed to one node per second at most (`hinted_handoff_throttle`), so that a
+    /// replay does not crowd out foreground requests.
+    pub hint_replay_bytes_per_s: u64,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> CoordinatorConfig {
+        CoordinatorConfig {
+            write_timeout: Duration::from_secs(2),
+            read_timeout: Duration::from_secs(5),
+            range_timeout: Duration::from_secs(10),
+            max_hint_window: Duration::from_secs(3 * 3600),
+            hint_replay_bytes_per_s: 4 << 20,
+        }
+    }
+}
+
+/// Everything a coordinator is made of.
+pub struct CoordinatorParts {
+    pub local: HostId,
+    pub placement: Placement,
+    pub replica: Arc<dyn Replica>,
+    pub clock: Arc<dyn Clock>,
+    /// Other nodes: absent for a node that is alone and always will be (tests).
+    pub messaging: Option<Arc<Messaging>>,
+    pub liveness: Arc<dyn Liveness>,
+    pub hints: Option<Arc<HintStore>>,
+    pub config: CoordinatorConfig,
+}
+
 pub struct Coordinator {
     local: HostId,
     local_dc: String,
     replica: Arc<dyn Replica>,
     clock: Arc<dyn Clock>,
+    messaging: Option<Arc<Messaging>>,
+    liveness: Arc<dyn Liveness>,
+    hinter: Option<Arc<Hinter>>,
+    topology: RwLock<Arc<Topology>>,
+    config: CoordinatorConfig,
+    metrics: Arc<CoordinatorMetrics>,
+    latency: LatencyTracker,
 }
 
 impl Coordinator {
@@ -69,12 +183,55 @@ impl Coordinator {
         replica: Arc<dyn Replica>,
         clock: Arc<dyn Clock>,
     ) -> Coordinator {
-        Coordinator {
+        Coordinator::new(CoordinatorParts {
             local,
-            local_dc: local_dc.into(),
+            placement: Placement {
+                data_center: local_dc.into(),
+                rack: "rack1".into(),
+            },
             replica,
             clock,
+            messaging: None,
+            liveness: Arc::new(AllAlive),
+            hints: None,
+            config: CoordinatorConfig::default(),
+        })
+    }
+
+    /// A coordinator whose ring, until [`Coordinator::set_topology`], is this node alone.
+    pub fn new(parts: CoordinatorParts) -> Coordinator {
+        let topology = Topology::single(parts.local, parts.placement.clone());
+        let metrics = Arc::new(CoordinatorMetrics::default());
+        let hinter = parts.hints.map(|store| {
+            Arc::new(Hinter {
+                store,
+                liveness: parts.liveness.clone(),
+                max_hint_window: parts.config.max_hint_window,
+                metrics: metrics.clone(),
+            })
+        });
+        Coordinator {
+            local: parts.local,
+            local_dc: parts.placement.data_center,
+            replica: parts.replica,
+            clock: parts.clock,
+            messaging: parts.messaging,
+            liveness: parts.liveness,
+            hinter,
+            topology: RwLock::new(Arc::new(topology)),
+            config: parts.config,
+            metrics,
+            latency: LatencyTracker::default(),
         }
+    }
+
+    /// Installs a new version of the ring (a node joined, or the node learned the ring).
+    pub fn set_topology(&self, topology: Topology) {
+        *self.topology.write().expect("topology lock poisoned") = Arc::new(topology);
+    }
+
+    pub fn topology(&self) -> Arc<Topology> {
+        self.topology.read().expect("topology lock poisoned").clone()
     }
 
     /// The clock writes take their timestamps from and reads judge expiry by.
@@ -90,51 +247,48 @@ impl Coordinator {
         &self.local_dc
     }
 
-    /// Applies mutations at `consistency`.
-    pub async fn write(&self, request: WriteRequest<'_>) -> Result<(), CoordinatorError> {
-        check_write_level(request.consistency)?;
-        let replicas = [ReplicaState {
-            host: self.local,
-            data_center: &self.local_dc,
-            alive: true,
-        }];
-        assure_sufficient_live(
-            request.consistency,
-            request.replication,
-            &self.local_dc,
-            &replicas,
-        )
-        .map_err(CoordinatorError::Unavailable)?;
-        self.replica
-            .apply(request.mutations)
-            .map_err(CoordinatorError::Replica)
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot(self.hinter.as_ref().map(|h| &*h.store))
     }
 
-    /// Reads at `consistency`.
-    pub async fn read(&self, request: ReadRequest<'_>) -> Result<ReadResult, CoordinatorError> {
-        check_read_level(request.consistency)?;
-        let replicas = [ReplicaState {
-            host: self.local,
-            data_center: &self.local_dc,
-            alive: true,
-        }];
-        assure_sufficient_live(
-            request.consistency,
-            request.replication,
-            &self.local_dc,
-            &replicas,
+    /// Replays the hints waiting for `target` (the node calls this when the target is back);
+    /// returns how many were delivered.
+    pub async fn replay_hints(&self, target: HostId) -> usize {
+        let (Some(hinter), Some(messaging)) = (&self.hinter, &self.messaging) else {
+            return 0;
+        };
+        let clock = self.clock.clone();
+        hinting::replay(
+            &hinter.store,
+            messaging,
+            target,
+            self.config.hint_replay_bytes_per_s,
+            move || clock.now_us(),
+            &self.metrics.hints_replayed,
         )
-        .map_err(CoordinatorError::Unavailable)?;
-        self.replica
-            .read(&request.command)
-            .map(ReadResult::from)
-            .map_err(CoordinatorError::Replica)
+        .await
+    }
+
+    /// Nodes this node keeps hints for.
+    pub fn hinted_targets(&self) -> Vec<HostId> {
+        self.hinter
+            .as_ref()
+            .map(|h| h.store.targets().into_iter().map(|(t, _)| t).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.config
     }
 
     /// Forgets a dropped or truncated table's rows on this node. Every node does this itself
     /// when it applies the schema change, so nothing is sent.
     pub fn drop_local_table(&self, table: TableId) -> usize {
         self.replica.drop_table(table)
+    }
+
+    fn is_alive(&self, host: HostId) -> bool {
+        host == self.local || self.liveness.is_alive(host)
     }
 }
 
@@ -153,5 +307,34 @@ fn check_read_level(cl: ConsistencyLevel) -> Result<(), CoordinatorError> {
             "ANY ConsistencyLevel is only supported for writes".into(),
         )),
         _ => Ok(()),
+    }
+}
+
+/// Whether an answer from a node in `dc` counts toward `cl` at a coordinator in `local_dc`.
+fn counts(cl: ConsistencyLevel, dc: &str, local_dc: &str) -> bool {
+    !cl.is_datacenter_local() || dc == local_dc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speculative_retry_reads_cassandras_spellings() {
+        assert_eq!(SpeculativeRetry::parse("99p"), SpeculativeRetry::Percentile(99.0));
+        assert_eq!(
+            SpeculativeRetry::parse("99PERCENTILE"),
+            SpeculativeRetry::Percentile(99.0)
+        );
+        assert_eq!(
+            SpeculativeRetry::parse("50ms"),
+            SpeculativeRetry::After(Duration::from_millis(50))
+        );
+        assert_eq!(SpeculativeRetry::parse("ALWAYS"), SpeculativeRetry::Always);
+        assert_eq!(SpeculativeRetry::parse("NONE"), SpeculativeRetry::Never);
+        assert_eq!(
+            SpeculativeRetry::parse("MIN(99p,50ms)"),
+            SpeculativeRetry::Percentile99
+        );
     }
 }

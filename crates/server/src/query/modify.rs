@@ -911,6 +911,7 @@ async fn read_row(
                 level => level,
             },
             command,
+            speculative_retry: table.speculative_retry(),
         })
         .await?;
     let now = ctx.clock.now_s();

@@ -542,6 +542,7 @@ impl Reads<'_> {
                 replication: self.keyspace.strategy(),
                 consistency: consistency_level(self.ctx.consistency),
                 command,
+                speculative_retry: self.table.speculative_retry(),
             })
             .await?)
     }

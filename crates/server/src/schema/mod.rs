@@ -229,6 +229,14 @@ impl Table {
             .or_else(|| self.clustering.iter().position(|&i| i == column_index))
     }
 
+    /// The table's `speculative_retry` option, as the coordinator takes it.
+    pub fn speculative_retry(&self) -> hayate_cluster::coordinator::SpeculativeRetry {
+        match self.options.get("speculative_retry") {
+            Some(OptionValue::Text(v)) => hayate_cluster::coordinator::SpeculativeRetry::parse(v),
+            _ => hayate_cluster::coordinator::SpeculativeRetry::default(),
+        }
+    }
+
     pub fn default_ttl_s(&self) -> u32 {
         match self.options.get("default_time_to_live") {
             Some(OptionValue::Text(v)) => v.parse().unwrap_or(0),

@@ -1,0 +1,166 @@
+//! Requests to other nodes and their answers: ids, the table of requests waiting for an answer,
+//! and where incoming requests go.
+//!
+//! The coordinator sends the requests of one coordinated operation with one reply channel, so
+//! it waits on all of them at once; an answer that comes after the operation gave up finds the
+//! channel closed and is dropped. A [`Waiting`] guard removes the operation's entries when it is
+//! dropped, so a peer that never answers leaves nothing behind.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::sync::mpsc;
+
+use crate::message::{Message, RequestId};
+use crate::node::HostId;
+use crate::transport::{Inbox, Lane, Transport};
+
+/// Requests waiting for an answer at once, across the node; past this, new requests are
+/// refused as if the peer had not answered (bounded memory under a flood of slow peers).
+pub const PENDING_REQUESTS_MAX: usize = 1 << 20;
+
+/// An answer, with the node that sent it.
+pub type Reply = (HostId, Message);
+
+/// What runs the requests other nodes send: the replica service and the metadata handler.
+pub trait RequestHandler: Send + Sync + 'static {
+    /// A request from `from`; answer it with [`Messaging::respond`]. Must not block.
+    fn handle(&self, from: HostId, message: Message);
+}
+
+pub struct Messaging {
+    local: HostId,
+    transport: OnceLock<Arc<dyn Transport>>,
+    handler: OnceLock<Arc<dyn RequestHandler>>,
+    next_id: AtomicU64,
+    pending: Mutex<HashMap<RequestId, (HostId, mpsc::UnboundedSender<Reply>)>>,
+}
+
+impl Messaging {
+    pub fn new(local: HostId) -> Arc<Messaging> {
+        Arc::new(Messaging {
+            local,
+            transport: OnceLock::new(),
+            handler: OnceLock::new(),
+            next_id: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn local_host(&self) -> HostId {
+        self.local
+    }
+
+    /// Sets the transport (once: it is made after the messaging it delivers to).
+    pub fn set_transport(&self, transport: Arc<dyn Transport>) {
+        if self.transport.set(transport).is_err() {
+            panic!("the messaging transport is set once");
+        }
+    }
+
+    /// Sets what handles incoming requests (once).
+    pub fn set_handler(&self, handler: Arc<dyn RequestHandler>) {
+        if self.handler.set(handler).is_err() {
+            panic!("the messaging request handler is set once");
+        }
+    }
+
+    /// Sends a request made by `make` from a fresh id; its answer goes to `reply_to`. The
+    /// caller keeps the id in a [`Waiting`] guard. Returns `None` (nothing sent) if too many
+    /// requests are waiting already.
+    pub fn request(
+        &self,
+        to: HostId,
+        lane: Lane,
+        reply_to: &mpsc::UnboundedSender<Reply>,
+        make: impl FnOnce(RequestId) -> Message,
+    ) -> Option<RequestId> {
+        let transport = self.transport.get()?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut pending = self.pending.lock().expect("pending lock poisoned");
+            if pending.len() >= PENDING_REQUESTS_MAX {
+                tracing::warn!(
+                    "{PENDING_REQUESTS_MAX} internode requests wait for answers; not sending more"
+                );
+                return None;
+            }
+            pending.insert(id, (to, reply_to.clone()));
+        }
+        transport.send(to, lane, make(id));
+        Some(id)
+    }
+
+    /// Answers a request.
+    pub fn respond(&self, to: HostId, lane: Lane, message: Message) {
+        if let Some(t) = self.transport.get() {
+            t.send(to, lane, message);
+        }
+    }
+
+    fn forget(&self, ids: &[RequestId]) {
+        let mut pending = self.pending.lock().expect("pending lock poisoned");
+        for id in ids {
+            pending.remove(id);
+        }
+    }
+
+    /// Requests waiting for an answer now (for metrics and tests).
+    pub fn pending_requests(&self) -> usize {
+        self.pending.lock().expect("pending lock poisoned").len()
+    }
+}
+
+impl Inbox for Messaging {
+    fn deliver(&self, from: HostId, message: Message) {
+        match &message {
+            Message::MutationResponse { id, .. }
+            | Message::ReadResponse { id, .. }
+            | Message::MetadataResponse { id, .. }
+            | Message::Pong { id } => {
+                let waiter = self.pending.lock().expect("pending lock poisoned").remove(id);
+                match waiter {
+                    // An answer from another node than the one asked is not the answer.
+                    Some((to, tx)) if to == from => {
+                        let _ = tx.send((from, message));
+                    }
+                    Some(_) => tracing::warn!(%from, id, "an answer came from a node that was not asked"),
+                    None => {}
+                }
+            }
+            Message::Ping { id } => self.respond(from, Lane::Requests, Message::Pong { id: *id }),
+            _ => match self.handler.get() {
+                Some(h) => h.handle(from, message),
+                None => tracing::debug!(%from, "dropping a request that arrived before the node was ready"),
+            },
+        }
+    }
+}
+
+/// The ids one operation waits on; dropping it forgets them.
+pub struct Waiting {
+    messaging: Arc<Messaging>,
+    ids: Vec<RequestId>,
+}
+
+impl Waiting {
+    pub fn new(messaging: Arc<Messaging>) -> Waiting {
+        Waiting {
+            messaging,
+            ids: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, id: RequestId) {
+        self.ids.push(id);
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if !self.ids.is_empty() {
+            self.messaging.forget(&self.ids);
+        }
+    }
+}

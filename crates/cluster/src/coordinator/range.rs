@@ -1,0 +1,173 @@
+//! The read path for a run of the table in token order: vnode range by vnode range, each asked
+//! of as many of its replicas as the level needs (for data: range reads have no digests), merged
+//! and repaired like a partition read.
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::merge::merge;
+use super::messaging::{Reply, Waiting};
+use super::metrics::add;
+use super::{Coordinator, CoordinatorError, ReadRequest, ReadResult};
+use crate::consistency::{assure_sufficient_live, block_for, ConsistencyLevel, Replication};
+use crate::message::{Message, ReadReply};
+use crate::node::HostId;
+use crate::replica::{RangeRead, RangeStart, ReadCommand, ReadResponse};
+use crate::transport::Lane;
+
+impl Coordinator {
+    pub(super) async fn read_range(&self, request: ReadRequest<'_>) -> Result<ReadResult, CoordinatorError> {
+        let cl = request.consistency;
+        let replication = request.replication;
+        let ReadCommand::Range(range) = &request.command else {
+            unreachable!("read_range reads token ranges");
+        };
+        let topology = self.topology();
+        let start_token = match &range.start {
+            RangeStart::Token(t) => *t,
+            RangeStart::After(p) => p.token,
+        };
+        // Consecutive vnode ranges with the same replicas are read as one piece.
+        let mut pieces: Vec<(i64, Vec<HostId>)> = Vec::new();
+        if matches!(replication, Replication::Local) {
+            pieces.push((range.end_token, vec![self.local]));
+        } else {
+            let map = topology.map(replication);
+            for (r, replicas) in map.ranges_between(start_token, range.end_token) {
+                let end = r.end_inclusive.min(range.end_token);
+                match pieces.last_mut() {
+                    Some((last_end, last)) if last.as_slice() == replicas => *last_end = end,
+                    _ => pieces.push((end, replicas.to_vec())),
+                }
+            }
+        }
+        let now_s = self.clock.now_s();
+        let mut out = ReadResult::default();
+        let mut live = 0usize;
+        let mut from = range.start.clone();
+        for (end, replicas) in pieces {
+            loop {
+                let piece = RangeRead {
+                    table: range.table,
+                    start: from.clone(),
+                    end_token: end,
+                    limit: range.limit - live,
+                };
+                let result = self
+                    .read_range_piece(&topology, replication, cl, &replicas, piece)
+                    .await?;
+                live += result.rows.iter().filter(|r| r.row.is_live(now_s)).count();
+                let last = result.rows.last().map(|r| r.position());
+                out.rows.extend(result.rows);
+                if live >= range.limit {
+                    out.more = true;
+                    return Ok(out);
+                }
+                match last {
+                    Some(p) if result.more => from = RangeStart::After(p),
+                    _ => break,
+                }
+            }
+            match end.checked_add(1) {
+                Some(next) if end < range.end_token => from = RangeStart::Token(next),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads one piece of a token range from the replicas the level needs.
+    async fn read_range_piece(
+        &self,
+        topology: &super::Topology,
+        replication: &Replication,
+        cl: ConsistencyLevel,
+        replicas: &[HostId],
+        piece: RangeRead,
+    ) -> Result<ReadResult, CoordinatorError> {
+        let states = topology.states(replicas, self.local, &*self.liveness);
+        if let Err(u) = assure_sufficient_live(cl, replication, &self.local_dc, &states) {
+            add(&self.metrics.unavailable, 1);
+            return Err(CoordinatorError::Unavailable(u));
+        }
+        let command = ReadCommand::Range(piece);
+        let block_for = block_for(cl, replication, &self.local_dc);
+        let candidates = self.candidates(topology, replicas, cl);
+        let targets = self.contacts(topology, &candidates, cl, replication, block_for);
+        if targets.len() <= 1 && targets.first().is_none_or(|&h| h == self.local) {
+            return self
+                .replica
+                .read(&command)
+                .map(ReadResult::from)
+                .map_err(CoordinatorError::Replica);
+        }
+        let deadline = Instant::now() + self.config.range_timeout;
+        let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
+        let mut waiting = self.messaging.as_ref().map(|m| Waiting::new(m.clone()));
+        let mut asked = 0usize;
+        for &host in targets.iter().filter(|&&h| h != self.local) {
+            if let (Some(m), Some(w)) = (&self.messaging, waiting.as_mut()) {
+                if let Some(id) = m.request(host, Lane::Requests, &tx, |id| Message::ReadRequest {
+                    id,
+                    command: command.clone(),
+                    digest_only: false,
+                }) {
+                    w.push(id);
+                    asked += 1;
+                }
+            }
+        }
+        let mut responses: Vec<(HostId, ReadResponse)> = Vec::with_capacity(targets.len());
+        if targets.contains(&self.local) {
+            responses.push((
+                self.local,
+                self.replica.read(&command).map_err(CoordinatorError::Replica)?,
+            ));
+        }
+        let started = Instant::now();
+        while asked > 0 {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((from, Message::ReadResponse { result, .. }))) => {
+                    asked -= 1;
+                    self.record_replica_latency(started.elapsed());
+                    match result {
+                        Ok(ReadReply::Data(r)) => responses.push((from, r)),
+                        Ok(ReadReply::Digest { .. }) => {}
+                        Err(e) => return Err(CoordinatorError::Replica(e)),
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => {
+                    add(&self.metrics.read_timeouts, 1);
+                    return Err(CoordinatorError::ReadTimeout {
+                        consistency: cl,
+                        received: responses.len(),
+                        block_for: targets.len(),
+                        data_present: !responses.is_empty(),
+                    });
+                }
+            }
+        }
+        let hosts: Vec<HostId> = responses.iter().map(|(h, _)| *h).collect();
+        let merged = merge(
+            &command,
+            responses.into_iter().map(|(_, r)| r).collect(),
+            self.clock.now_s(),
+        );
+        if merged.repairs.iter().any(|r| !r.is_empty()) {
+            add(&self.metrics.read_repairs, 1);
+            let repairs = hosts.into_iter().zip(merged.repairs).collect();
+            let unacknowledged = self.repair(self.messaging.as_ref(), repairs, deadline).await;
+            if unacknowledged > 0 {
+                add(&self.metrics.read_timeouts, 1);
+                return Err(CoordinatorError::ReadTimeout {
+                    consistency: cl,
+                    received: targets.len().saturating_sub(unacknowledged),
+                    block_for: targets.len(),
+                    data_present: true,
+                });
+            }
+        }
+        Ok(merged.result)
+    }
+}

@@ -1,0 +1,274 @@
+//! The read path for one partition: data from one replica, digests from the others the level
+//! needs; on a mismatch, data from all of them, merged, with the replicas that were behind
+//! repaired before the answer (blocking read repair, so that a QUORUM read that saw a value
+//! never sees an older one afterwards).
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::merge::merge;
+use super::messaging::{Reply, Waiting};
+use super::metrics::add;
+use super::topology::Topology;
+use super::{check_read_level, Coordinator, CoordinatorError, ReadRequest, ReadResult, SpeculativeRetry};
+use crate::consistency::{
+    assure_sufficient_live, block_for, each_quorum_block_for, ConsistencyLevel, Replication,
+};
+use crate::message::{digest, Message, ReadReply};
+use crate::node::HostId;
+use crate::replica::{ReadCommand, ReadResponse, ReplicaError};
+use crate::transport::Lane;
+
+impl Coordinator {
+    /// Reads at `consistency`: a partition slice, or a run of the table in token order.
+    pub async fn read(&self, request: ReadRequest<'_>) -> Result<ReadResult, CoordinatorError> {
+        check_read_level(request.consistency)?;
+        match &request.command {
+            ReadCommand::Partition(_) => {
+                add(&self.metrics.reads, 1);
+                self.read_partition(request).await
+            }
+            ReadCommand::Range(_) => {
+                add(&self.metrics.range_reads, 1);
+                self.read_range(request).await
+            }
+        }
+    }
+
+    /// The live replicas a read may ask, best first: this node, then its data center, then the
+    /// others (each in placement order); only the local data center for the LOCAL_ levels.
+    pub(super) fn candidates(
+        &self,
+        topology: &Topology,
+        replicas: &[HostId],
+        cl: ConsistencyLevel,
+    ) -> Vec<HostId> {
+        let mut out: Vec<HostId> = Vec::with_capacity(replicas.len());
+        if replicas.contains(&self.local) {
+            out.push(self.local);
+        }
+        let live = |h: &&HostId| **h != self.local && self.is_alive(**h);
+        let local_dc = |h: &&HostId| topology.data_center(**h) == self.local_dc;
+        out.extend(replicas.iter().filter(live).filter(local_dc));
+        if !cl.is_datacenter_local() {
+            out.extend(replicas.iter().filter(live).filter(|h| !local_dc(h)));
+        }
+        out
+    }
+
+    /// The replicas a read contacts: the first `block_for` candidates, or for EACH_QUORUM the
+    /// first quorum of each data center.
+    pub(super) fn contacts(
+        &self,
+        topology: &Topology,
+        candidates: &[HostId],
+        cl: ConsistencyLevel,
+        replication: &Replication,
+        block_for: usize,
+    ) -> Vec<HostId> {
+        if cl == ConsistencyLevel::EachQuorum && matches!(replication, Replication::NetworkTopology { .. }) {
+            let mut out = Vec::new();
+            for (dc, need) in each_quorum_block_for(replication) {
+                out.extend(
+                    candidates
+                        .iter()
+                        .filter(|&&h| topology.data_center(h) == dc)
+                        .take(need),
+                );
+            }
+            return out;
+        }
+        candidates.iter().take(block_for).copied().collect()
+    }
+
+    fn speculation_delay(&self, retry: SpeculativeRetry) -> Option<Duration> {
+        match retry {
+            SpeculativeRetry::Never => None,
+            SpeculativeRetry::Always => Some(Duration::ZERO),
+            SpeculativeRetry::After(d) => Some(d),
+            SpeculativeRetry::Percentile99 => self.latency.percentile(99.0),
+            SpeculativeRetry::Percentile(p) => self.latency.percentile(p),
+        }
+    }
+
+    pub(super) fn record_replica_latency(&self, latency: Duration) {
+        self.latency.record(latency);
+        add(&self.metrics.replica_responses, 1);
+        add(&self.metrics.replica_latency_us_total, latency.as_micros() as u64);
+    }
+
+    async fn read_partition(&self, request: ReadRequest<'_>) -> Result<ReadResult, CoordinatorError> {
+        let cl = request.consistency;
+        let replication = request.replication;
+        let ReadCommand::Partition(p) = &request.command else {
+            unreachable!("read_partition reads partitions");
+        };
+        let topology = self.topology();
+        let map;
+        let replicas: &[HostId] = if matches!(replication, Replication::Local) {
+            std::slice::from_ref(&self.local)
+        } else {
+            map = topology.map(replication);
+            map.replicas(p.token)
+        };
+        let states = topology.states(replicas, self.local, &*self.liveness);
+        if let Err(u) = assure_sufficient_live(cl, replication, &self.local_dc, &states) {
+            add(&self.metrics.unavailable, 1);
+            return Err(CoordinatorError::Unavailable(u));
+        }
+        if !replicas.contains(&self.local) {
+            add(&self.metrics.not_replica, 1);
+        }
+        let block_for = block_for(cl, replication, &self.local_dc);
+        if replicas.len() == 1 && replicas[0] == self.local {
+            // One replica, and it is this node: nothing to compare.
+            return self
+                .replica
+                .read(&request.command)
+                .map(ReadResult::from)
+                .map_err(CoordinatorError::Replica);
+        }
+        let candidates = self.candidates(&topology, replicas, cl);
+        let targets = self.contacts(&topology, &candidates, cl, replication, block_for);
+        let block_for = targets.len().max(1);
+        let started = Instant::now();
+        let deadline = started + self.config.read_timeout;
+        let timeout = |received: usize, data_present: bool| {
+            add(&self.metrics.read_timeouts, 1);
+            CoordinatorError::ReadTimeout {
+                consistency: cl,
+                received,
+                block_for,
+                data_present,
+            }
+        };
+
+        let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
+        let mut waiting = self.messaging.as_ref().map(|m| Waiting::new(m.clone()));
+        let mut asked: Vec<HostId> = Vec::with_capacity(targets.len() + 1);
+        let send = |host: HostId, digest_only: bool, waiting: &mut Option<Waiting>| -> bool {
+            let (Some(m), Some(w)) = (&self.messaging, waiting.as_mut()) else {
+                return false;
+            };
+            m.request(host, Lane::Requests, &tx, |id| Message::ReadRequest {
+                id,
+                command: request.command.clone(),
+                digest_only,
+            })
+            .map(|id| w.push(id))
+            .is_some()
+        };
+        let data_host = targets[0];
+        for (i, &host) in targets.iter().enumerate() {
+            if host != self.local && send(host, i > 0, &mut waiting) {
+                asked.push(host);
+            }
+        }
+        // Answers: the data, and every digest with its node.
+        let mut data: Option<(HostId, ReadResponse)> = None;
+        let mut digests: Vec<(HostId, [u8; 16])> = Vec::new();
+        let mut error: Option<ReplicaError> = None;
+        if targets.contains(&self.local) {
+            match self.replica.read(&request.command) {
+                Ok(response) if data_host == self.local => data = Some((self.local, response)),
+                Ok(response) => digests.push((self.local, digest(&response))),
+                Err(e) => error = Some(e),
+            }
+        }
+        let mut spare = candidates.iter().filter(|h| !targets.contains(h)).copied();
+        let mut speculate_at = self
+            .speculation_delay(request.speculative_retry)
+            .map(|d| started + d);
+        loop {
+            let received = digests.len() + usize::from(data.is_some());
+            if data.is_some() && received >= block_for {
+                break;
+            }
+            if let Some(e) = &error {
+                if asked.is_empty() {
+                    return Err(CoordinatorError::Replica(e.clone()));
+                }
+            }
+            let wake = speculate_at.map_or(deadline, |s| s.min(deadline));
+            match tokio::time::timeout_at(wake, rx.recv()).await {
+                Ok(Some((from, Message::ReadResponse { result, .. }))) => {
+                    asked.retain(|&h| h != from);
+                    self.record_replica_latency(started.elapsed());
+                    match result {
+                        Ok(ReadReply::Data(r)) if data.is_none() => data = Some((from, r)),
+                        Ok(ReadReply::Data(r)) => digests.push((from, digest(&r))),
+                        Ok(ReadReply::Digest { digest: d, .. }) => digests.push((from, d)),
+                        Err(e) => error = Some(e),
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(timeout(received, data.is_some())),
+                Err(_) if Instant::now() >= deadline => return Err(timeout(received, data.is_some())),
+                Err(_) => {
+                    // Speculate: one more replica, asked for whatever is missing.
+                    speculate_at = None;
+                    if let Some(extra) = spare.next() {
+                        // The data is what is late if it has not come: ask the extra for it.
+                        if send(extra, data.is_some(), &mut waiting) {
+                            add(&self.metrics.speculative_retries, 1);
+                            asked.push(extra);
+                        }
+                    }
+                }
+            }
+        }
+        let (data_from, data) = data.expect("the loop ends with data");
+        let data_digest = digest(&data);
+        if digests.iter().all(|(_, d)| *d == data_digest) {
+            return Ok(ReadResult::from(data));
+        }
+        // The replicas disagree: read them all in full, merge, repair.
+        add(&self.metrics.read_repairs, 1);
+        let mut responses: Vec<(HostId, ReadResponse)> = vec![(data_from, data)];
+        let mut full_asked = 0usize;
+        for &(host, _) in &digests {
+            if host == self.local {
+                match self.replica.read(&request.command) {
+                    Ok(r) => responses.push((host, r)),
+                    Err(e) => return Err(CoordinatorError::Replica(e)),
+                }
+            } else if send(host, false, &mut waiting) {
+                full_asked += 1;
+            }
+        }
+        while full_asked > 0 {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((from, Message::ReadResponse { result, .. }))) => match result {
+                    Ok(ReadReply::Data(r)) => {
+                        if let Some(slot) = responses.iter_mut().find(|(h, _)| *h == from) {
+                            slot.1 = r;
+                        } else {
+                            full_asked -= 1;
+                            responses.push((from, r));
+                        }
+                    }
+                    // A late digest from the first round.
+                    Ok(ReadReply::Digest { .. }) => {}
+                    Err(e) => return Err(CoordinatorError::Replica(e)),
+                },
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return Err(timeout(responses.len(), true)),
+            }
+        }
+        let hosts: Vec<HostId> = responses.iter().map(|(h, _)| *h).collect();
+        let merged = merge(
+            &request.command,
+            responses.into_iter().map(|(_, r)| r).collect(),
+            self.clock.now_s(),
+        );
+        let repairs = hosts.into_iter().zip(merged.repairs).collect();
+        drop(waiting);
+        let unacknowledged = self.repair(self.messaging.as_ref(), repairs, deadline).await;
+        if unacknowledged > 0 {
+            return Err(timeout(block_for.saturating_sub(unacknowledged), true));
+        }
+        Ok(merged.result)
+    }
+}

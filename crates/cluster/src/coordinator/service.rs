@@ -1,0 +1,105 @@
+//! The replica side of internode requests: mutations and reads other coordinators send this
+//! node, run against the local replica, and answered; and metadata (Raft) requests, handed to
+//! whatever the node registered for them.
+//!
+//! Requests arrive on the transport's reader tasks, which must not block: each becomes a task
+//! on the node's service threads, where it does its device I/O as a client request would. With
+//! `commit_to_device`, a mutation waits for its group commit, so it runs on the blocking pool.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use super::messaging::{Messaging, RequestHandler};
+use crate::message::{digest, Message, ReadReply};
+use crate::node::HostId;
+use crate::replica::Replica;
+use crate::transport::Lane;
+
+/// A future answer to a metadata request.
+pub type MetadataFuture = Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
+
+/// What answers metadata requests (the Raft log): given the sender and the payload.
+pub type MetadataHandler = dyn Fn(HostId, Vec<u8>) -> MetadataFuture + Send + Sync;
+
+pub struct ReplicaService {
+    replica: Arc<dyn Replica>,
+    messaging: Arc<Messaging>,
+    /// Mutations wait for the device (commit_to_device): run them on the blocking pool.
+    blocking_writes: bool,
+    metadata: OnceLock<Arc<MetadataHandler>>,
+}
+
+impl ReplicaService {
+    pub fn new(
+        replica: Arc<dyn Replica>,
+        messaging: Arc<Messaging>,
+        blocking_writes: bool,
+    ) -> Arc<ReplicaService> {
+        Arc::new(ReplicaService {
+            replica,
+            messaging,
+            blocking_writes,
+            metadata: OnceLock::new(),
+        })
+    }
+
+    /// Sets what answers metadata requests (once).
+    pub fn set_metadata_handler(&self, handler: Arc<MetadataHandler>) {
+        if self.metadata.set(handler).is_err() {
+            panic!("the metadata handler is set once");
+        }
+    }
+}
+
+impl RequestHandler for ReplicaService {
+    fn handle(&self, from: HostId, message: Message) {
+        let replica = self.replica.clone();
+        let messaging = self.messaging.clone();
+        match message {
+            Message::MutationRequest { id, mutations } => {
+                let run = move || {
+                    let result = replica.apply(mutations);
+                    messaging.respond(from, Lane::Requests, Message::MutationResponse { id, result });
+                };
+                if self.blocking_writes {
+                    tokio::task::spawn_blocking(run);
+                } else {
+                    tokio::spawn(async move { run() });
+                }
+            }
+            Message::ReadRequest {
+                id,
+                command,
+                digest_only,
+            } => {
+                tokio::spawn(async move {
+                    let result = replica.read(&command).map(|r| {
+                        if digest_only {
+                            ReadReply::Digest {
+                                digest: digest(&r),
+                                more: r.more,
+                            }
+                        } else {
+                            ReadReply::Data(r)
+                        }
+                    });
+                    messaging.respond(from, Lane::Requests, Message::ReadResponse { id, result });
+                });
+            }
+            Message::MetadataRequest { id, payload } => match self.metadata.get() {
+                Some(handler) => {
+                    let answer = handler(from, payload);
+                    tokio::spawn(async move {
+                        let payload = answer.await;
+                        messaging.respond(from, Lane::Requests, Message::MetadataResponse { id, payload });
+                    });
+                }
+                None => tracing::debug!(%from, "a metadata request before the metadata log is open; dropped"),
+            },
+            other => {
+                tracing::warn!(%from, kind = ?other.kind(), "an answer or unknown request reached the replica service")
+            }
+        }
+    }
+}

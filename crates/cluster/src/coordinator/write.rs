@@ -1,0 +1,346 @@
+//! The write path: every live replica gets the mutations; the write returns after `blockFor`
+//! acknowledgements; replicas that are down, or that do not answer in time, get a hint.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::messaging::{Messaging, Reply, Waiting};
+use super::metrics::add;
+use super::topology::Topology;
+use super::{check_write_level, counts, Coordinator, CoordinatorError, WriteRequest, WriteType};
+use crate::consistency::{
+    assure_sufficient_live, block_for, each_quorum_block_for, ConsistencyLevel, Replication,
+};
+use crate::message::Message;
+use crate::node::HostId;
+use crate::replica::{Mutation, ReplicaError};
+use crate::transport::Lane;
+
+/// Acknowledgements counted the way the level counts them.
+struct Acks<'a> {
+    cl: ConsistencyLevel,
+    local_dc: &'a str,
+    block_for: usize,
+    /// EACH_QUORUM: per data center, needed and received.
+    each: BTreeMap<String, (usize, usize)>,
+    received: usize,
+    error: Option<ReplicaError>,
+}
+
+impl<'a> Acks<'a> {
+    fn new(cl: ConsistencyLevel, replication: &Replication, local_dc: &'a str, block_for: usize) -> Acks<'a> {
+        let each = match cl {
+            ConsistencyLevel::EachQuorum => each_quorum_block_for(replication)
+                .into_iter()
+                .map(|(dc, n)| (dc, (n, 0)))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        Acks {
+            cl,
+            local_dc,
+            block_for,
+            each,
+            received: 0,
+            error: None,
+        }
+    }
+
+    fn ack(&mut self, dc: &str) {
+        if counts(self.cl, dc, self.local_dc) {
+            self.received += 1;
+        }
+        if let Some((_, got)) = self.each.get_mut(dc) {
+            *got += 1;
+        }
+    }
+
+    /// A hint stored for a write at ANY counts as its acknowledgement.
+    fn hinted(&mut self) {
+        if self.cl == ConsistencyLevel::Any {
+            self.received += 1;
+        }
+    }
+
+    fn fail(&mut self, e: ReplicaError) {
+        self.error.get_or_insert(e);
+    }
+
+    fn satisfied(&self) -> bool {
+        if self.each.is_empty() {
+            self.received >= self.block_for
+        } else {
+            self.each.values().all(|(need, got)| got >= need)
+        }
+    }
+}
+
+impl Coordinator {
+    /// Applies mutations at `consistency`. Mutations of different partitions may have
+    /// different replicas: each group is checked for enough live replicas before anything is
+    /// sent, then all are written at once.
+    pub async fn write(&self, request: WriteRequest<'_>) -> Result<(), CoordinatorError> {
+        let cl = request.consistency;
+        check_write_level(cl)?;
+        add(&self.metrics.writes, 1);
+        let topology = self.topology();
+        let replication = request.replication;
+        let mut groups: Vec<(Vec<HostId>, Vec<Mutation>)> = Vec::new();
+        {
+            let map = (!matches!(replication, Replication::Local)).then(|| topology.map(replication));
+            for m in request.mutations {
+                let replicas: &[HostId] = match &map {
+                    Some(map) => map.replicas(m.token),
+                    None => std::slice::from_ref(&self.local),
+                };
+                match groups.iter_mut().find(|(r, _)| r.as_slice() == replicas) {
+                    Some((_, group)) => group.push(m),
+                    None => groups.push((replicas.to_vec(), vec![m])),
+                }
+            }
+        }
+        for (replicas, _) in &groups {
+            let states = topology.states(replicas, self.local, &*self.liveness);
+            if let Err(u) = assure_sufficient_live(cl, replication, &self.local_dc, &states) {
+                add(&self.metrics.unavailable, 1);
+                return Err(CoordinatorError::Unavailable(u));
+            }
+            if !replicas.contains(&self.local) {
+                add(&self.metrics.not_replica, 1);
+            }
+        }
+        if groups.len() == 1 {
+            let (replicas, mutations) = groups.pop().expect("one group");
+            return self
+                .write_group(
+                    &topology,
+                    replication,
+                    cl,
+                    &replicas,
+                    mutations,
+                    request.write_type,
+                )
+                .await;
+        }
+        let writes = groups.into_iter().map(|(replicas, mutations)| {
+            let topology = &topology;
+            async move {
+                self.write_group(
+                    topology,
+                    replication,
+                    cl,
+                    &replicas,
+                    mutations,
+                    request.write_type,
+                )
+                .await
+            }
+        });
+        for result in join_all(writes.collect()).await {
+            result?;
+        }
+        Ok(())
+    }
+
+    /// Writes one group of mutations that share their replicas.
+    async fn write_group(
+        &self,
+        topology: &Topology,
+        replication: &Replication,
+        cl: ConsistencyLevel,
+        replicas: &[HostId],
+        mutations: Vec<Mutation>,
+        write_type: WriteType,
+    ) -> Result<(), CoordinatorError> {
+        let has_local = replicas.contains(&self.local);
+        if replicas.len() == 1 && has_local {
+            // The common single-replica case: no channel, no copy.
+            return self.replica.apply(mutations).map_err(CoordinatorError::Replica);
+        }
+        let block_for = match cl {
+            ConsistencyLevel::Any => 1,
+            _ => block_for(cl, replication, &self.local_dc),
+        };
+        let mut acks = Acks::new(cl, replication, &self.local_dc, block_for);
+        let now_us = self.clock.now_us();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
+        let mut waiting = self.messaging.as_ref().map(|m| Waiting::new(m.clone()));
+        let mut outstanding: Vec<HostId> = Vec::new();
+        for &host in replicas.iter().filter(|&&h| h != self.local) {
+            let sent = match (&self.messaging, &mut waiting) {
+                (Some(messaging), Some(waiting)) if self.is_alive(host) => messaging
+                    .request(host, Lane::Requests, &tx, |id| Message::MutationRequest {
+                        id,
+                        mutations: mutations.clone(),
+                    })
+                    .map(|id| waiting.push(id))
+                    .is_some(),
+                _ => false,
+            };
+            if sent {
+                outstanding.push(host);
+            } else if self.hint(host, &mutations, now_us) {
+                acks.hinted();
+            }
+        }
+        let started = Instant::now();
+        if has_local {
+            // A copy: the mutations are still needed for hints if a replica does not answer.
+            match self.replica.apply(mutations.clone()) {
+                Ok(()) => acks.ack(&self.local_dc),
+                Err(e) => acks.fail(e),
+            }
+        }
+        let deadline = started + self.config.write_timeout;
+        while !acks.satisfied() {
+            let countable = outstanding
+                .iter()
+                .filter(|&&h| counts(cl, topology.data_center(h), &self.local_dc))
+                .count();
+            if acks.received + countable < block_for && acks.each.is_empty() {
+                if let Some(e) = acks.error.take() {
+                    return Err(CoordinatorError::Replica(e));
+                }
+            }
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((from, Message::MutationResponse { result, .. }))) => {
+                    outstanding.retain(|&h| h != from);
+                    self.record_replica_latency(started.elapsed());
+                    match result {
+                        Ok(()) => acks.ack(topology.data_center(from)),
+                        Err(e) => acks.fail(e),
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => {
+                    for host in outstanding {
+                        self.hint(host, &mutations, now_us);
+                    }
+                    add(&self.metrics.write_timeouts, 1);
+                    return Err(CoordinatorError::WriteTimeout {
+                        consistency: cl,
+                        received: acks.received,
+                        block_for,
+                        write_type,
+                    });
+                }
+            }
+        }
+        if !outstanding.is_empty() {
+            // The level is met; the replicas still to answer get a hint if they do not by the
+            // timeout. This waits in the background, holding no request.
+            if let (Some(hinter), Some(waiting)) = (self.hinter.clone(), waiting) {
+                let mutations = Arc::new(mutations);
+                tokio::spawn(async move {
+                    let _waiting = waiting;
+                    while !outstanding.is_empty() {
+                        match tokio::time::timeout_at(deadline, rx.recv()).await {
+                            Ok(Some((from, Message::MutationResponse { .. }))) => {
+                                outstanding.retain(|&h| h != from)
+                            }
+                            Ok(Some(_)) => {}
+                            Ok(None) | Err(_) => break,
+                        }
+                    }
+                    for host in outstanding {
+                        hinter.hint(host, &mutations, now_us);
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores a hint for `host` if this node keeps hints; true if one was stored.
+    pub(super) fn hint(&self, host: HostId, mutations: &[Mutation], now_us: i64) -> bool {
+        match &self.hinter {
+            Some(h) => h.hint(host, mutations, now_us),
+            None => false,
+        }
+    }
+
+    /// Sends mutations to replicas that were behind (read repair) and waits until each has
+    /// acknowledged, or the deadline. Returns how many did not acknowledge.
+    pub(super) async fn repair(
+        &self,
+        messaging: Option<&Arc<Messaging>>,
+        repairs: Vec<(HostId, Vec<Mutation>)>,
+        deadline: Instant,
+    ) -> usize {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
+        let mut waiting = messaging.map(|m| Waiting::new(m.clone()));
+        let mut outstanding = 0usize;
+        let mut failed = 0usize;
+        for (host, mutations) in repairs {
+            if mutations.is_empty() {
+                continue;
+            }
+            add(&self.metrics.repaired_rows, mutations.len() as u64);
+            if host == self.local {
+                if let Err(e) = self.replica.apply(mutations) {
+                    tracing::warn!("read repair on this node failed: {e}");
+                    failed += 1;
+                }
+                continue;
+            }
+            let sent = match (messaging, &mut waiting) {
+                (Some(m), Some(w)) => m
+                    .request(host, Lane::Requests, &tx, |id| Message::MutationRequest {
+                        id,
+                        mutations,
+                    })
+                    .map(|id| w.push(id))
+                    .is_some(),
+                _ => false,
+            };
+            if sent {
+                outstanding += 1;
+            } else {
+                failed += 1;
+            }
+        }
+        while outstanding > 0 {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((_, Message::MutationResponse { result, .. }))) => {
+                    outstanding -= 1;
+                    if result.is_err() {
+                        failed += 1;
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return failed + outstanding,
+            }
+        }
+        failed
+    }
+}
+
+/// Runs futures at once and collects their outputs in order.
+pub(super) async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, out) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if out.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *out = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
+}
