@@ -17,5 +17,6 @@
 //! and the schema is an opaque state machine the server supplies.
 
 pub mod consistency;
+pub mod metadata;
 pub mod node;
 pub mod replica;
