@@ -16,9 +16,10 @@
 //!
 //! `crc32c` covers the four length bytes, then the payload, so a damaged length is caught as
 //! surely as a damaged payload. The log (`log`) is a run of records appended one after another
-//! and cut short (`ftruncate`) when Raft truncates it; the vote (`vote`) and the snapshot
-//! (`snapshot`) hold one record each and are replaced whole: written to a temporary file,
-//! fsynced, renamed over the old one, and the directory fsynced.
+//! and cut short (`ftruncate`) when Raft truncates it; the vote (`vote`), the snapshot
+//! (`snapshot`) and the committed hint (`committed`) hold one record each and are replaced
+//! whole: written to a temporary file, fsynced, renamed over the old one, and the directory
+//! fsynced (the committed hint skips both fsyncs: see `log_store.rs`).
 //!
 //! A crash can leave the log's last record torn (its length runs past the end of the file, or
 //! its checksum fails and nothing follows it). That record was never acknowledged (an append
@@ -42,6 +43,17 @@ pub(crate) const RECORD_BYTES_MAX: usize = 256 << 20;
 pub(crate) const LOG_MAGIC: [u8; 8] = *b"HYMDLOG\0";
 pub(crate) const VOTE_MAGIC: [u8; 8] = *b"HYMDVOTE";
 pub(crate) const SNAPSHOT_MAGIC: [u8; 8] = *b"HYMDSNAP";
+pub(crate) const COMMITTED_MAGIC: [u8; 8] = *b"HYMDCMIT";
+
+/// Whether a replaced file must survive a crash.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// Fsynced before and after the rename: the vote, the snapshot.
+    Fsync,
+    /// Renamed into place without an fsync: a crash may leave the old file, or (on some file
+    /// systems) an empty or partial one, which its reader must treat as absent.
+    Hint,
+}
 
 const OFFSET_VERSION: usize = 8;
 const OFFSET_RECORD_CRC: usize = 4;
@@ -156,18 +168,34 @@ pub(crate) fn decode_records(bytes: &[u8], start: usize) -> (Vec<FoundRecord<'_>
 
 /// Replaces `path` with a file holding the header and one record, atomically: a crash leaves
 /// either the old file or the new one, whole.
-pub(crate) fn write_single(path: &Path, magic: [u8; 8], payload: &[u8]) -> Result<(), MetadataError> {
+pub(crate) fn write_single(
+    path: &Path,
+    magic: [u8; 8],
+    payload: &[u8],
+    durability: Durability,
+) -> Result<(), MetadataError> {
     let mut bytes = header(magic).to_vec();
     bytes.extend_from_slice(&encode_record(payload));
-    replace_file(path, &bytes)
+    match durability {
+        Durability::Fsync => replace_file(path, &bytes),
+        Durability::Hint => {
+            let tmp = tmp_path(path);
+            fs::write(&tmp, &bytes).map_err(|e| MetadataError::io(&tmp, e))?;
+            fs::rename(&tmp, path).map_err(|e| MetadataError::io(path, e))
+        }
+    }
+}
+
+fn tmp_path(path: &Path) -> std::path::PathBuf {
+    let mut tmp_name = path.file_name().expect("metadata files have names").to_owned();
+    tmp_name.push(".tmp");
+    path.with_file_name(tmp_name)
 }
 
 /// Writes `bytes` to `path` through a temporary file, fsync and rename, then fsyncs the
 /// directory so that the rename itself is durable.
 pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), MetadataError> {
-    let mut tmp_name = path.file_name().expect("metadata files have names").to_owned();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
+    let tmp = tmp_path(path);
     let mut file = File::create(&tmp).map_err(|e| MetadataError::io(&tmp, e))?;
     file.write_all(bytes).map_err(|e| MetadataError::io(&tmp, e))?;
     file.sync_all().map_err(|e| MetadataError::io(&tmp, e))?;
@@ -274,8 +302,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("vote");
         assert_eq!(read_single(&path, VOTE_MAGIC).expect("reads"), None);
-        write_single(&path, VOTE_MAGIC, b"{\"a\":1}").expect("writes");
-        write_single(&path, VOTE_MAGIC, b"{\"a\":2}").expect("writes");
+        write_single(&path, VOTE_MAGIC, b"{\"a\":1}", Durability::Fsync).expect("writes");
+        write_single(&path, VOTE_MAGIC, b"{\"a\":2}", Durability::Hint).expect("writes");
         assert_eq!(
             read_single(&path, VOTE_MAGIC).expect("reads").as_deref(),
             Some(&b"{\"a\":2}"[..])

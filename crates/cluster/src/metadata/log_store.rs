@@ -8,9 +8,11 @@
 //! entries, through a temporary file and a rename. The entries are also kept in memory, where
 //! reads are served: the metadata log is small, and a snapshot bounds it.
 //!
-//! The vote and the last committed log id live in `vote`, one record replaced whole on every
-//! change. The committed id lets a restarted node replay its committed entries at once instead
-//! of waiting to hear from a leader.
+//! The vote lives in `vote`, one record replaced whole (and fsynced) on every change. The last
+//! committed log id lives in `committed`, replaced whole on every change but not fsynced: it is
+//! a hint that lets a restarted node replay its committed entries at once instead of waiting
+//! to hear from a leader, and losing it costs only that wait. Keeping it out of `vote` keeps a
+//! commit from costing two fsyncs on every node, and a torn hint from ever touching the vote.
 //!
 //! File I/O runs on tokio's blocking threads so that an fsync never stalls the runtime.
 
@@ -26,12 +28,13 @@ use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader};
 use serde::{Deserialize, Serialize};
 
-use super::files::{self, Tail, HEADER_BYTES, LOG_MAGIC, VOTE_MAGIC};
+use super::files::{self, Tail, COMMITTED_MAGIC, HEADER_BYTES, LOG_MAGIC, VOTE_MAGIC};
 use super::raft_types::{storage_error, Entry, LogId, StorageError, TypeConfig, Vote};
 use super::MetadataError;
 
 pub(crate) const LOG_FILE: &str = "log";
 pub(crate) const VOTE_FILE: &str = "vote";
+pub(crate) const COMMITTED_FILE: &str = "committed";
 
 /// One record of the log file.
 #[derive(Serialize, Deserialize)]
@@ -44,9 +47,14 @@ enum LogRecord {
 }
 
 /// The payload of the vote file.
-#[derive(Default, Serialize, Deserialize)]
+#[derive(Serialize, Deserialize)]
 struct VoteRecord {
-    vote: Option<Vote>,
+    vote: Vote,
+}
+
+/// The payload of the committed file.
+#[derive(Serialize, Deserialize)]
+struct CommittedRecord {
     committed: Option<LogId>,
 }
 
@@ -59,13 +67,15 @@ pub(crate) struct LogStore {
 struct LogInner {
     log_path: PathBuf,
     vote_path: PathBuf,
+    committed_path: PathBuf,
     /// Opened for appending; replaced when a purge rewrites the file.
     file: File,
     file_bytes: u64,
     /// Every entry in the file, by index, with the offset of its record.
     entries: BTreeMap<u64, (u64, Entry)>,
     purged: Option<LogId>,
-    vote: VoteRecord,
+    vote: Option<Vote>,
+    committed: Option<LogId>,
 }
 
 impl LogStore {
@@ -74,13 +84,19 @@ impl LogStore {
         let log_path = dir.join(LOG_FILE);
         let vote_path = dir.join(VOTE_FILE);
         let vote = match files::read_single(&vote_path, VOTE_MAGIC)? {
-            Some(payload) => serde_json::from_slice(&payload).map_err(|e| MetadataError::Corrupt {
-                path: vote_path.clone(),
-                offset_bytes: HEADER_BYTES as u64,
-                reason: format!("vote record does not decode: {e}"),
-            })?,
-            None => VoteRecord::default(),
+            Some(payload) => Some(
+                serde_json::from_slice::<VoteRecord>(&payload)
+                    .map_err(|e| MetadataError::Corrupt {
+                        path: vote_path.clone(),
+                        offset_bytes: HEADER_BYTES as u64,
+                        reason: format!("vote record does not decode: {e}"),
+                    })?
+                    .vote,
+            ),
+            None => None,
         };
+        let committed_path = dir.join(COMMITTED_FILE);
+        let committed = read_committed_hint(&committed_path);
         if !log_path.exists() {
             files::replace_file(&log_path, &files::header(LOG_MAGIC))?;
         }
@@ -107,11 +123,13 @@ impl LogStore {
             inner: Arc::new(Mutex::new(LogInner {
                 log_path,
                 vote_path,
+                committed_path,
                 file,
                 file_bytes: good_bytes,
                 entries,
                 purged,
                 vote,
+                committed,
             })),
         })
     }
@@ -141,6 +159,25 @@ impl LogStore {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(storage_error(subject, verb, &e)),
             Err(e) => Err(storage_error(subject, verb, &e)),
+        }
+    }
+}
+
+/// Reads the committed hint; a missing or damaged one is no hint (the leader tells the node
+/// again).
+fn read_committed_hint(path: &Path) -> Option<LogId> {
+    let payload = match files::read_single(path, COMMITTED_MAGIC) {
+        Ok(payload) => payload?,
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring the metadata log's committed hint");
+            return None;
+        }
+    };
+    match serde_json::from_slice::<CommittedRecord>(&payload) {
+        Ok(record) => record.committed,
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring the metadata log's undecodable committed hint");
+            None
         }
     }
 }
@@ -213,9 +250,23 @@ impl LogInner {
             .or(self.purged)
     }
 
-    fn write_vote(&self) -> Result<(), MetadataError> {
-        let payload = serde_json::to_vec(&self.vote).expect("a vote serializes");
-        files::write_single(&self.vote_path, VOTE_MAGIC, &payload)
+    fn write_vote(&mut self, vote: Vote) -> Result<(), MetadataError> {
+        let payload = serde_json::to_vec(&VoteRecord { vote }).expect("a vote serializes");
+        files::write_single(&self.vote_path, VOTE_MAGIC, &payload, files::Durability::Fsync)?;
+        self.vote = Some(vote);
+        Ok(())
+    }
+
+    fn write_committed(&mut self, committed: Option<LogId>) -> Result<(), MetadataError> {
+        let payload = serde_json::to_vec(&CommittedRecord { committed }).expect("a log id serializes");
+        files::write_single(
+            &self.committed_path,
+            COMMITTED_MAGIC,
+            &payload,
+            files::Durability::Hint,
+        )?;
+        self.committed = committed;
+        Ok(())
     }
 
     fn append(&mut self, new: Vec<Entry>) -> Result<(), MetadataError> {
@@ -317,30 +368,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
         let vote = *vote;
         self.blocking(ErrorSubject::Vote, ErrorVerb::Write, move |inner| {
-            inner.vote.vote = Some(vote);
-            inner.write_vote()
+            inner.write_vote(vote)
         })
         .await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
-        Ok(self.lock().vote.vote)
+        Ok(self.lock().vote)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        self.blocking(ErrorSubject::Vote, ErrorVerb::Write, move |inner| {
-            if inner.vote.committed == committed {
+        self.blocking(ErrorSubject::Store, ErrorVerb::Write, move |inner| {
+            if inner.committed == committed {
                 return Ok(());
             }
-            inner.vote.committed = committed;
-            inner.write_vote()
+            inner.write_committed(committed)
         })
         .await
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
         let inner = self.lock();
-        let committed = inner.vote.committed;
+        let committed = inner.committed;
         let last = inner.last_log_id();
         // Entries are committed only after they are durable here, so the committed id cannot
         // pass the log's end, unless the log lost records it had acknowledged (a torn tail cut
@@ -421,8 +470,10 @@ mod tests {
                 .purge(LogId::new(CommittedLeaderId::new(1, 1), 3))
                 .expect("purges");
             inner.append(vec![entry(2, 9)]).expect("appends");
-            inner.vote.vote = Some(Vote::new(2, 1));
-            inner.write_vote().expect("writes the vote");
+            inner.write_vote(Vote::new(2, 1)).expect("writes the vote");
+            inner
+                .write_committed(Some(LogId::new(CommittedLeaderId::new(2, 1), 8)))
+                .expect("writes");
         }
         drop(store);
         let store = LogStore::open(dir.path()).expect("reopens");
@@ -431,7 +482,8 @@ mod tests {
         assert_eq!(inner.purged.map(|p| p.index), Some(3));
         assert_eq!(inner.entries[&8].1.log_id.leader_id.term, 2);
         assert_eq!(inner.entries[&6].1.log_id.leader_id.term, 1);
-        assert_eq!(inner.vote.vote, Some(Vote::new(2, 1)));
+        assert_eq!(inner.vote, Some(Vote::new(2, 1)));
+        assert_eq!(inner.committed.map(|c| c.index), Some(8));
     }
 
     #[test]

@@ -38,6 +38,10 @@ use super::{
 };
 use crate::node::HostId;
 
+/// How many times the leader checks for a quorum before it fails a change with
+/// [`MetadataError::NoQuorum`].
+const QUORUM_CHECKS_MAX: u32 = 3;
+
 /// One node's view of the metadata log. Cheap to clone: clones share the node (the transport's
 /// handler keeps one to call [`Metadata::handle`]).
 #[derive(Clone)]
@@ -204,6 +208,30 @@ impl Metadata {
         has_nodes
     }
 
+    /// Fails with [`MetadataError::NotMember`] unless this node is a member, or becomes one
+    /// within an election timeout: right after `initialize` returns on one node, the others
+    /// may not have received the first entries yet.
+    async fn wait_membership(&self) -> Result<(), MetadataError> {
+        let until = Instant::now() + self.inner.config.election_timeout_max;
+        let mut metrics = self.inner.raft.metrics();
+        loop {
+            let is_member = metrics
+                .borrow_and_update()
+                .membership_config
+                .membership()
+                .nodes()
+                .next()
+                .is_some();
+            if is_member {
+                return Ok(());
+            }
+            match timeout_at(until, metrics.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return Err(MetadataError::NotMember),
+            }
+        }
+    }
+
     /// Starts a new cluster whose members are `members` (this node among them), on ONE node of
     /// several started together; the others must have [`Metadata::open`]ed, so that they can
     /// vote and receive the first entries. The first [`VOTERS_MAX`] members (this node first)
@@ -295,9 +323,7 @@ impl Metadata {
     /// with a member (host id, Raft id or a token) is refused before anything changes, with the
     /// reason in [`CommandResult::Refused`].
     pub async fn add_member(&self, record: MemberRecord) -> Result<CommandResult, MetadataError> {
-        if !self.is_member() {
-            return Err(MetadataError::NotMember);
-        }
+        self.wait_membership().await?;
         let deadline = self.join_deadline();
         let applied = self
             .submit(Op::AddMember(record), deadline, Patience::FailFast)
@@ -309,9 +335,7 @@ impl Metadata {
     /// Removes a member, from any member: appends its [`Command::RemoveMember`], then takes it
     /// out of Raft's voters (promoting a learner in its place, if there is one) or learners.
     pub async fn remove_member(&self, host: HostId) -> Result<CommandResult, MetadataError> {
-        if !self.is_member() {
-            return Err(MetadataError::NotMember);
-        }
+        self.wait_membership().await?;
         let deadline = self.join_deadline();
         let applied = self
             .submit(Op::RemoveMember(host), deadline, Patience::FailFast)
@@ -326,9 +350,7 @@ impl Metadata {
     /// documentation for the one case where a failed proposal may still be applied later.
     pub async fn propose(&self, command: Command) -> Result<CommandResult, MetadataError> {
         check_command_size(&command)?;
-        if !self.is_member() {
-            return Err(MetadataError::NotMember);
-        }
+        self.wait_membership().await?;
         let deadline = self.propose_deadline();
         let applied = self
             .submit(Op::Propose(command), deadline, Patience::FailFast)
@@ -583,24 +605,35 @@ impl Metadata {
     }
 
     /// Confirms that this node leads and that a majority of the voters still answers it, so
-    /// that a command is appended only when it can be committed now.
+    /// that a command is appended only when it can be committed now. A check that misses the
+    /// majority is tried again, up to [`QUORUM_CHECKS_MAX`] times a heartbeat apart: one slow
+    /// answer (a follower's fsync, a pause) must not fail a schema change.
     async fn confirm_quorum(&self, deadline: Instant) -> Result<(), ForwardError> {
-        match timeout_at(deadline, self.inner.raft.ensure_linearizable()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => Err(not_leader(f)),
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q)))) => {
-                Err(ForwardError::NoQuorum {
-                    reachable: q.got.len(),
-                    members: voters_of(&self.metrics()).len(),
-                })
-            }
-            Ok(Err(RaftError::Fatal(f))) => Err(ForwardError::Stopped {
-                reason: f.to_string(),
-            }),
-            // A quorum answered, but this node did not apply the entries before it in time.
-            Err(_) => Err(ForwardError::Timeout {
-                timeout_ms: millis(self.inner.config.propose_timeout),
-            }),
+        let mut checks = 0;
+        loop {
+            checks += 1;
+            let result = timeout_at(deadline, self.inner.raft.ensure_linearizable()).await;
+            return match result {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => Err(not_leader(f)),
+                Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q)))) => {
+                    if checks < QUORUM_CHECKS_MAX {
+                        tokio::time::sleep(self.inner.config.heartbeat_interval).await;
+                        continue;
+                    }
+                    Err(ForwardError::NoQuorum {
+                        reachable: q.got.len(),
+                        members: voters_of(&self.metrics()).len(),
+                    })
+                }
+                Ok(Err(RaftError::Fatal(f))) => Err(ForwardError::Stopped {
+                    reason: f.to_string(),
+                }),
+                // A quorum answered, but this node did not apply the entries before it in time.
+                Err(_) => Err(ForwardError::Timeout {
+                    timeout_ms: millis(self.inner.config.propose_timeout),
+                }),
+            };
         }
     }
 

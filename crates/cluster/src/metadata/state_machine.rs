@@ -121,7 +121,12 @@ impl Shared {
             return Ok(());
         }
         let payload = serde_json::to_vec(file).expect("a snapshot serializes");
-        files::write_single(&self.snapshot_path, SNAPSHOT_MAGIC, &payload)?;
+        files::write_single(
+            &self.snapshot_path,
+            SNAPSHOT_MAGIC,
+            &payload,
+            files::Durability::Fsync,
+        )?;
         *current = file.meta.last_log_id;
         Ok(())
     }
