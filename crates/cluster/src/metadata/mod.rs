@@ -65,6 +65,11 @@ pub const APP_COMMAND_BYTES_MAX: usize = 256 << 10;
 /// usually a few hundred bytes.
 pub const ENTRIES_PER_MESSAGE_MAX: u64 = 32;
 
+/// The largest metadata message, either way. The largest messages are snapshots (every member
+/// with its tokens, and the server's whole schema), sent whole to a node too far behind for the
+/// log: the server's snapshot must stay well below this, or lagging nodes cannot catch up.
+pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+
 /// Where a member is in its life. Only `Normal` members serve reads for the tokens they own;
 /// the coordinator reads this to decide pending ranges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

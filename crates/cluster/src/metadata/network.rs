@@ -20,7 +20,7 @@ use openraft::{RaftNetwork, RaftNetworkFactory};
 use serde::{Deserialize, Serialize};
 
 use super::raft_types::{MetadataSnapshot, RaftPeer, Snapshot, SnapshotMeta, TypeConfig, Vote};
-use super::{Command, CommandResult, MemberRecord, MetadataRpc, RpcError};
+use super::{Command, CommandResult, MemberRecord, MetadataRpc, RpcError, MESSAGE_BYTES_MAX};
 use crate::node::HostId;
 
 #[derive(Serialize, Deserialize)]
@@ -109,6 +109,15 @@ pub(crate) async fn call(
     timeout: Duration,
 ) -> Result<Response, RpcError> {
     let reply = rpc.call(to, encode(request), timeout).await?;
+    if reply.len() > MESSAGE_BYTES_MAX {
+        return Err(RpcError::Failed {
+            host: to,
+            reason: format!(
+                "a metadata reply of {} bytes, more than the {MESSAGE_BYTES_MAX}-byte limit",
+                reply.len()
+            ),
+        });
+    }
     serde_json::from_slice(&reply).map_err(|e| RpcError::Failed {
         host: to,
         reason: format!("undecodable metadata reply: {e}"),

@@ -34,7 +34,7 @@ use super::raft_types::{Raft, RaftPeer, Snapshot};
 use super::state_machine::{check_new_member, StateMachine};
 use super::{
     AppStateMachine, ClusterMetadata, Command, CommandResult, MemberRecord, MetadataConfig, MetadataError,
-    MetadataRpc, RpcError, APP_COMMAND_BYTES_MAX, VOTERS_MAX,
+    MetadataRpc, RpcError, APP_COMMAND_BYTES_MAX, MESSAGE_BYTES_MAX, VOTERS_MAX,
 };
 use crate::node::HostId;
 
@@ -397,6 +397,14 @@ impl Metadata {
 
     /// Serves a message another node's [`MetadataRpc`] sent; returns the reply to send back.
     pub async fn handle(&self, from: HostId, payload: &[u8]) -> Vec<u8> {
+        if payload.len() > MESSAGE_BYTES_MAX {
+            let reason = format!(
+                "a metadata request of {} bytes from {from}, more than the {MESSAGE_BYTES_MAX}-byte limit",
+                payload.len()
+            );
+            tracing::warn!(%reason);
+            return encode(&Response::Refused { reason });
+        }
         let request: Request = match serde_json::from_slice(payload) {
             Ok(request) => request,
             Err(e) => {
