@@ -702,6 +702,31 @@ fn a_node_added_at_runtime_becomes_a_voter_and_applies_everything() {
                 .current()
                 .members
                 .contains_key(&newcomer));
+
+            // Even the leader can be removed: it leads until the change is committed, then the
+            // others elect one of their own.
+            let leader = cluster.wait_for_leader().await;
+            let gone = cluster.nodes[leader].host();
+            let asker = (leader + 1) % 3;
+            let result = cluster.nodes[asker]
+                .metadata
+                .remove_member(gone)
+                .await
+                .expect("removed");
+            assert_eq!(result, CommandResult::Done);
+            let rest: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+            let new_leader = wait_until("the others elect a leader", SETTLE, || {
+                rest.iter()
+                    .copied()
+                    .find(|&i| cluster.nodes[i].metadata.status().role == RaftRole::Leader)
+            })
+            .await;
+            let status = cluster.nodes[new_leader].metadata.status();
+            assert_eq!(status.voters.len(), 2, "{status:?}");
+            propose_until_accepted(&cluster.nodes[rest[0]].metadata, app("after-leader-left")).await;
+            let all = cluster.wait_converged(&rest).await;
+            assert_eq!(all.last().map(|(_, c)| c.as_str()), Some("after-leader-left"));
+            assert_eq!(cluster.nodes[rest[1]].metadata.current().members.len(), 2);
         })
     });
 }
