@@ -21,6 +21,7 @@ pub mod coordinator;
 pub mod hints;
 pub mod membership;
 pub mod message;
+pub mod metadata;
 pub mod node;
 pub mod replica;
 pub mod ring;

@@ -4,6 +4,8 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
 /// A node's identity for life, as Cassandra's host id: a UUID made at its first start and kept
 /// in its data directory. Addresses may change; the host id does not.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -73,15 +75,30 @@ impl FromStr for HostId {
     }
 }
 
+// Host ids travel in the cluster metadata (its Raft log, snapshots and messages) as their text
+// form, so those files read as a person would write the id, and a host id can key a JSON map.
+impl Serialize for HostId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HostId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<HostId, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Where a node sits in the topology, which replica placement reads.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Placement {
     pub data_center: String,
     pub rack: String,
 }
 
 /// What every node knows about every other: identity, addresses and placement.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
     pub host_id: HostId,
     pub placement: Placement,

@@ -1,0 +1,166 @@
+//! Cluster metadata that must be agreed, not gossiped: which node owns which tokens, and the
+//! schema. Both go through one Raft log (openraft), so every node applies the same changes in
+//! the same order, and a change that cannot reach a majority of the voters fails instead of
+//! diverging.
+//!
+//! The log carries [`Command`]s. This module applies the membership commands itself (token
+//! ownership is a cluster matter) and hands [`Command::App`] payloads to an
+//! [`AppStateMachine`] the server supplies: the schema, which this crate knows only as bytes.
+//! What a node has applied is a [`ClusterMetadata`], as of one log index (its `epoch`), which
+//! [`Metadata::current`] and [`Metadata::watch`] publish.
+//!
+//! A change can be proposed on any node: a follower forwards it to the leader over
+//! [`MetadataRpc`], the leader first confirms it still hears from a majority (so that without
+//! one the call fails with [`MetadataError::NoQuorum`] and nothing is appended), appends it,
+//! waits for a majority to store it, applies it and answers; the proposer returns once the
+//! change is applied on its own node too.
+//!
+//! On disk (`MetadataConfig::dir`): the Raft log, the vote and the latest snapshot, in the
+//! formats drawn in `files.rs` and `docs/cluster-metadata.md`. The state machine itself is not
+//! persisted: at open it is rebuilt from the snapshot plus a replay of the committed entries.
+//!
+//! The parts: `service.rs` is the API ([`Metadata`]); `state_machine.rs` applies entries and
+//! keeps snapshots; `log_store.rs` keeps the log and the vote; `network.rs` carries Raft's
+//! messages and forwarded proposals over [`MetadataRpc`]; `files.rs` frames every file;
+//! `raft_types.rs` tells openraft our types.
+
+mod config;
+mod error;
+mod files;
+mod log_store;
+mod network;
+mod opaque;
+mod raft_types;
+mod service;
+mod state_machine;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::node::{HostId, NodeInfo};
+
+pub use config::MetadataConfig;
+pub use error::{MetadataError, RpcError};
+pub use service::{Metadata, MetadataStatus, RaftRole};
+
+/// Voters at most. Nodes added beyond it stay learners: they receive and apply the whole log
+/// but do not vote, so a change waits for 3 of 5 acknowledgements rather than for a majority of
+/// a large cluster, and five voters still survive the loss of any two. A learner is promoted
+/// when a voter is removed.
+pub const VOTERS_MAX: usize = 5;
+
+/// Tokens one member may own (Cassandra's `num_tokens` is 16 by default, 256 in old clusters).
+pub const TOKENS_PER_MEMBER_MAX: usize = 4096;
+
+/// The largest [`Command::App`] payload. Schema changes are small; the bound keeps one entry,
+/// and so one Raft message, from growing without limit.
+pub const APP_COMMAND_BYTES_MAX: usize = 256 << 10;
+
+/// Log entries one Raft message carries at most. With [`APP_COMMAND_BYTES_MAX`] (and JSON's
+/// hex for binary payloads) a message stays under about 16 MiB at worst; metadata entries are
+/// usually a few hundred bytes.
+pub const ENTRIES_PER_MESSAGE_MAX: u64 = 32;
+
+/// The largest metadata message, either way. The largest messages are snapshots (every member
+/// with its tokens, and the server's whole schema), sent whole to a node too far behind for the
+/// log: the server's snapshot must stay well below this, or lagging nodes cannot catch up.
+pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+
+/// Where a member is in its life. Only `Normal` members serve reads for the tokens they own;
+/// the coordinator reads this to decide pending ranges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberStatus {
+    /// Owns its tokens but is still streaming their data.
+    Joining,
+    Normal,
+    /// Handing its tokens over before it is removed.
+    Leaving,
+}
+
+/// One node as the cluster agrees it: who it is, the tokens it owns and its status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    pub info: NodeInfo,
+    pub tokens: Vec<i64>,
+    pub status: MemberStatus,
+}
+
+/// The agreed state, as of one log index.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterMetadata {
+    /// The index of the last applied log entry. Every node that has applied the same index has
+    /// the same metadata, so it serves as a version number (the schema version derives from it).
+    pub epoch: u64,
+    pub members: BTreeMap<HostId, MemberRecord>,
+}
+
+impl ClusterMetadata {
+    /// The member that owns `token`, if any.
+    pub fn token_owner(&self, token: i64) -> Option<HostId> {
+        self.members
+            .iter()
+            .find(|(_, record)| record.tokens.contains(&token))
+            .map(|(host, _)| *host)
+    }
+}
+
+/// A change to the cluster metadata: one Raft log entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Command {
+    /// Records a new member and its tokens. Refused (a [`CommandResult::Refused`], the log
+    /// moves on) if another member has its host id, its Raft id or any of its tokens. The same
+    /// record twice is accepted, so a retried join is harmless.
+    AddMember(MemberRecord),
+    SetStatus {
+        host: HostId,
+        status: MemberStatus,
+    },
+    /// Forgets a member and its tokens. Refused if there is no such member.
+    RemoveMember(HostId),
+    /// A command for the server's state machine (a schema change), opaque to this crate.
+    App(#[serde(with = "opaque")] Vec<u8>),
+}
+
+/// What applying a [`Command`] answered, returned to the node that proposed it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandResult {
+    Done,
+    /// The command was applied as a no-op, for this reason.
+    Refused(String),
+    /// The answer of [`AppStateMachine::apply`].
+    App(#[serde(with = "opaque")] Vec<u8>),
+}
+
+/// The server's state machine (the schema). Deterministic: every node applies the same commands
+/// in the same order and must reach the same state, so `apply` may depend only on its state,
+/// `index` and `command`, never on the clock or the node it runs on.
+///
+/// All three methods run on the metadata state machine's task, one at a time. `apply` runs on a
+/// blocking thread and may write files; `snapshot` should only serialize what is in memory.
+pub trait AppStateMachine: Send + Sync + 'static {
+    /// Applies the command at log `index`; the answer goes back to the proposer.
+    fn apply(&self, index: u64, command: &[u8]) -> Vec<u8>;
+    /// The whole state, to be given back to `restore` on this or another node.
+    fn snapshot(&self) -> Vec<u8>;
+    /// Replaces the whole state with a snapshot taken at log `index`. Called at open when a
+    /// snapshot exists (before the entries after it are replayed) and when a lagging node
+    /// receives one from the leader. Without a snapshot the state machine starts empty.
+    fn restore(&self, index: u64, snapshot: &[u8]) -> Result<(), String>;
+}
+
+/// A boxed future, as [`MetadataRpc::call`] returns it.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// How metadata messages reach other nodes. The node wires it to the internode transport; the
+/// other side hands the payload to [`Metadata::handle`] and sends back what it returns.
+pub trait MetadataRpc: Send + Sync + 'static {
+    /// Sends `payload` to `to` and waits at most `timeout` for its reply.
+    fn call(&self, to: HostId, payload: Vec<u8>, timeout: Duration) -> BoxFuture<Result<Vec<u8>, RpcError>>;
+}

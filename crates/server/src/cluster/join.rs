@@ -1,0 +1,255 @@
+//! How a node becomes part of a cluster: it forms one with the nodes started beside it, or
+//! asks a member of an existing one to add it.
+//!
+//! A node that has never been a member publishes status `joining` in gossip and looks around:
+//! - if a live node publishes `normal`, a cluster exists: the node asks it to be added; the
+//!   member allocates tokens for it (evenly, within its data center) and appends it to the
+//!   metadata log. A cluster that already has tables refuses: their data would have to be
+//!   streamed to the new node first, which a later release brings;
+//! - otherwise the first seed (by address) that is alive forms a cluster, once it sees every
+//!   seed alive (or after `formation_wait_ms`), with itself and every `joining` node it sees,
+//!   their tokens evenly interleaved on the ring. A node alone with its own address as seed
+//!   (the default) forms its own cluster at once.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hayate_cluster::membership::NodeStatus;
+use hayate_cluster::metadata::{CommandResult, MemberRecord, MemberStatus, Metadata};
+use hayate_cluster::node::{HostId, NodeInfo};
+use hayate_cluster::ring::{allocate_tokens_in, initial_tokens, RingNode, TokenRing};
+use serde::{Deserialize, Serialize};
+
+use super::rpc::{self, TAG_JOIN};
+use super::ClusterNode;
+use crate::schema::machine::import_command;
+use crate::schema::SchemaStore;
+
+/// How long one join request may take (the member waits for the metadata log).
+const JOIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// How often a node that is not yet a member looks around again.
+const LOOK_INTERVAL: Duration = Duration::from_millis(200);
+/// How often it says what it is waiting for.
+const WAITING_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+#[derive(Serialize, Deserialize)]
+struct JoinRequest {
+    info: NodeInfo,
+    num_tokens: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum JoinAnswer {
+    Added { tokens: Vec<i64> },
+    /// The cluster will not take this node (the reason says why); retrying will not help.
+    Refused { reason: String },
+    /// Not now (no metadata quorum, a concurrent join took the same tokens): try again.
+    Retry { reason: String },
+}
+
+/// Becomes a member, or stays one; returns once this node is in the agreed membership.
+/// `legacy_schema` is the `schema.json` of a node that ran before clusters, imported if this
+/// node forms the cluster.
+pub async fn join(
+    node: &ClusterNode,
+    seeds: &[SocketAddr],
+    num_tokens: usize,
+    formation_wait: Duration,
+    legacy_schema: Option<Vec<u8>>,
+) -> Result<(), String> {
+    if node.metadata.is_member() {
+        return Ok(());
+    }
+    node.membership.set_status(NodeStatus::Joining);
+    let me = node.info.storage_address();
+    let started = Instant::now();
+    let mut last_log = started;
+    loop {
+        let peers = node.membership.peers();
+        for p in &peers {
+            node.transport.set_peer(p.info.host_id, p.info.storage_address());
+        }
+        if let Some(member) = peers.iter().find(|p| p.alive && p.status == NodeStatus::Normal) {
+            match request_join(node, member.info.host_id, num_tokens).await {
+                Ok(JoinAnswer::Added { tokens }) => {
+                    tracing::info!(via = %member.info.listen_address, tokens = tokens.len(), "joined the cluster");
+                    if legacy_schema.is_some() {
+                        tracing::warn!(
+                            "this node's schema.json (from before it was part of a cluster) is ignored: it joined \
+                             a cluster that has its own schema"
+                        );
+                    }
+                    return wait_for_self(node).await;
+                }
+                Ok(JoinAnswer::Refused { reason }) => return Err(reason),
+                Ok(JoinAnswer::Retry { reason }) => tracing::info!("joining via {}: {reason}", member.info.listen_address),
+                Err(e) => tracing::info!("joining via {}: {e}", member.info.listen_address),
+            }
+        } else {
+            let live_seeds: Vec<SocketAddr> = seeds
+                .iter()
+                .copied()
+                .filter(|s| *s == me || peers.iter().any(|p| p.alive && p.gossip_address == *s))
+                .collect();
+            let first = live_seeds.iter().min().copied();
+            let waited_enough = live_seeds.len() == seeds.len() || started.elapsed() >= formation_wait;
+            if first == Some(me) && waited_enough {
+                let mut founders: Vec<NodeInfo> = vec![node.info.clone()];
+                founders.extend(
+                    peers
+                        .iter()
+                        .filter(|p| p.alive && p.status == NodeStatus::Joining)
+                        .map(|p| p.info.clone()),
+                );
+                founders.sort_by_key(|i| i.host_id);
+                match form(node, founders, num_tokens).await {
+                    Ok(()) => {
+                        if let Some(file) = legacy_schema {
+                            import(node, &file).await?;
+                        }
+                        return wait_for_self(node).await;
+                    }
+                    Err(e) => tracing::warn!("forming the cluster: {e}; trying again"),
+                }
+            }
+        }
+        if node.metadata.is_member() {
+            // Another node formed the cluster with this one in it.
+            return wait_for_self(node).await;
+        }
+        if last_log.elapsed() >= WAITING_LOG_INTERVAL {
+            last_log = Instant::now();
+            tracing::info!(
+                seeds = ?seeds,
+                "not part of a cluster yet: waiting for a seed or a member to answer (check --seeds and that \
+                 the seeds are up)"
+            );
+        }
+        tokio::time::sleep(LOOK_INTERVAL).await;
+    }
+}
+
+/// Starts a cluster of `founders`, their tokens interleaved evenly on the ring.
+async fn form(node: &ClusterNode, founders: Vec<NodeInfo>, num_tokens: usize) -> Result<(), String> {
+    let offset = i64::from_be_bytes(node.info.host_id.0[8..].try_into().expect("8 bytes"));
+    let tokens = initial_tokens(founders.len(), num_tokens, offset);
+    let records: Vec<MemberRecord> = founders
+        .into_iter()
+        .zip(tokens)
+        .map(|(info, tokens)| MemberRecord {
+            info,
+            tokens,
+            status: MemberStatus::Normal,
+        })
+        .collect();
+    let names: Vec<String> = records.iter().map(|r| r.info.listen_address.to_string()).collect();
+    tracing::info!(nodes = ?names, "forming a new cluster");
+    for r in &records {
+        node.transport.set_peer(r.info.host_id, r.info.storage_address());
+    }
+    node.metadata.initialize(records).await.map_err(|e| e.to_string())
+}
+
+/// Takes over the schema this node kept before clusters existed.
+async fn import(node: &ClusterNode, file: &[u8]) -> Result<(), String> {
+    let result = node
+        .metadata
+        .propose(hayate_cluster::metadata::Command::App(import_command(file)))
+        .await
+        .map_err(|e| format!("importing this node's schema.json into the new cluster failed: {e}"))?;
+    if let CommandResult::Refused(r) = result {
+        return Err(format!("importing this node's schema.json was refused: {r}"));
+    }
+    Ok(())
+}
+
+async fn wait_for_self(node: &ClusterNode) -> Result<(), String> {
+    let mut watch = node.metadata.watch();
+    let me = node.info.host_id;
+    loop {
+        if watch.borrow_and_update().members.contains_key(&me) {
+            return Ok(());
+        }
+        if watch.changed().await.is_err() {
+            return Err("the metadata log stopped before this node was added".into());
+        }
+    }
+}
+
+async fn request_join(node: &ClusterNode, member: HostId, num_tokens: usize) -> Result<JoinAnswer, String> {
+    let request = serde_json::to_vec(&JoinRequest {
+        info: node.info.clone(),
+        num_tokens,
+    })
+    .map_err(|e| e.to_string())?;
+    let answer = rpc::call(&node.messaging, member, TAG_JOIN, &request, JOIN_REQUEST_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&answer).map_err(|e| format!("an answer to a join this node cannot read: {e}"))
+}
+
+/// A member's side of a join: allocate tokens for the new node and add it to the metadata log.
+pub async fn handle_join(metadata: &Metadata, schema: &Arc<SchemaStore>, payload: &[u8]) -> Vec<u8> {
+    let answer = match serde_json::from_slice::<JoinRequest>(payload) {
+        Ok(request) => add(metadata, schema, request).await,
+        Err(e) => JoinAnswer::Refused {
+            reason: format!("a join request this node cannot read (are the two nodes different releases?): {e}"),
+        },
+    };
+    serde_json::to_vec(&answer).expect("an answer always serializes")
+}
+
+async fn add(metadata: &Metadata, schema: &Arc<SchemaStore>, request: JoinRequest) -> JoinAnswer {
+    let current = metadata.current();
+    if let Some(existing) = current.members.get(&request.info.host_id) {
+        return JoinAnswer::Added {
+            tokens: existing.tokens.clone(),
+        };
+    }
+    let tables: Vec<String> = schema
+        .current()
+        .user_keyspaces()
+        .flat_map(|k| k.tables.values().map(|t| format!("{}.{}", t.keyspace, t.name)))
+        .collect();
+    if !tables.is_empty() {
+        return JoinAnswer::Refused {
+            reason: format!(
+                "the cluster already has tables ({}{}), and hayate cannot yet stream their data to a new \
+                 node (node join with streaming comes in a later release); start every node of a cluster \
+                 together, before creating tables",
+                tables.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                if tables.len() > 5 { ", ..." } else { "" }
+            ),
+        };
+    }
+    let nodes: Vec<RingNode> = current
+        .members
+        .values()
+        .map(|r| RingNode {
+            host: r.info.host_id,
+            placement: r.info.placement.clone(),
+            tokens: r.tokens.clone(),
+        })
+        .collect();
+    let ring = match TokenRing::new(nodes) {
+        Ok(r) => r,
+        Err(e) => {
+            return JoinAnswer::Retry {
+                reason: format!("the ring does not build: {e}"),
+            }
+        }
+    };
+    let tokens = allocate_tokens_in(&ring, &request.info.placement.data_center, request.num_tokens);
+    let record = MemberRecord {
+        info: request.info,
+        tokens: tokens.clone(),
+        status: MemberStatus::Normal,
+    };
+    match metadata.add_member(record).await {
+        Ok(CommandResult::Refused(reason)) => JoinAnswer::Retry { reason },
+        Ok(_) => JoinAnswer::Added { tokens },
+        Err(e) => JoinAnswer::Retry { reason: e.to_string() },
+    }
+}

@@ -1,0 +1,169 @@
+//! The tasks that keep a node in step with its cluster:
+//! - the metadata log's changes become the coordinator's ring, the transport's addresses and
+//!   `TOPOLOGY_CHANGE` events;
+//! - gossip's changes become `STATUS_CHANGE` events, addresses, and hint replays when a node
+//!   comes back;
+//! - the node's own load and schema version are published in gossip, hints are synced to disk,
+//!   and hints still waiting for live nodes are replayed.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use hayate_cluster::coordinator::Topology;
+use hayate_cluster::membership::{MembershipEvent, NodeStatus};
+use hayate_cluster::node::HostId;
+use hayate_cql::response::event::{StatusChange, TopologyChange};
+use hayate_cql::response::Event;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::node::Node;
+
+/// How often the node publishes its load and checks for hints to replay.
+const PUBLISH_INTERVAL: Duration = Duration::from_secs(2);
+/// How often hints written since are made durable.
+const HINTS_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Starts every task; each stops when the node is gone.
+pub fn spawn(node: &Arc<Node>) {
+    let replaying = Arc::new(Mutex::new(HashSet::new()));
+    tokio::spawn(follow_metadata(Arc::downgrade(node)));
+    tokio::spawn(follow_membership(Arc::downgrade(node), replaying.clone()));
+    tokio::spawn(publish(Arc::downgrade(node), replaying));
+}
+
+/// Installs the agreed ring in the coordinator, and tells drivers of members added or removed.
+async fn follow_metadata(node: Weak<Node>) {
+    let mut watch = match node.upgrade() {
+        Some(n) => n.cluster.metadata.watch(),
+        None => return,
+    };
+    let mut known: BTreeSet<HostId> = BTreeSet::new();
+    let mut first = true;
+    loop {
+        let metadata = watch.borrow_and_update().clone();
+        let Some(n) = node.upgrade() else { return };
+        let me = n.cluster.info.host_id;
+        for r in metadata.members.values() {
+            if r.info.host_id != me {
+                n.cluster.transport.set_peer(r.info.host_id, r.info.storage_address());
+            }
+        }
+        if let Some(ring) = n.cluster.ring() {
+            if !ring.is_empty() {
+                n.coordinator.set_topology(Topology::new(ring));
+            }
+        }
+        if metadata.members.contains_key(&me) {
+            n.cluster.membership.set_status(NodeStatus::Normal);
+        }
+        let now: BTreeSet<HostId> = metadata.members.keys().copied().collect();
+        if !first {
+            for added in now.difference(&known).filter(|h| **h != me) {
+                if let Some(r) = metadata.members.get(added) {
+                    let _ = n.events.send(Event::TopologyChange {
+                        change: TopologyChange::NewNode,
+                        address: r.info.cql_address,
+                    });
+                }
+            }
+        }
+        known = now;
+        first = false;
+        drop(n);
+        if watch.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Turns gossip's events into driver events, transport addresses and hint replays.
+async fn follow_membership(node: Weak<Node>, replaying: Arc<Mutex<HashSet<HostId>>>) {
+    let mut events = match node.upgrade() {
+        Some(n) => n.cluster.membership.subscribe(),
+        None => return,
+    };
+    loop {
+        let event = match events.recv().await {
+            Ok(e) => e,
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!("missed {n} membership events; the next ones will bring the state back");
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        let Some(n) = node.upgrade() else { return };
+        match event {
+            MembershipEvent::Joined(p) | MembershipEvent::Changed(p) => {
+                n.cluster.transport.set_peer(p.info.host_id, p.info.storage_address());
+            }
+            MembershipEvent::Up(host) => {
+                if let Some(r) = n.cluster.metadata.current().members.get(&host) {
+                    tracing::info!(node = %r.info.listen_address, "node is up");
+                    let _ = n.events.send(Event::StatusChange {
+                        change: StatusChange::Up,
+                        address: r.info.cql_address,
+                    });
+                }
+                start_replay(&n, host, &replaying);
+            }
+            MembershipEvent::Down(host) => {
+                if let Some(r) = n.cluster.metadata.current().members.get(&host) {
+                    tracing::warn!(node = %r.info.listen_address, "node is down");
+                    let _ = n.events.send(Event::StatusChange {
+                        change: StatusChange::Down,
+                        address: r.info.cql_address,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Replays the hints for `host` in the background, unless a replay to it is running.
+fn start_replay(node: &Arc<Node>, host: HostId, replaying: &Arc<Mutex<HashSet<HostId>>>) {
+    if !replaying.lock().expect("replaying lock poisoned").insert(host) {
+        return;
+    }
+    let node = Arc::downgrade(node);
+    let replaying = replaying.clone();
+    tokio::spawn(async move {
+        if let Some(n) = node.upgrade() {
+            let delivered = n.coordinator.replay_hints(host).await;
+            if delivered > 0 {
+                tracing::info!(%host, delivered, "replayed hints");
+            }
+        }
+        replaying.lock().expect("replaying lock poisoned").remove(&host);
+    });
+}
+
+/// Publishes the node's load and schema version, syncs hints, and replays hints that wait for
+/// nodes that are alive (a missed Up event must not strand them).
+async fn publish(node: Weak<Node>, replaying: Arc<Mutex<HashSet<HostId>>>) {
+    let mut last_publish = tokio::time::Instant::now() - PUBLISH_INTERVAL;
+    let mut last_version = None;
+    loop {
+        tokio::time::sleep(HINTS_SYNC_INTERVAL).await;
+        let Some(n) = node.upgrade() else { return };
+        if let Err(e) = n.hints.sync() {
+            tracing::error!("{e}");
+        }
+        if last_publish.elapsed() < PUBLISH_INTERVAL {
+            continue;
+        }
+        last_publish = tokio::time::Instant::now();
+        let stats = n.engine.stats();
+        n.cluster.membership.set_load(stats.live_bytes);
+        let version = n.schema.current().version;
+        if last_version != Some(version) {
+            n.cluster.membership.set_schema_version(version);
+            last_version = Some(version);
+        }
+        for target in n.coordinator.hinted_targets() {
+            if n.cluster.membership.is_alive(target) {
+                start_replay(&n, target, &replaying);
+            }
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! The schema as the state machine of the cluster metadata log.
+//!
+//! A schema statement is not applied where it arrives: the node proposes it to the log
+//! ([`SchemaCommand::Statement`], the statement's text with the context it needs), and every
+//! node applies it when the log commits it, in the same order everywhere, through
+//! [`SchemaMachine::apply`]. Applying is deterministic ([`super::store`]), so every node reaches
+//! the same schema and the same version. Each node then does its own part: forgets the rows of
+//! dropped tables, forgets prepared statements on what changed, and tells the connections
+//! registered for events ([`SchemaEffects`]). The proposer answers its client with the change
+//! the log's apply returned ([`decode_answer`]).
+
+use std::sync::{Arc, OnceLock};
+
+use hayate_cql::response::event::{ChangeType, SchemaTarget};
+use hayate_cql::response::SchemaChange;
+use hayate_cql::statement::{parse, QualifiedName, Statement};
+use hayate_storage::TableId;
+use serde::{Deserialize, Serialize};
+
+use super::store::{version_at, SchemaStore};
+use super::ddl;
+use crate::error::{invalid, syntax, QueryError, QueryResult};
+
+/// One entry of the schema's log.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaCommand {
+    /// A schema statement as the client sent it (CREATE, ALTER or DROP of a keyspace or table,
+    /// or TRUNCATE), run in the proposer's keyspace (USE), with the cluster's data centers as
+    /// the proposer knew them (NetworkTopologyStrategy's bare `replication_factor`).
+    Statement {
+        cql: String,
+        keyspace: Option<String>,
+        data_centers: Vec<String>,
+    },
+    /// The whole schema of a node that ran before it was part of a cluster (its `schema.json`),
+    /// taken over as the cluster's.
+    Import { file: String },
+}
+
+/// What applying a command answered.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SchemaAnswer {
+    /// Applied; `None` when `IF [NOT] EXISTS` made it a no-op.
+    Changed { change: Option<ChangeRecord> },
+    Failed { error: ErrorRecord },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ChangeRecord {
+    change_type: String,
+    keyspace: String,
+    /// Empty for a keyspace.
+    table: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ErrorRecord {
+    Syntax(String),
+    Invalid(String),
+    Unauthorized(String),
+    AlreadyExists { keyspace: String, table: String },
+    Config(String),
+    Server(String),
+}
+
+/// What a node does when the schema changes, besides changing it.
+pub trait SchemaEffects: Send + Sync {
+    /// A table was dropped or truncated: forget its rows on this node.
+    fn table_dropped(&self, table: TableId);
+    /// The schema changed: tell prepared statements, registered connections and gossip.
+    fn schema_changed(&self, change: &SchemaChange, version: [u8; 16]);
+}
+
+/// The schema store, fed by the log.
+pub struct SchemaMachine {
+    store: Arc<SchemaStore>,
+    effects: OnceLock<Arc<dyn SchemaEffects>>,
+}
+
+impl SchemaMachine {
+    pub fn new(store: Arc<SchemaStore>) -> SchemaMachine {
+        SchemaMachine {
+            store,
+            effects: OnceLock::new(),
+        }
+    }
+
+    /// Sets what happens on this node when the schema changes (once the node is built; the
+    /// changes applied before, at startup, need none: the node reconciles once instead).
+    pub fn set_effects(&self, effects: Arc<dyn SchemaEffects>) {
+        if self.effects.set(effects).is_err() {
+            panic!("schema effects are set once");
+        }
+    }
+
+    pub fn store(&self) -> &Arc<SchemaStore> {
+        &self.store
+    }
+
+    /// Applies the command at log `index`; the answer goes back to the proposer.
+    pub fn apply(&self, index: u64, command: &[u8]) -> Vec<u8> {
+        let answer = match serde_json::from_slice::<SchemaCommand>(command) {
+            Ok(SchemaCommand::Statement {
+                cql,
+                keyspace,
+                data_centers,
+            }) => match self.statement(index, &cql, keyspace.as_deref(), &data_centers) {
+                Ok(change) => SchemaAnswer::Changed {
+                    change: change.map(|c| record(&c)),
+                },
+                Err(e) => SchemaAnswer::Failed { error: error_record(&e) },
+            },
+            Ok(SchemaCommand::Import { file }) => match self.store.restore(file.as_bytes(), version_at(index)) {
+                Ok(()) => {
+                    tracing::info!(index, "took over the schema this node kept before it joined a cluster");
+                    SchemaAnswer::Changed { change: None }
+                }
+                Err(e) => SchemaAnswer::Failed {
+                    error: ErrorRecord::Server(format!("the schema to import does not read: {e}")),
+                },
+            },
+            Err(e) => SchemaAnswer::Failed {
+                error: ErrorRecord::Server(format!(
+                    "a schema command this node does not understand (is it older than the others?): {e}"
+                )),
+            },
+        };
+        serde_json::to_vec(&answer).expect("an answer always serializes")
+    }
+
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.store.snapshot()
+    }
+
+    pub fn restore(&self, index: u64, snapshot: &[u8]) -> Result<(), String> {
+        self.store.restore(snapshot, version_at(index))
+    }
+
+    fn statement(
+        &self,
+        index: u64,
+        cql: &str,
+        session_keyspace: Option<&str>,
+        data_centers: &[String],
+    ) -> QueryResult<Option<SchemaChange>> {
+        let parsed = parse(cql).map_err(|e| syntax(e.to_string()))?;
+        let keyspace_of = |name: &QualifiedName| -> QueryResult<String> {
+            name.keyspace
+                .as_deref()
+                .or(session_keyspace)
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    invalid("No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename")
+                })
+        };
+        let store = &self.store;
+        let mut dropped: Vec<TableId> = Vec::new();
+        let change = match &parsed.statement {
+            Statement::CreateKeyspace {
+                keyspace,
+                if_not_exists,
+                properties,
+            } => store.apply(index, |s, _| {
+                ddl::create_keyspace(s, keyspace, *if_not_exists, properties, data_centers)
+            })?,
+            Statement::AlterKeyspace {
+                keyspace,
+                if_exists,
+                properties,
+            } => store.apply(index, |s, _| {
+                ddl::alter_keyspace(s, keyspace, *if_exists, properties, data_centers)
+            })?,
+            Statement::DropKeyspace { keyspace, if_exists } => store
+                .apply(index, |s, _| ddl::drop_keyspace(s, keyspace, *if_exists))?
+                .map(|(change, ids)| {
+                    dropped = ids;
+                    change
+                }),
+            Statement::CreateTable(t) => {
+                let ks = keyspace_of(&t.table)?;
+                store.apply(index, |s, allocate| ddl::create_table(s, &ks, t, allocate))?
+            }
+            Statement::AlterTable {
+                table,
+                if_exists,
+                action,
+            } => {
+                let ks = keyspace_of(table)?;
+                store.apply(index, |s, _| {
+                    ddl::alter_table(s, &ks, &table.name, *if_exists, action)
+                })?
+            }
+            Statement::DropTable { table, if_exists } => {
+                let ks = keyspace_of(table)?;
+                store
+                    .apply(index, |s, _| ddl::drop_table(s, &ks, &table.name, *if_exists))?
+                    .map(|(change, id)| {
+                        dropped.push(id);
+                        change
+                    })
+            }
+            Statement::Truncate { table } => {
+                let ks = keyspace_of(table)?;
+                dropped.push(store.apply(index, |s, allocate| ddl::truncate(s, &ks, &table.name, allocate))?);
+                None
+            }
+            other => {
+                return Err(invalid(format!(
+                    "{} is not a schema statement",
+                    other.kind()
+                )))
+            }
+        };
+        if let Some(effects) = self.effects.get() {
+            for id in dropped {
+                effects.table_dropped(id);
+            }
+            if let Some(change) = &change {
+                effects.schema_changed(change, store.current().version);
+            }
+        }
+        Ok(change)
+    }
+}
+
+fn record(change: &SchemaChange) -> ChangeRecord {
+    let (keyspace, table) = match &change.target {
+        SchemaTarget::Keyspace { keyspace } => (keyspace.clone(), String::new()),
+        SchemaTarget::Table { keyspace, table } => (keyspace.clone(), table.clone()),
+        other => unreachable!("the schema has no {other:?} yet"),
+    };
+    ChangeRecord {
+        change_type: change.change_type.as_str().to_owned(),
+        keyspace,
+        table,
+    }
+}
+
+fn error_record(e: &QueryError) -> ErrorRecord {
+    match e {
+        QueryError::Syntax(m) => ErrorRecord::Syntax(m.clone()),
+        QueryError::Invalid(m) => ErrorRecord::Invalid(m.clone()),
+        QueryError::Unauthorized(m) => ErrorRecord::Unauthorized(m.clone()),
+        QueryError::AlreadyExists { keyspace, table } => ErrorRecord::AlreadyExists {
+            keyspace: keyspace.clone(),
+            table: table.clone(),
+        },
+        QueryError::Config(m) => ErrorRecord::Config(m.clone()),
+        other => ErrorRecord::Server(other.to_string()),
+    }
+}
+
+/// The proposer's view of what the log's apply answered.
+pub fn decode_answer(answer: &[u8]) -> QueryResult<Option<SchemaChange>> {
+    let answer: SchemaAnswer = serde_json::from_slice(answer).map_err(|e| {
+        QueryError::Server(format!("the schema log answered something this node cannot read: {e}"))
+    })?;
+    match answer {
+        SchemaAnswer::Changed { change: None } => Ok(None),
+        SchemaAnswer::Changed { change: Some(c) } => {
+            let change_type = match c.change_type.as_str() {
+                "CREATED" => ChangeType::Created,
+                "UPDATED" => ChangeType::Updated,
+                _ => ChangeType::Dropped,
+            };
+            let target = if c.table.is_empty() {
+                SchemaTarget::Keyspace { keyspace: c.keyspace }
+            } else {
+                SchemaTarget::Table {
+                    keyspace: c.keyspace,
+                    table: c.table,
+                }
+            };
+            Ok(Some(SchemaChange { change_type, target }))
+        }
+        SchemaAnswer::Failed { error } => Err(match error {
+            ErrorRecord::Syntax(m) => QueryError::Syntax(m),
+            ErrorRecord::Invalid(m) => QueryError::Invalid(m),
+            ErrorRecord::Unauthorized(m) => QueryError::Unauthorized(m),
+            ErrorRecord::AlreadyExists { keyspace, table } => QueryError::AlreadyExists { keyspace, table },
+            ErrorRecord::Config(m) => QueryError::Config(m),
+            ErrorRecord::Server(m) => QueryError::Server(m),
+        }),
+    }
+}
+
+/// The command for a schema statement.
+pub fn statement_command(cql: &str, keyspace: Option<&str>, data_centers: &[String]) -> Vec<u8> {
+    serde_json::to_vec(&SchemaCommand::Statement {
+        cql: cql.to_owned(),
+        keyspace: keyspace.map(str::to_owned),
+        data_centers: data_centers.to_vec(),
+    })
+    .expect("a command always serializes")
+}
+
+/// The command that takes over a pre-cluster node's `schema.json`.
+pub fn import_command(file: &[u8]) -> Vec<u8> {
+    serde_json::to_vec(&SchemaCommand::Import {
+        file: String::from_utf8_lossy(file).into_owned(),
+    })
+    .expect("a command always serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_nodes_applying_the_same_log_agree() {
+        let log = [
+            statement_command(
+                "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+                None,
+                &[],
+            ),
+            statement_command("CREATE TABLE t (k int PRIMARY KEY, v int)", Some("ks"), &[]),
+            statement_command("CREATE TABLE t (k int PRIMARY KEY, v int)", Some("ks"), &[]),
+            statement_command("TRUNCATE t", Some("ks"), &[]),
+        ];
+        let a = SchemaMachine::new(Arc::new(SchemaStore::new()));
+        let b = SchemaMachine::new(Arc::new(SchemaStore::new()));
+        let mut answers = Vec::new();
+        for (i, command) in log.iter().enumerate() {
+            let index = i as u64 + 1;
+            let answer = a.apply(index, command);
+            assert_eq!(answer, b.apply(index, command));
+            answers.push(decode_answer(&answer));
+        }
+        assert!(matches!(answers[1], Ok(Some(_))));
+        assert!(matches!(answers[2], Err(QueryError::AlreadyExists { .. })), "{:?}", answers[2]);
+        let (sa, sb) = (a.store().current(), b.store().current());
+        assert_eq!(sa.version, sb.version);
+        let ta = &sa.keyspaces["ks"].tables["t"];
+        let tb = &sb.keyspaces["ks"].tables["t"];
+        assert_eq!((ta.storage_id, ta.uuid), (tb.storage_id, tb.uuid));
+    }
+}

@@ -1,0 +1,257 @@
+//! `hayate local start|stop`: a cluster of several nodes on one machine, one per loopback
+//! address, as `ccm` runs Cassandra clusters for their users.
+//!
+//! ```text
+//! DIR/cluster.json        how many nodes, and the settings passed to each
+//! DIR/nodeK/data/         node K's data directory
+//! DIR/nodeK/node.log      its log
+//! DIR/nodeK/hayate.pid    its process id while it runs
+//! ```
+//!
+//! Node K listens on 127.0.0.K with every port at its default (CQL 9042, internode 7000,
+//! metrics 9180), and all the nodes are each other's seeds, so they form one ring with evenly
+//! spread tokens when started together.
+
+use std::fs;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::LocalAction;
+
+/// Nodes a local cluster may have (one loopback address each, 127.0.0.1 to 127.0.0.N).
+pub const LOCAL_NODES_MAX: usize = 32;
+/// How long `start` waits for every node to be up with one schema.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long `stop` waits for a node to exit after SIGTERM.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+const CQL_PORT: u16 = 9042;
+const METRICS_PORT: u16 = 9180;
+
+#[derive(Serialize, Deserialize)]
+struct LocalCluster {
+    nodes: usize,
+    extra: Vec<String>,
+}
+
+fn address(k: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, k as u8))
+}
+
+fn node_dir(dir: &Path, k: usize) -> PathBuf {
+    dir.join(format!("node{k}"))
+}
+
+pub fn run(action: &LocalAction) -> Result<(), String> {
+    match action {
+        LocalAction::Start {
+            nodes,
+            dir,
+            node,
+            extra,
+        } => start(dir, *nodes, *node, extra),
+        LocalAction::Stop { dir, node } => stop(dir, *node),
+    }
+}
+
+fn start(dir: &Path, nodes: Option<usize>, only: Option<usize>, extra: &[String]) -> Result<(), String> {
+    let file = dir.join("cluster.json");
+    let cluster = match fs::read(&file) {
+        Ok(bytes) => {
+            let c: LocalCluster = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("{} does not read: {e}", file.display()))?;
+            if nodes.is_some_and(|n| n != c.nodes) {
+                return Err(format!(
+                    "{} holds a cluster of {} nodes; leave out --nodes, or use another --dir",
+                    dir.display(),
+                    c.nodes
+                ));
+            }
+            if !extra.is_empty() && extra != c.extra.as_slice() {
+                return Err(format!(
+                    "{} was started with the node settings {:?}; give the same, or none",
+                    dir.display(),
+                    c.extra
+                ));
+            }
+            c
+        }
+        Err(_) => {
+            let n = nodes.ok_or("give --nodes N for a new cluster")?;
+            if !(1..=LOCAL_NODES_MAX).contains(&n) {
+                return Err(format!("--nodes must be from 1 to {LOCAL_NODES_MAX}"));
+            }
+            fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let c = LocalCluster {
+                nodes: n,
+                extra: extra.to_vec(),
+            };
+            fs::write(&file, serde_json::to_vec_pretty(&c).expect("serializes"))
+                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+            c
+        }
+    };
+    let which: Vec<usize> = match only {
+        Some(k) if (1..=cluster.nodes).contains(&k) => vec![k],
+        Some(k) => return Err(format!("--node {k}: the cluster has nodes 1 to {}", cluster.nodes)),
+        None => (1..=cluster.nodes).collect(),
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the hayate binary: {e}"))?;
+    let seeds: Vec<String> = (1..=cluster.nodes).map(|k| address(k).to_string()).collect();
+    for &k in &which {
+        if let Some(pid) = running_pid(dir, k) {
+            println!("node{k} ({}) is already running (pid {pid})", address(k));
+            continue;
+        }
+        let nd = node_dir(dir, k);
+        fs::create_dir_all(nd.join("data")).map_err(|e| format!("cannot create {}: {e}", nd.display()))?;
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(nd.join("node.log"))
+            .map_err(|e| format!("cannot open {}/node.log: {e}", nd.display()))?;
+        let log_err = log.try_clone().map_err(|e| e.to_string())?;
+        let mut command = Command::new(&exe);
+        command
+            .arg("--data-dir")
+            .arg(nd.join("data"))
+            .arg("--listen-address")
+            .arg(address(k).to_string())
+            .arg("--seeds")
+            .arg(seeds.join(","))
+            .args(&cluster.extra)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err);
+        // Its own process group: a Ctrl-C meant for this command does not reach the nodes.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start node{k}: {e}"))?;
+        fs::write(nd.join("hayate.pid"), child.id().to_string())
+            .map_err(|e| format!("cannot write node{k}'s pid file: {e}"))?;
+        println!("node{k}: started on {} (pid {}), log in {}", address(k), child.id(), nd.join("node.log").display());
+    }
+    wait_ready(dir, &which, cluster.nodes)?;
+    let doc = super::status::fetch(SocketAddr::new(address(which[0]), METRICS_PORT))?;
+    print!("{}", super::status::render(&doc));
+    Ok(())
+}
+
+/// Waits until the nodes started answer CQL and every node reports all `nodes` up with one
+/// schema version.
+fn wait_ready(dir: &Path, started: &[usize], nodes: usize) -> Result<(), String> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    for &k in started {
+        let addr = SocketAddr::new(address(k), CQL_PORT);
+        loop {
+            if TcpStream::connect_timeout(&addr, POLL_INTERVAL).is_ok() {
+                break;
+            }
+            if running_pid(dir, k).is_none() {
+                return Err(format!(
+                    "node{k} exited before it opened CQL on {addr}:\n{}",
+                    log_tail(dir, k)
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("node{k} did not open CQL on {addr} in time:\n{}", log_tail(dir, k)));
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match agreement(nodes) {
+            Ok(()) => return Ok(()),
+            Err(why) => last = why,
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    Err(format!("the nodes did not agree in time: {last}"))
+}
+
+/// Every node sees every node up, and all report one schema version.
+fn agreement(nodes: usize) -> Result<(), String> {
+    let mut versions = std::collections::BTreeSet::new();
+    for k in 1..=nodes {
+        let doc = super::status::fetch(SocketAddr::new(address(k), METRICS_PORT))?;
+        let list = doc["nodes"].as_array().cloned().unwrap_or_default();
+        if list.len() != nodes {
+            return Err(format!("node{k} knows {} of the {nodes} nodes", list.len()));
+        }
+        for n in &list {
+            if n["state"] != "up" {
+                return Err(format!("node{k} sees {} down", n["address"]));
+            }
+            versions.insert(n["schema_version"].to_string());
+        }
+    }
+    if versions.len() > 1 {
+        return Err(format!("schema versions differ: {versions:?}"));
+    }
+    Ok(())
+}
+
+fn stop(dir: &Path, only: Option<usize>) -> Result<(), String> {
+    let file = dir.join("cluster.json");
+    let cluster: LocalCluster = serde_json::from_slice(
+        &fs::read(&file).map_err(|e| format!("{} is not a local cluster: {e}", dir.display()))?,
+    )
+    .map_err(|e| format!("{} does not read: {e}", file.display()))?;
+    let which: Vec<usize> = match only {
+        Some(k) => vec![k],
+        None => (1..=cluster.nodes).collect(),
+    };
+    let mut failed = Vec::new();
+    for k in which {
+        let Some(pid) = running_pid(dir, k) else {
+            println!("node{k} is not running");
+            continue;
+        };
+        // SAFETY: kill(2) with a pid we started; no memory is touched.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(POLL_INTERVAL);
+        }
+        if alive(pid) {
+            failed.push(format!("node{k} (pid {pid}) did not exit within {STOP_TIMEOUT:?} of SIGTERM"));
+            continue;
+        }
+        let _ = fs::remove_file(node_dir(dir, k).join("hayate.pid"));
+        println!("node{k}: stopped");
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+/// The pid of node K if its pid file names a live process.
+fn running_pid(dir: &Path, k: usize) -> Option<i32> {
+    let pid: i32 = fs::read_to_string(node_dir(dir, k).join("hayate.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    alive(pid).then_some(pid)
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie (exited, not yet reaped: our own child) counts as gone.
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+    matches!(state, Some(s) if s != 'Z' && s != 'X')
+}
+
+fn log_tail(dir: &Path, k: usize) -> String {
+    let text = fs::read_to_string(node_dir(dir, k).join("node.log")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
