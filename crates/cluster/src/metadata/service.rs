@@ -462,7 +462,7 @@ impl Metadata {
                 if patience == Patience::FailFast {
                     self.fail_without_quorum(deadline).await?;
                 }
-                self.wait_for_leader_other_than(None, deadline).await;
+                self.wait_for_leader_other_than(None, deadline).await?;
                 continue;
             };
             if leader == self.inner.local.raft_id() {
@@ -470,7 +470,7 @@ impl Metadata {
                     Ok(applied) => return Ok(applied),
                     Err(ForwardError::NotLeader { .. }) => {
                         self.wait_for_leader_other_than(Some(leader), deadline.min(now + retry_interval))
-                            .await;
+                            .await?;
                         continue;
                     }
                     Err(e) => return Err(self.local_error(e, &op)),
@@ -478,7 +478,7 @@ impl Metadata {
             }
             let Some(host) = host_of(&m, leader) else {
                 self.wait_for_leader_other_than(Some(leader), deadline.min(now + retry_interval))
-                    .await;
+                    .await?;
                 continue;
             };
             let timeout = deadline.saturating_duration_since(now);
@@ -486,7 +486,7 @@ impl Metadata {
                 Ok(Response::Applied(Ok(applied))) => return Ok(applied),
                 Ok(Response::Applied(Err(ForwardError::NotLeader { .. }))) => {
                     self.wait_for_leader_other_than(Some(leader), deadline.min(now + retry_interval))
-                        .await;
+                        .await?;
                 }
                 Ok(Response::Applied(Err(e))) => return Err(remote_error(e, host, &op)),
                 // Not delivered: safe to send again, to whichever node leads by then.
@@ -495,7 +495,7 @@ impl Metadata {
                         self.fail_without_quorum(deadline).await?;
                     }
                     self.wait_for_leader_other_than(Some(leader), deadline.min(now + retry_interval))
-                        .await;
+                        .await?;
                 }
                 Ok(_) => {
                     return Err(MetadataError::Remote {
@@ -513,19 +513,29 @@ impl Metadata {
         }
     }
 
-    /// Waits until a leader other than `previous` is known, or until `until`.
-    async fn wait_for_leader_other_than(&self, previous: Option<u64>, until: Instant) {
+    /// Waits until a leader other than `previous` is known, or until `until`; fails if the Raft
+    /// node has stopped (its metrics are gone), which would otherwise make a caller spin.
+    async fn wait_for_leader_other_than(
+        &self,
+        previous: Option<u64>,
+        until: Instant,
+    ) -> Result<(), MetadataError> {
         let mut metrics = self.inner.raft.metrics();
         loop {
             {
                 let m = metrics.borrow_and_update();
                 if m.current_leader.is_some() && m.current_leader != previous {
-                    return;
+                    return Ok(());
                 }
             }
             match timeout_at(until, metrics.changed()).await {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => return,
+                Ok(Err(_)) => {
+                    return Err(MetadataError::Stopped {
+                        reason: "the Raft node stopped".to_owned(),
+                    })
+                }
+                Err(_) => return Ok(()),
             }
         }
     }
