@@ -126,6 +126,8 @@ class Node(Endpoint):
         self.name = name
         self.host = "127.0.0.1"
         self.port = port or free_port()
+        # Every node of the suite is a cluster of its own, with its own internode port.
+        self.storage_port = free_port()
         self.metrics_port = metrics_port
         self.authenticator = authenticator
         self.commit_to_device = commit_to_device
@@ -154,6 +156,7 @@ class Node(Endpoint):
             "--data-dir", str(self.data_dir),
             "--listen-address", self.host,
             "--cql-port", str(self.port),
+            "--storage-port", str(self.storage_port),
         ]
         if self.commit_to_device:
             cmd.append("--commit-to-device")

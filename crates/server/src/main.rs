@@ -1,15 +1,20 @@
-//! The `hayate` node: a CQL server over the hybrid-memory storage engine.
+//! The `hayate` node: a CQL server over the hybrid-memory storage engine, one member of a
+//! cluster.
 //!
 //! The path of a request through this crate: [`connection`] (socket → frames) →
-//! [`requests`] (one file per opcode) → [`query`] (statement → key ranges and row updates,
-//! against the [`schema`]) → `hayate_storage::Engine`. Built-in tables come from [`system`],
-//! schema and role statements go through [`admin`] and [`roles`].
+//! [`requests`] (one file per opcode) → [`query`] (statement → key ranges, mutations and
+//! reads, against the [`schema`]) → `hayate_cluster::coordinator` → replicas (this node's
+//! storage engine, and the others over the internode transport). Built-in tables come from
+//! [`system`], schema statements go through the cluster metadata log ([`admin`]), role
+//! statements through [`roles`]. [`cluster`] wires the node into its cluster; [`tools`] holds
+//! the commands that are not a node (`hayate local`, `hayate status`).
 //!
-//! `hayate` with no arguments serves CQL on 127.0.0.1:9042 with its data in `./data`; see
-//! [`config`] for the file and the flags.
+//! `hayate` with no arguments serves CQL on 127.0.0.1:9042 with its data in `./data`, a
+//! cluster of one; see [`config`] for the file and the flags.
 
 mod admin;
 mod auth;
+mod cluster;
 mod config;
 mod connection;
 mod error;
@@ -21,28 +26,38 @@ mod requests;
 mod roles;
 mod schema;
 mod system;
+mod tools;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
-use hayate_cluster::coordinator::Coordinator;
+use hayate_cluster::coordinator::{
+    Coordinator, CoordinatorConfig, CoordinatorParts, MetricsSnapshot, Topology,
+};
+use hayate_cluster::hints::{HintStore, HintsConfig};
 use hayate_cluster::node::HostId;
-use hayate_storage::SystemClock;
+use hayate_storage::{Engine, StatsSnapshot, SystemClock};
 use tokio::net::TcpListener;
 
 use crate::auth::{Authenticator, RoleStore};
+use crate::cluster::ClusterNode;
 use crate::config::{AuthenticatorKind, Cli, Config};
-use crate::metrics::Metrics;
-use crate::node::{LocalNode, Node};
+use crate::metrics::{Metrics, NodeFigures};
+use crate::node::{LocalNode, Node, NodeSchemaEffects};
 use crate::prepared::PreparedCache;
+use crate::schema::machine::SchemaMachine;
 use crate::schema::SchemaStore;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(tool) = &cli.command {
+        return tools::run(tool);
+    }
     let config = match Config::load(&cli) {
         Ok(c) => c,
         Err(e) => {
@@ -50,8 +65,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Openraft narrates every election and heartbeat at info: its warnings are what matter,
+    // unless the operator asks for it by name.
+    let directives = if config.log_level.contains("openraft") {
+        config.log_level.clone()
+    } else {
+        format!("{},openraft=warn", config.log_level)
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -76,17 +98,7 @@ fn run(config: Config) -> Result<(), String> {
             config.data_dir.display()
         )
     })?;
-    let engine = hayate_storage::Engine::open(config.namespace_config()).map_err(|e| e.to_string())?;
-    let schema = SchemaStore::open(&config.data_dir).map_err(|e| e.to_string())?;
-    // Rows of tables dropped (or truncated) before a restart come back with the cold start:
-    // forget them again.
-    let live = schema.live_table_ids();
-    for id in engine.table_ids() {
-        if !live.contains(&id) {
-            let rows = engine.drop_table(id);
-            tracing::info!(table_id = id, rows, "forgot the rows of a dropped table");
-        }
-    }
+    let engine = Arc::new(Engine::open(config.namespace_config()).map_err(|e| e.to_string())?);
     let local = LocalNode::load_or_create(&config.data_dir).map_err(|e| {
         format!(
             "cannot read or write {}/node.json: {e}",
@@ -100,41 +112,7 @@ fn run(config: Config) -> Result<(), String> {
         )
         .map_err(|e| e.to_string())?,
     );
-    let metrics = Arc::new(Metrics::new());
-    let engine = Arc::new(engine);
-    let coordinator = Coordinator::single_node(
-        HostId(local.host_id),
-        node::DATA_CENTER,
-        engine.clone(),
-        Arc::new(SystemClock),
-    );
-    let node = Arc::new(Node {
-        auth: Authenticator::new(config.auth.authenticator, roles.clone()),
-        roles,
-        engine,
-        coordinator,
-        schema,
-        prepared: PreparedCache::default(),
-        metrics: metrics.clone(),
-        events: node::event_channel(),
-        local,
-        config,
-    });
-    if let Some(addr) = node.config.metrics_address() {
-        // A weak reference: the endpoint's thread outlives the node, which shutdown must own
-        // alone to close the engine and save the index.
-        let n = Arc::downgrade(&node);
-        let server = metrics::serve(addr, metrics, move || {
-            n.upgrade().map(|n| n.engine.stats()).unwrap_or_default()
-        })
-        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-        tracing::info!("metrics on http://{}/metrics", server.local_addr);
-    }
-
-    let service_threads = node
-        .config
-        .limits
-        .service_threads(node.config.storage.data_in_memory);
+    let service_threads = config.limits.service_threads(config.storage.data_in_memory);
     tracing::info!(service_threads, "starting the service threads");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -142,11 +120,153 @@ fn run(config: Config) -> Result<(), String> {
         .thread_name("hayate-service")
         .build()
         .map_err(|e| format!("cannot start the network runtime: {e}"))?;
-    runtime.block_on(serve(node.clone()))?;
-    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    let node = runtime.block_on(start(config, engine, local, roles))?;
+    let served = runtime.block_on(serve(node.clone()));
+    runtime.block_on(node.cluster.shutdown());
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    served?;
+    close(node)
+}
 
+/// Joins the cluster and builds the node.
+async fn start(
+    config: Config,
+    engine: Arc<Engine>,
+    local: LocalNode,
+    roles: Arc<RoleStore>,
+) -> Result<Arc<Node>, String> {
+    let schema = Arc::new(SchemaStore::new());
+    let machine = Arc::new(SchemaMachine::new(schema.clone()));
+    let legacy_schema = SchemaStore::legacy_file(&config.data_dir).map_err(|e| e.to_string())?;
+    let info = cluster::node_info(&config, HostId(local.host_id));
+    let generation = u64::try_from(local.generation).unwrap_or(0);
+    let cluster =
+        ClusterNode::start(&config, info.clone(), generation, engine.clone(), machine.clone()).await?;
+    let seeds = config.cluster.seed_addresses(config.storage_address())?;
+    let had_legacy = legacy_schema.is_some();
+    cluster::join::join(
+        &cluster,
+        &seeds,
+        config.cluster.num_tokens as usize,
+        Duration::from_millis(config.cluster.formation_wait_ms),
+        legacy_schema,
+    )
+    .await?;
+    if had_legacy {
+        let from = config.data_dir.join(schema::store::LEGACY_SCHEMA_FILE);
+        let to = from.with_extension("json.imported");
+        if let Err(e) = std::fs::rename(&from, &to) {
+            tracing::warn!("could not rename {} after importing it: {e}", from.display());
+        }
+    }
+    // Rows of tables dropped (or truncated) while this node was down, or before a restart,
+    // come back with the cold start: forget them again.
+    let live = schema.live_table_ids();
+    for id in engine.table_ids() {
+        if !live.contains(&id) {
+            let rows = engine.drop_table(id);
+            tracing::info!(table_id = id, rows, "forgot the rows of a dropped table");
+        }
+    }
+    let hints = Arc::new(
+        HintStore::open(
+            &config.data_dir.join("hints"),
+            HintsConfig {
+                target_bytes_max: config.cluster.max_hints_size_per_host_bytes.0,
+                ..HintsConfig::default()
+            },
+        )
+        .map_err(|e| e.to_string())?,
+    );
+    let coordinator = Coordinator::new(CoordinatorParts {
+        local: info.host_id,
+        placement: info.placement.clone(),
+        replica: engine.clone(),
+        clock: Arc::new(SystemClock),
+        messaging: Some(cluster.messaging.clone()),
+        liveness: cluster.liveness.clone(),
+        hints: Some(hints.clone()),
+        config: CoordinatorConfig {
+            write_timeout: config.cluster.write_timeout(),
+            read_timeout: config.cluster.read_timeout(),
+            range_timeout: config.cluster.range_timeout(),
+            max_hint_window: Duration::from_millis(config.cluster.max_hint_window_ms),
+            hint_replay_bytes_per_s: config.cluster.hinted_handoff_throttle_bytes.0,
+        },
+    });
+    if let Some(ring) = cluster.ring().filter(|r| !r.is_empty()) {
+        coordinator.set_topology(Topology::new(ring));
+    }
+    let schema_log = Arc::new(cluster.metadata.clone());
+    let metrics = Arc::new(Metrics::new());
+    let node = Arc::new(Node {
+        auth: Authenticator::new(config.auth.authenticator, roles.clone()),
+        roles,
+        engine,
+        coordinator,
+        cluster,
+        hints,
+        schema,
+        schema_log,
+        prepared: PreparedCache::default(),
+        metrics: metrics.clone(),
+        events: node::event_channel(),
+        local,
+        config,
+    });
+    machine.set_effects(Arc::new(NodeSchemaEffects(Arc::downgrade(&node))));
+    node.cluster
+        .membership
+        .set_schema_version(node.schema.current().version);
+    cluster::tasks::spawn(&node);
+    if let Some(addr) = node.config.metrics_address() {
+        // A weak reference: the endpoint's thread outlives the node, which shutdown must own
+        // alone to close the engine and save the index.
+        let figures = Arc::new(Figures(Arc::downgrade(&node)));
+        let server = metrics::serve(addr, metrics, figures)
+            .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+        tracing::info!("metrics on http://{}/metrics", server.local_addr);
+    }
+    Ok(node)
+}
+
+/// What the metrics endpoint reads from the node.
+struct Figures(std::sync::Weak<Node>);
+
+impl NodeFigures for Figures {
+    fn storage(&self) -> StatsSnapshot {
+        self.0.upgrade().map(|n| n.engine.stats()).unwrap_or_default()
+    }
+
+    fn coordinator(&self) -> MetricsSnapshot {
+        self.0
+            .upgrade()
+            .map(|n| n.coordinator.metrics())
+            .unwrap_or_default()
+    }
+
+    fn status(&self) -> String {
+        match self.0.upgrade() {
+            Some(n) => n
+                .cluster
+                .status(
+                    &n.config.cluster_name,
+                    n.schema.current().version,
+                    n.engine.stats().live_bytes,
+                )
+                .to_string(),
+            None => "{\"nodes\": []}".to_owned(),
+        }
+    }
+}
+
+/// Closes the storage engine, saving the index for a fast restart, once nothing else holds it.
+fn close(node: Arc<Node>) -> Result<(), String> {
+    node.cluster.messaging.close();
+    node.cluster.service.close();
     match Arc::try_unwrap(node).map(|node| {
         drop(node.coordinator);
+        drop(node.cluster);
         Arc::try_unwrap(node.engine)
     }) {
         Ok(Ok(engine)) => engine

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use hayate_cluster::coordinator::MetricsSnapshot as CoordinatorSnapshot;
 use hayate_cql::error::ErrorCode;
 use hayate_cql::opcode::Opcode;
 use hayate_storage::StatsSnapshot;
@@ -612,26 +613,34 @@ pub struct MetricsServer {
     pub thread: JoinHandle<()>,
 }
 
-/// Starts the endpoint on `addr`. `storage` is called once per scrape for the engine's
-/// figures. Returns once the port is bound, so a bind failure is reported at startup.
+/// What a scrape reads from the node besides the request counters.
+pub trait NodeFigures: Send + Sync + 'static {
+    fn storage(&self) -> StatsSnapshot;
+    fn coordinator(&self) -> CoordinatorSnapshot;
+    /// The cluster's status as `hayate status` reads it (`/status`), a JSON document.
+    fn status(&self) -> String;
+}
+
+/// Starts the endpoint on `addr`: `/metrics` for Prometheus, `/status` for `hayate status`.
+/// Returns once the port is bound, so a bind failure is reported at startup.
 pub fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
-    storage: impl Fn() -> StatsSnapshot + Send + Sync + 'static,
+    node: Arc<dyn NodeFigures>,
 ) -> io::Result<MetricsServer> {
     let listener = TcpListener::bind(addr)?;
     let local_addr = listener.local_addr()?;
     let thread = std::thread::Builder::new()
         .name("hayate-metrics".to_string())
-        .spawn(move || accept_loop(listener, metrics, storage))?;
+        .spawn(move || accept_loop(listener, metrics, node))?;
     Ok(MetricsServer { local_addr, thread })
 }
 
-fn accept_loop(listener: TcpListener, metrics: Arc<Metrics>, storage: impl Fn() -> StatsSnapshot) {
+fn accept_loop(listener: TcpListener, metrics: Arc<Metrics>, node: Arc<dyn NodeFigures>) {
     for stream in listener.incoming() {
         match stream {
             Ok(stream) => {
-                if let Err(e) = answer(stream, &metrics, &storage) {
+                if let Err(e) = answer(stream, &metrics, &*node) {
                     tracing::debug!(error = %e, "metrics endpoint: a scrape failed");
                 }
             }
@@ -646,7 +655,7 @@ fn accept_loop(listener: TcpListener, metrics: Arc<Metrics>, storage: impl Fn() 
 
 /// Reads one request and answers it; the connection is then closed. Scrapes are one at a time
 /// (Prometheus scrapes each target every few seconds), each bounded by `HTTP_IO_TIMEOUT`.
-fn answer(mut stream: TcpStream, metrics: &Metrics, storage: &impl Fn() -> StatsSnapshot) -> io::Result<()> {
+fn answer(mut stream: TcpStream, metrics: &Metrics, node: &dyn NodeFigures) -> io::Result<()> {
     stream.set_read_timeout(Some(HTTP_IO_TIMEOUT))?;
     stream.set_write_timeout(Some(HTTP_IO_TIMEOUT))?;
     let head = match read_request_head(&mut stream)? {
@@ -674,16 +683,24 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, storage: &impl Fn() -> Stats
         return respond(&mut stream, "400 Bad Request", "not an HTTP request\n");
     }
     let path = target.split('?').next().unwrap_or_default();
-    if path != "/metrics" {
-        return respond(&mut stream, "404 Not Found", "the metrics are at /metrics\n");
+    if path != "/metrics" && path != "/status" {
+        return respond(
+            &mut stream,
+            "404 Not Found",
+            "the metrics are at /metrics, the cluster's status at /status\n",
+        );
     }
     if method != "GET" {
         return respond(&mut stream, "405 Method Not Allowed", "use GET\n");
     }
-    // A panic in the storage callback must cost one scrape, not the endpoint.
+    // A panic in a callback must cost one scrape, not the endpoint.
     let body = catch_unwind(AssertUnwindSafe(|| {
+        if path == "/status" {
+            return node.status();
+        }
         let mut body = String::with_capacity(16 << 10);
-        metrics.render(&storage(), &mut body);
+        metrics.render(&node.storage(), &mut body);
+        render_coordinator(&node.coordinator(), &mut body);
         body
     }));
     match body {
@@ -694,6 +711,60 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, storage: &impl Fn() -> Stats
             "rendering the metrics failed\n",
         ),
     }
+}
+
+/// The coordinator's figures: consistency failures, repairs, hints, replica latency.
+pub fn render_coordinator(c: &CoordinatorSnapshot, out: &mut String) {
+    let counters: [(&str, &str, u64); 13] = [
+        ("hayate_coordinator_writes_total", "Writes this node coordinated.", c.writes),
+        ("hayate_coordinator_reads_total", "Partition reads this node coordinated.", c.reads),
+        ("hayate_coordinator_range_reads_total", "Token-range reads this node coordinated.", c.range_reads),
+        ("hayate_coordinator_unavailable_total", "Requests refused with Unavailable: too few live replicas.", c.unavailable),
+        ("hayate_coordinator_write_timeouts_total", "Writes that timed out waiting for replicas.", c.write_timeouts),
+        ("hayate_coordinator_read_timeouts_total", "Reads that timed out waiting for replicas.", c.read_timeouts),
+        ("hayate_coordinator_not_replica_total", "Requests coordinated by a node that is not a replica of their token (a driver not routing by token).", c.not_replica),
+        ("hayate_coordinator_read_repairs_total", "Reads whose replicas disagreed, and were repaired.", c.read_repairs),
+        ("hayate_coordinator_repaired_rows_total", "Rows sent to replicas that were behind.", c.repaired_rows),
+        ("hayate_coordinator_speculative_retries_total", "Reads that asked one more replica because an answer was slow.", c.speculative_retries),
+        ("hayate_hints_written_total", "Hints stored for replicas that were down or late.", c.hints_written),
+        ("hayate_hints_dropped_total", "Hints not stored (node down past max_hint_window, or hints full).", c.hints_dropped),
+        ("hayate_hints_replayed_total", "Hints delivered to replicas that came back.", c.hints_replayed),
+    ];
+    for (name, help, value) in counters {
+        family(out, name, "counter", help);
+        sample(out, name, &[], value);
+    }
+    family(
+        out,
+        "hayate_hints_pending_bytes",
+        "gauge",
+        "Bytes of hints waiting on this node.",
+    );
+    sample(out, "hayate_hints_pending_bytes", &[], c.hints_pending_bytes);
+    family(
+        out,
+        "hayate_coordinator_replica_responses_total",
+        "counter",
+        "Answers from other replicas.",
+    );
+    sample(
+        out,
+        "hayate_coordinator_replica_responses_total",
+        &[],
+        c.replica_responses,
+    );
+    family(
+        out,
+        "hayate_coordinator_replica_latency_microseconds_total",
+        "counter",
+        "Time other replicas took to answer, summed (divide by the responses for the mean).",
+    );
+    sample(
+        out,
+        "hayate_coordinator_replica_latency_microseconds_total",
+        &[],
+        c.replica_latency_us_total,
+    );
 }
 
 /// Reads up to the blank line that ends the request head. `None` if the head is larger than
@@ -1012,6 +1083,26 @@ mod tests {
         response
     }
 
+    /// A node whose storage figures come from a closure.
+    struct Figures<F>(F);
+
+    impl<F: Fn() -> StatsSnapshot + Send + Sync + 'static> NodeFigures for Figures<F> {
+        fn storage(&self) -> StatsSnapshot {
+            (self.0)()
+        }
+
+        fn coordinator(&self) -> CoordinatorSnapshot {
+            CoordinatorSnapshot {
+                hints_written: 3,
+                ..CoordinatorSnapshot::default()
+            }
+        }
+
+        fn status(&self) -> String {
+            "{\"nodes\": []}".to_owned()
+        }
+    }
+
     #[test]
     fn the_endpoint_answers_scrapes_and_survives_garbage() {
         let metrics = Arc::new(Metrics::new());
@@ -1019,10 +1110,10 @@ mod tests {
         let server = serve(
             "127.0.0.1:0".parse().expect("address"),
             Arc::clone(&metrics),
-            || StatsSnapshot {
+            Arc::new(Figures(|| StatsSnapshot {
                 records: 42,
                 ..StatsSnapshot::default()
-            },
+            })),
         )
         .expect("bind");
         let addr = server.local_addr;
@@ -1043,6 +1134,9 @@ mod tests {
         check_format(body);
         assert_eq!(value(body, "hayate_storage_records"), 42.0);
         assert_eq!(value(body, "hayate_requests_total{kind=\"select\"}"), 1.0);
+        assert_eq!(value(body, "hayate_hints_written_total"), 3.0);
+        let status = http(addr, b"GET /status HTTP/1.1\r\n\r\n");
+        assert!(status.ends_with("{\"nodes\": []}"), "{status}");
 
         assert!(http(addr, b"GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
         assert!(http(addr, b"POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
@@ -1066,12 +1160,16 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let calls = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&calls);
-        let server = serve("127.0.0.1:0".parse().expect("address"), metrics, move || {
-            if counter.fetch_add(1, Relaxed) == 0 {
-                panic!("the first scrape fails (a test of the endpoint)");
-            }
-            StatsSnapshot::default()
-        })
+        let server = serve(
+            "127.0.0.1:0".parse().expect("address"),
+            metrics,
+            Arc::new(Figures(move || {
+                if counter.fetch_add(1, Relaxed) == 0 {
+                    panic!("the first scrape fails (a test of the endpoint)");
+                }
+                StatsSnapshot::default()
+            })),
+        )
         .expect("bind");
         let request = b"GET /metrics HTTP/1.1\r\n\r\n";
         assert!(http(server.local_addr, request).starts_with("HTTP/1.1 500"));

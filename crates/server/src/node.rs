@@ -1,30 +1,30 @@
 //! The node: everything a request may need, shared by every connection. Only the request
 //! layer (`requests/`) sees the whole node; it hands each statement the narrow handles it
-//! needs (the coordinator, the schema, the role store).
+//! needs (the coordinator, the schema log, the role store).
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use hayate_cluster::coordinator::Coordinator;
-use hayate_cql::response::Event;
-use hayate_storage::Engine;
+use hayate_cluster::hints::HintStore;
+use hayate_cql::response::event::{ChangeType, SchemaTarget};
+use hayate_cql::response::{Event, SchemaChange};
+use hayate_storage::{Engine, TableId};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use crate::admin::SchemaLog;
 use crate::auth::Authenticator;
+use crate::cluster::ClusterNode;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::prepared::PreparedCache;
+use crate::schema::machine::SchemaEffects;
 use crate::schema::SchemaStore;
 
-/// The data center and rack a single node reports, as Cassandra's defaults name them.
-pub const DATA_CENTER: &str = "datacenter1";
-pub const RACK: &str = "rack1";
 /// The Cassandra version drivers see: 4.x makes them read `system_schema` and
 /// `system_virtual_schema` (their modern schema parsers) and cqlsh describe on the server.
 pub const RELEASE_VERSION: &str = "4.1.5";
-/// Virtual nodes this node owns on the token ring.
-pub const NUM_TOKENS: usize = 16;
 /// EVENT frames a slow client may fall behind by before it misses some.
 const EVENT_QUEUE_MAX: usize = 1024;
 
@@ -34,7 +34,10 @@ pub struct Node {
     /// through the coordinator.
     pub engine: Arc<Engine>,
     pub coordinator: Coordinator,
-    pub schema: SchemaStore,
+    pub cluster: ClusterNode,
+    pub hints: Arc<HintStore>,
+    pub schema: Arc<SchemaStore>,
+    pub schema_log: Arc<dyn SchemaLog>,
     pub prepared: PreparedCache,
     pub auth: Authenticator,
     pub roles: Arc<crate::auth::RoleStore>,
@@ -43,43 +46,32 @@ pub struct Node {
     pub local: LocalNode,
 }
 
-/// What this node says about itself in `system.local`, kept across restarts.
+/// What this node keeps about itself across restarts (`<data_dir>/node.json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LocalNode {
     pub host_id: [u8; 16],
+    /// The tokens a node kept before its ring was agreed through the metadata log; unused now.
+    #[serde(default)]
     pub tokens: Vec<i64>,
-    /// Counts restarts, as Cassandra's gossip generation does.
+    /// Counts restarts, as Cassandra's gossip generation does: larger at every start.
     pub generation: i32,
 }
 
 impl LocalNode {
-    /// Loads `<data_dir>/node.json`, or makes a new identity: a host id and evenly spaced
-    /// tokens offset by a random amount.
+    /// Loads `<data_dir>/node.json`, or makes a new identity, and moves the generation on.
     pub fn load_or_create(data_dir: &Path) -> std::io::Result<LocalNode> {
         let path = data_dir.join("node.json");
         let mut local = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let host_id = crate::schema::random_uuid();
-                let offset = i64::from_be_bytes(host_id[..8].try_into().unwrap_or([0; 8]));
-                let step = (u64::MAX / NUM_TOKENS as u64) as i64;
-                let tokens = (0..NUM_TOKENS as i64)
-                    .map(|i| offset.wrapping_add(i.wrapping_mul(step)))
-                    .collect();
-                LocalNode {
-                    host_id,
-                    tokens,
-                    generation: 0,
-                }
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => LocalNode {
+                host_id: crate::schema::random_uuid(),
+                tokens: Vec::new(),
+                generation: 0,
+            },
             Err(e) => return Err(e),
         };
-        local.generation = local.generation.max(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs() as i32)
-                .unwrap_or(1),
-        );
+        let last = u64::try_from(local.generation).unwrap_or(0);
+        local.generation = i32::try_from(crate::cluster::next_generation(last)).unwrap_or(i32::MAX);
         let tmp = path.with_extension("json.tmp");
         std::fs::write(
             &tmp,
@@ -87,6 +79,9 @@ impl LocalNode {
         )?;
         std::fs::File::open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, &path)?;
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
         Ok(local)
     }
 }
@@ -101,19 +96,7 @@ impl crate::system::ClusterView for Node {
     }
 
     fn local(&self) -> crate::system::NodeRow {
-        let ip = crate::system::rpc_address(self.config.listen_address);
-        crate::system::NodeRow {
-            host_id: self.local.host_id,
-            data_center: DATA_CENTER.to_owned(),
-            rack: RACK.to_owned(),
-            release_version: RELEASE_VERSION.to_owned(),
-            listen_address: ip,
-            storage_port: 7000,
-            rpc_address: ip,
-            cql_port: self.config.cql_port,
-            tokens: self.local.tokens.clone(),
-            schema_version: None,
-        }
+        self.cluster.local_row()
     }
 
     fn generation(&self) -> i32 {
@@ -121,6 +104,38 @@ impl crate::system::ClusterView for Node {
     }
 
     fn peers(&self) -> Vec<crate::system::NodeRow> {
-        Vec::new()
+        self.cluster.peer_rows()
+    }
+}
+
+/// What this node does when the schema changes (see [`SchemaEffects`]); weak, because the
+/// node owns the schema machine that calls it.
+pub struct NodeSchemaEffects(pub Weak<Node>);
+
+impl SchemaEffects for NodeSchemaEffects {
+    fn table_dropped(&self, table: TableId) {
+        if let Some(node) = self.0.upgrade() {
+            let rows = node.coordinator.drop_local_table(table);
+            tracing::info!(
+                table_id = table,
+                rows,
+                "forgot the rows of a dropped or truncated table"
+            );
+        }
+    }
+
+    fn schema_changed(&self, change: &SchemaChange, version: [u8; 16]) {
+        let Some(node) = self.0.upgrade() else { return };
+        let keyspace = match &change.target {
+            SchemaTarget::Keyspace { keyspace } | SchemaTarget::Table { keyspace, .. } => keyspace.clone(),
+            _ => String::new(),
+        };
+        if matches!(change.change_type, ChangeType::Updated | ChangeType::Dropped) {
+            node.prepared.invalidate(&keyspace);
+        }
+        tracing::info!(?change, "schema changed");
+        node.cluster.membership.set_schema_version(version);
+        // No receivers is fine: nobody registered.
+        let _ = node.events.send(Event::SchemaChange(change.clone()));
     }
 }

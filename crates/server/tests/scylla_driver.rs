@@ -80,10 +80,15 @@ impl Node {
              [auth]\nauthenticator = \"AllowAllAuthenticator\"\n",
         )
         .expect("write the config");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("find a free port")
-            .port();
+        let free_port = || {
+            TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("find a free port")
+                .port()
+        };
+        let port = free_port();
+        // Each test's node is a cluster of its own, with its own internode port.
+        let storage_port = free_port();
         let log = dir.path().join("node.log");
         let log_file = fs::File::create(&log).expect("create the node's log");
         let child = Command::new(env!("CARGO_BIN_EXE_hayate"))
@@ -92,6 +97,7 @@ impl Node {
             .arg("--data-dir")
             .arg(&data)
             .args(["--listen-address", "127.0.0.1", "--cql-port", &port.to_string()])
+            .args(["--storage-port", &storage_port.to_string()])
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("clone the log handle"))
             .stderr(log_file)

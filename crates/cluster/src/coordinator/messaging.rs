@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::mpsc;
 
@@ -31,8 +31,8 @@ pub trait RequestHandler: Send + Sync + 'static {
 
 pub struct Messaging {
     local: HostId,
-    transport: OnceLock<Arc<dyn Transport>>,
-    handler: OnceLock<Arc<dyn RequestHandler>>,
+    transport: RwLock<Option<Arc<dyn Transport>>>,
+    handler: RwLock<Option<Arc<dyn RequestHandler>>>,
     next_id: AtomicU64,
     pending: Mutex<HashMap<RequestId, (HostId, mpsc::UnboundedSender<Reply>)>>,
 }
@@ -41,8 +41,8 @@ impl Messaging {
     pub fn new(local: HostId) -> Arc<Messaging> {
         Arc::new(Messaging {
             local,
-            transport: OnceLock::new(),
-            handler: OnceLock::new(),
+            transport: RwLock::new(None),
+            handler: RwLock::new(None),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
         })
@@ -52,18 +52,25 @@ impl Messaging {
         self.local
     }
 
-    /// Sets the transport (once: it is made after the messaging it delivers to).
+    /// Sets the transport (it is made after the messaging it delivers to).
     pub fn set_transport(&self, transport: Arc<dyn Transport>) {
-        if self.transport.set(transport).is_err() {
-            panic!("the messaging transport is set once");
-        }
+        *self.transport.write().expect("transport lock poisoned") = Some(transport);
     }
 
-    /// Sets what handles incoming requests (once).
+    /// Sets what handles incoming requests.
     pub fn set_handler(&self, handler: Arc<dyn RequestHandler>) {
-        if self.handler.set(handler).is_err() {
-            panic!("the messaging request handler is set once");
-        }
+        *self.handler.write().expect("handler lock poisoned") = Some(handler);
+    }
+
+    /// Lets go of the transport and the handler (which hold this messaging in turn): the node
+    /// calls it when it stops, so that what they hold (the storage engine) can close.
+    pub fn close(&self) {
+        self.transport.write().expect("transport lock poisoned").take();
+        self.handler.write().expect("handler lock poisoned").take();
+    }
+
+    fn transport(&self) -> Option<Arc<dyn Transport>> {
+        self.transport.read().expect("transport lock poisoned").clone()
     }
 
     /// Sends a request made by `make` from a fresh id; its answer goes to `reply_to`. The
@@ -76,7 +83,7 @@ impl Messaging {
         reply_to: &mpsc::UnboundedSender<Reply>,
         make: impl FnOnce(RequestId) -> Message,
     ) -> Option<RequestId> {
-        let transport = self.transport.get()?;
+        let transport = self.transport()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut pending = self.pending.lock().expect("pending lock poisoned");
@@ -94,7 +101,7 @@ impl Messaging {
 
     /// Answers a request.
     pub fn respond(&self, to: HostId, lane: Lane, message: Message) {
-        if let Some(t) = self.transport.get() {
+        if let Some(t) = self.transport() {
             t.send(to, lane, message);
         }
     }
@@ -130,7 +137,7 @@ impl Inbox for Messaging {
                 }
             }
             Message::Ping { id } => self.respond(from, Lane::Requests, Message::Pong { id: *id }),
-            _ => match self.handler.get() {
+            _ => match self.handler.read().expect("handler lock poisoned").clone() {
                 Some(h) => h.handle(from, message),
                 None => tracing::debug!(%from, "dropping a request that arrived before the node was ready"),
             },

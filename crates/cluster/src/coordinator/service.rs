@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, RwLock};
 
 use super::messaging::{Messaging, RequestHandler};
 use crate::message::{digest, Message, ReadReply};
@@ -27,7 +27,7 @@ pub struct ReplicaService {
     messaging: Arc<Messaging>,
     /// Mutations wait for the device (commit_to_device): run them on the blocking pool.
     blocking_writes: bool,
-    metadata: OnceLock<Arc<MetadataHandler>>,
+    metadata: RwLock<Option<Arc<MetadataHandler>>>,
 }
 
 impl ReplicaService {
@@ -40,15 +40,22 @@ impl ReplicaService {
             replica,
             messaging,
             blocking_writes,
-            metadata: OnceLock::new(),
+            metadata: RwLock::new(None),
         })
     }
 
-    /// Sets what answers metadata requests (once).
+    /// Sets what answers metadata requests.
     pub fn set_metadata_handler(&self, handler: Arc<MetadataHandler>) {
-        if self.metadata.set(handler).is_err() {
-            panic!("the metadata handler is set once");
-        }
+        *self.metadata.write().expect("metadata handler lock poisoned") = Some(handler);
+    }
+
+    /// Lets go of the metadata handler (which holds the metadata log, which holds the
+    /// messaging that holds this service): the node calls it when it stops.
+    pub fn close(&self) {
+        self.metadata
+            .write()
+            .expect("metadata handler lock poisoned")
+            .take();
     }
 }
 
@@ -87,7 +94,12 @@ impl RequestHandler for ReplicaService {
                     messaging.respond(from, Lane::Requests, Message::ReadResponse { id, result });
                 });
             }
-            Message::MetadataRequest { id, payload } => match self.metadata.get() {
+            Message::MetadataRequest { id, payload } => match self
+                .metadata
+                .read()
+                .expect("metadata handler lock poisoned")
+                .clone()
+            {
                 Some(handler) => {
                     let answer = handler(from, payload);
                     tokio::spawn(async move {

@@ -42,11 +42,17 @@ struct JoinRequest {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum JoinAnswer {
-    Added { tokens: Vec<i64> },
+    Added {
+        tokens: Vec<i64>,
+    },
     /// The cluster will not take this node (the reason says why); retrying will not help.
-    Refused { reason: String },
+    Refused {
+        reason: String,
+    },
     /// Not now (no metadata quorum, a concurrent join took the same tokens): try again.
-    Retry { reason: String },
+    Retry {
+        reason: String,
+    },
 }
 
 /// Becomes a member, or stays one; returns once this node is in the agreed membership.
@@ -84,7 +90,9 @@ pub async fn join(
                     return wait_for_self(node).await;
                 }
                 Ok(JoinAnswer::Refused { reason }) => return Err(reason),
-                Ok(JoinAnswer::Retry { reason }) => tracing::info!("joining via {}: {reason}", member.info.listen_address),
+                Ok(JoinAnswer::Retry { reason }) => {
+                    tracing::info!("joining via {}: {reason}", member.info.listen_address)
+                }
                 Err(e) => tracing::info!("joining via {}: {e}", member.info.listen_address),
             }
         } else {
@@ -144,7 +152,10 @@ async fn form(node: &ClusterNode, founders: Vec<NodeInfo>, num_tokens: usize) ->
             status: MemberStatus::Normal,
         })
         .collect();
-    let names: Vec<String> = records.iter().map(|r| r.info.listen_address.to_string()).collect();
+    let names: Vec<String> = records
+        .iter()
+        .map(|r| r.info.listen_address.to_string())
+        .collect();
     tracing::info!(nodes = ?names, "forming a new cluster");
     for r in &records {
         node.transport.set_peer(r.info.host_id, r.info.storage_address());
@@ -195,7 +206,9 @@ pub async fn handle_join(metadata: &Metadata, schema: &Arc<SchemaStore>, payload
     let answer = match serde_json::from_slice::<JoinRequest>(payload) {
         Ok(request) => add(metadata, schema, request).await,
         Err(e) => JoinAnswer::Refused {
-            reason: format!("a join request this node cannot read (are the two nodes different releases?): {e}"),
+            reason: format!(
+                "a join request this node cannot read (are the two nodes different releases?): {e}"
+            ),
         },
     };
     serde_json::to_vec(&answer).expect("an answer always serializes")
@@ -250,6 +263,8 @@ async fn add(metadata: &Metadata, schema: &Arc<SchemaStore>, request: JoinReques
     match metadata.add_member(record).await {
         Ok(CommandResult::Refused(reason)) => JoinAnswer::Retry { reason },
         Ok(_) => JoinAnswer::Added { tokens },
-        Err(e) => JoinAnswer::Retry { reason: e.to_string() },
+        Err(e) => JoinAnswer::Retry {
+            reason: e.to_string(),
+        },
     }
 }

@@ -140,12 +140,16 @@ impl crate::admin::SchemaLog for Metadata {
                 Ok(other) => Err(crate::error::server_error(format!(
                     "the cluster metadata log answered {other:?} to a schema change"
                 ))),
-                Err(MetadataError::NoQuorum { reachable, members }) => Err(crate::error::server_error(format!(
-                    "Cannot change the schema: {reachable} of the {members} voting nodes of the cluster \
+                Err(MetadataError::NoQuorum { reachable, members }) => {
+                    Err(crate::error::server_error(format!(
+                        "Cannot change the schema: {reachable} of the {members} voting nodes of the cluster \
                      metadata log answer, and a schema change needs a majority of them. Nothing was changed; \
                      bring the other nodes back, then retry."
+                    )))
+                }
+                Err(e) => Err(crate::error::server_error(format!(
+                    "Cannot change the schema: {e}"
                 ))),
-                Err(e) => Err(crate::error::server_error(format!("Cannot change the schema: {e}"))),
             }
         })
     }

@@ -46,7 +46,9 @@ async fn follow_metadata(node: Weak<Node>) {
         let me = n.cluster.info.host_id;
         for r in metadata.members.values() {
             if r.info.host_id != me {
-                n.cluster.transport.set_peer(r.info.host_id, r.info.storage_address());
+                n.cluster
+                    .transport
+                    .set_peer(r.info.host_id, r.info.storage_address());
             }
         }
         if let Some(ring) = n.cluster.ring() {
@@ -95,7 +97,9 @@ async fn follow_membership(node: Weak<Node>, replaying: Arc<Mutex<HashSet<HostId
         let Some(n) = node.upgrade() else { return };
         match event {
             MembershipEvent::Joined(p) | MembershipEvent::Changed(p) => {
-                n.cluster.transport.set_peer(p.info.host_id, p.info.storage_address());
+                n.cluster
+                    .transport
+                    .set_peer(p.info.host_id, p.info.storage_address());
             }
             MembershipEvent::Up(host) => {
                 if let Some(r) = n.cluster.metadata.current().members.get(&host) {

@@ -80,7 +80,9 @@ impl ClusterConfig {
                 }
                 s.parse::<IpAddr>()
                     .map(|ip| SocketAddr::new(ip, self.storage_port))
-                    .map_err(|_| format!("'{s}' is not an address (10.0.0.1) or an address and port (10.0.0.1:7000)"))
+                    .map_err(|_| {
+                        format!("'{s}' is not an address (10.0.0.1) or an address and port (10.0.0.1:7000)")
+                    })
             })
             .collect()
     }
@@ -100,7 +102,11 @@ impl ClusterConfig {
     /// The first problem with the section, as (key, value, what is wrong).
     pub(super) fn check(&self) -> Option<(&'static str, String, String)> {
         if self.data_center.trim().is_empty() {
-            return Some(("cluster.data_center", "\"\"".into(), "must name a data center".into()));
+            return Some((
+                "cluster.data_center",
+                "\"\"".into(),
+                "must name a data center".into(),
+            ));
         }
         if self.rack.trim().is_empty() {
             return Some(("cluster.rack", "\"\"".into(), "must name a rack".into()));
@@ -125,7 +131,11 @@ impl ClusterConfig {
             ("cluster.range_request_timeout_ms", self.range_request_timeout_ms),
         ] {
             if !(1..=REQUEST_TIMEOUT_MAX_MS).contains(&ms) {
-                return Some((key, ms.to_string(), format!("must be from 1 to {REQUEST_TIMEOUT_MAX_MS}")));
+                return Some((
+                    key,
+                    ms.to_string(),
+                    format!("must be from 1 to {REQUEST_TIMEOUT_MAX_MS}"),
+                ));
             }
         }
         if self.hinted_handoff_throttle_bytes.0 == 0 {

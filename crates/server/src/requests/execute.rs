@@ -34,6 +34,7 @@ pub async fn handle(session: &Session, e: &Execute<'_>) -> (&'static str, Respon
         session
             .run(
                 &statement.parsed.statement,
+                &statement.text,
                 &binds,
                 &e.parameters,
                 keyspace.as_deref(),

@@ -30,7 +30,6 @@ use tokio::sync::mpsc;
 use hayate_cql::response::result::ResultBody;
 use hayate_cql::statement::Statement;
 
-use crate::admin::SchemaAdmin;
 use crate::auth::{AuthenticatedRole, SaslExchange};
 use crate::connection::Outbox;
 use crate::error::{invalid, QueryResult};
@@ -162,10 +161,11 @@ impl Session {
         }
     }
 
-    /// Runs one statement for QUERY or EXECUTE.
+    /// Runs one statement for QUERY or EXECUTE; `text` is the statement as the client sent it.
     pub async fn run(
         &self,
         statement: &hayate_cql::statement::Statement,
+        text: &str,
         binds: &crate::query::Binds<'_>,
         params: &hayate_cql::request::QueryParameters<'_>,
         keyspace: Option<&str>,
@@ -173,7 +173,7 @@ impl Session {
         let role = self.role();
         let mut ctx = self.context(keyspace, Some(params));
         ctx.role = role.as_ref();
-        match self.execute(&ctx, statement, binds).await {
+        match self.execute(&ctx, statement, text, binds).await {
             Ok(body) => {
                 if let ResultBody::SetKeyspace(k) = &body {
                     self.set_keyspace(k.clone());
@@ -189,6 +189,7 @@ impl Session {
         &self,
         ctx: &crate::query::Context<'_>,
         statement: &Statement,
+        text: &str,
         binds: &crate::query::Binds<'_>,
     ) -> QueryResult<ResultBody> {
         let node = &*self.node;
@@ -214,16 +215,7 @@ impl Session {
             | Statement::CreateTable(_)
             | Statement::AlterTable { .. }
             | Statement::DropTable { .. }
-            | Statement::Truncate { .. } => {
-                let admin = SchemaAdmin {
-                    schema: &node.schema,
-                    prepared: &node.prepared,
-                    events: &node.events,
-                    coordinator: &node.coordinator,
-                    data_centers: &[crate::node::DATA_CENTER.to_owned()],
-                };
-                crate::admin::run(ctx, &admin, statement).await
-            }
+            | Statement::Truncate { .. } => crate::admin::run(ctx, &*node.schema_log, statement, text).await,
             other => crate::roles::run(ctx, &node.roles, other),
         }
     }

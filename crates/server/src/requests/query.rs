@@ -38,7 +38,13 @@ pub async fn handle(session: &Session, q: &Query<'_>) -> (&'static str, Response
     (
         kind,
         session
-            .run(&parsed.statement, &binds, &q.parameters, keyspace.as_deref())
+            .run(
+                &parsed.statement,
+                q.query,
+                &binds,
+                &q.parameters,
+                keyspace.as_deref(),
+            )
             .await,
     )
 }

@@ -14,7 +14,7 @@ use hayate_cql::statement::{AlterTableAction, ColumnDefinition, CreateTable, Pro
 use hayate_cql::value::{DataType, Literal};
 use hayate_storage::TableId;
 
-use super::{random_uuid, Column, ColumnKind, Keyspace, OptionValue, Schema, Table};
+use super::{Column, ColumnKind, Keyspace, OptionValue, Schema, Table};
 use crate::error::{already_exists, invalid, QueryResult};
 
 /// Cassandra's limit on keyspace and table names.
@@ -492,11 +492,12 @@ pub fn create_table(
     }
     let mut options = BTreeMap::new();
     table_options(&stmt.properties, &mut options)?;
+    let storage_id = allocate_id();
     let table = Table {
         keyspace: keyspace.to_owned(),
         name: name.to_owned(),
-        storage_id: allocate_id(),
-        uuid: random_uuid(),
+        storage_id,
+        uuid: super::store::table_uuid(storage_id),
         next_column_id: columns.len() as u32,
         columns,
         partition_key,
@@ -606,7 +607,32 @@ pub fn drop_table(
     Ok(Some((table_change(ChangeType::Dropped, keyspace, name), id)))
 }
 
-/// The error every DDL path gives when a change could not be saved.
-pub fn save_failed(message: String) -> crate::error::QueryError {
-    crate::error::server_error(message)
+/// TRUNCATE gives the table a new storage id, so that it is empty at once whatever its size;
+/// returns the old id, whose rows each node forgets.
+pub fn truncate(
+    schema: &mut Schema,
+    keyspace: &str,
+    name: &str,
+    allocate_id: &mut dyn FnMut() -> TableId,
+) -> QueryResult<TableId> {
+    let ks = schema
+        .keyspaces
+        .get(keyspace)
+        .ok_or_else(|| invalid(format!("Keyspace '{keyspace}' does not exist")))?;
+    let table = ks
+        .tables
+        .get(name)
+        .ok_or_else(|| invalid(format!("table {name} does not exist")))?;
+    if table.is_virtual {
+        return Err(crate::error::unauthorized(format!(
+            "Cannot TRUNCATE system table {keyspace}.{name}"
+        )));
+    }
+    let mut t = (**table).clone();
+    let old = t.storage_id;
+    t.storage_id = allocate_id();
+    let mut k = (**ks).clone();
+    k.tables.insert(name.to_owned(), Arc::new(t));
+    schema.keyspaces.insert(keyspace.to_owned(), Arc::new(k));
+    Ok(old)
 }

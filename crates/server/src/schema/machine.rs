@@ -17,8 +17,8 @@ use hayate_cql::statement::{parse, QualifiedName, Statement};
 use hayate_storage::TableId;
 use serde::{Deserialize, Serialize};
 
-use super::store::{version_at, SchemaStore};
 use super::ddl;
+use super::store::{version_at, SchemaStore};
 use crate::error::{invalid, syntax, QueryError, QueryResult};
 
 /// One entry of the schema's log.
@@ -43,8 +43,12 @@ pub enum SchemaCommand {
 #[serde(rename_all = "snake_case")]
 enum SchemaAnswer {
     /// Applied; `None` when `IF [NOT] EXISTS` made it a no-op.
-    Changed { change: Option<ChangeRecord> },
-    Failed { error: ErrorRecord },
+    Changed {
+        change: Option<ChangeRecord>,
+    },
+    Failed {
+        error: ErrorRecord,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -111,17 +115,24 @@ impl SchemaMachine {
                 Ok(change) => SchemaAnswer::Changed {
                     change: change.map(|c| record(&c)),
                 },
-                Err(e) => SchemaAnswer::Failed { error: error_record(&e) },
-            },
-            Ok(SchemaCommand::Import { file }) => match self.store.restore(file.as_bytes(), version_at(index)) {
-                Ok(()) => {
-                    tracing::info!(index, "took over the schema this node kept before it joined a cluster");
-                    SchemaAnswer::Changed { change: None }
-                }
                 Err(e) => SchemaAnswer::Failed {
-                    error: ErrorRecord::Server(format!("the schema to import does not read: {e}")),
+                    error: error_record(&e),
                 },
             },
+            Ok(SchemaCommand::Import { file }) => {
+                match self.store.restore(file.as_bytes(), version_at(index)) {
+                    Ok(()) => {
+                        tracing::info!(
+                            index,
+                            "took over the schema this node kept before it joined a cluster"
+                        );
+                        SchemaAnswer::Changed { change: None }
+                    }
+                    Err(e) => SchemaAnswer::Failed {
+                        error: ErrorRecord::Server(format!("the schema to import does not read: {e}")),
+                    },
+                }
+            }
             Err(e) => SchemaAnswer::Failed {
                 error: ErrorRecord::Server(format!(
                     "a schema command this node does not understand (is it older than the others?): {e}"
@@ -207,12 +218,7 @@ impl SchemaMachine {
                 dropped.push(store.apply(index, |s, allocate| ddl::truncate(s, &ks, &table.name, allocate))?);
                 None
             }
-            other => {
-                return Err(invalid(format!(
-                    "{} is not a schema statement",
-                    other.kind()
-                )))
-            }
+            other => return Err(invalid(format!("{} is not a schema statement", other.kind()))),
         };
         if let Some(effects) = self.effects.get() {
             for id in dropped {
@@ -223,6 +229,20 @@ impl SchemaMachine {
             }
         }
         Ok(change)
+    }
+}
+
+impl hayate_cluster::metadata::AppStateMachine for SchemaMachine {
+    fn apply(&self, index: u64, command: &[u8]) -> Vec<u8> {
+        SchemaMachine::apply(self, index, command)
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        SchemaMachine::snapshot(self)
+    }
+
+    fn restore(&self, index: u64, snapshot: &[u8]) -> Result<(), String> {
+        SchemaMachine::restore(self, index, snapshot)
     }
 }
 
@@ -256,7 +276,9 @@ fn error_record(e: &QueryError) -> ErrorRecord {
 /// The proposer's view of what the log's apply answered.
 pub fn decode_answer(answer: &[u8]) -> QueryResult<Option<SchemaChange>> {
     let answer: SchemaAnswer = serde_json::from_slice(answer).map_err(|e| {
-        QueryError::Server(format!("the schema log answered something this node cannot read: {e}"))
+        QueryError::Server(format!(
+            "the schema log answered something this node cannot read: {e}"
+        ))
     })?;
     match answer {
         SchemaAnswer::Changed { change: None } => Ok(None),
@@ -331,7 +353,11 @@ mod tests {
             answers.push(decode_answer(&answer));
         }
         assert!(matches!(answers[1], Ok(Some(_))));
-        assert!(matches!(answers[2], Err(QueryError::AlreadyExists { .. })), "{:?}", answers[2]);
+        assert!(
+            matches!(answers[2], Err(QueryError::AlreadyExists { .. })),
+            "{:?}",
+            answers[2]
+        );
         let (sa, sb) = (a.store().current(), b.store().current());
         assert_eq!(sa.version, sb.version);
         let ta = &sa.keyspaces["ks"].tables["t"];

@@ -10,6 +10,7 @@
 //! read as a new one's.
 
 pub mod ddl;
+pub mod machine;
 pub mod store;
 pub mod system;
 

@@ -97,7 +97,12 @@ fn start(dir: &Path, nodes: Option<usize>, only: Option<usize>, extra: &[String]
     };
     let which: Vec<usize> = match only {
         Some(k) if (1..=cluster.nodes).contains(&k) => vec![k],
-        Some(k) => return Err(format!("--node {k}: the cluster has nodes 1 to {}", cluster.nodes)),
+        Some(k) => {
+            return Err(format!(
+                "--node {k}: the cluster has nodes 1 to {}",
+                cluster.nodes
+            ))
+        }
         None => (1..=cluster.nodes).collect(),
     };
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the hayate binary: {e}"))?;
@@ -134,7 +139,12 @@ fn start(dir: &Path, nodes: Option<usize>, only: Option<usize>, extra: &[String]
             .map_err(|e| format!("cannot start node{k}: {e}"))?;
         fs::write(nd.join("hayate.pid"), child.id().to_string())
             .map_err(|e| format!("cannot write node{k}'s pid file: {e}"))?;
-        println!("node{k}: started on {} (pid {}), log in {}", address(k), child.id(), nd.join("node.log").display());
+        println!(
+            "node{k}: started on {} (pid {}), log in {}",
+            address(k),
+            child.id(),
+            nd.join("node.log").display()
+        );
     }
     wait_ready(dir, &which, cluster.nodes)?;
     let doc = super::status::fetch(SocketAddr::new(address(which[0]), METRICS_PORT))?;
@@ -159,7 +169,10 @@ fn wait_ready(dir: &Path, started: &[usize], nodes: usize) -> Result<(), String>
                 ));
             }
             if Instant::now() > deadline {
-                return Err(format!("node{k} did not open CQL on {addr} in time:\n{}", log_tail(dir, k)));
+                return Err(format!(
+                    "node{k} did not open CQL on {addr} in time:\n{}",
+                    log_tail(dir, k)
+                ));
             }
             std::thread::sleep(POLL_INTERVAL);
         }
@@ -220,7 +233,9 @@ fn stop(dir: &Path, only: Option<usize>) -> Result<(), String> {
             std::thread::sleep(POLL_INTERVAL);
         }
         if alive(pid) {
-            failed.push(format!("node{k} (pid {pid}) did not exit within {STOP_TIMEOUT:?} of SIGTERM"));
+            failed.push(format!(
+                "node{k} (pid {pid}) did not exit within {STOP_TIMEOUT:?} of SIGTERM"
+            ));
             continue;
         }
         let _ = fs::remove_file(node_dir(dir, k).join("hayate.pid"));

@@ -26,7 +26,9 @@ pub fn run(host: IpAddr, port: u16) -> Result<(), String> {
 /// A node's status document.
 pub fn fetch(addr: SocketAddr) -> Result<Value, String> {
     let body = super::http::get(addr, "/status", STATUS_TIMEOUT).map_err(|e| {
-        format!("{e} (is a node running there, with its metrics endpoint on this port? see --host and --port)")
+        format!(
+            "{e} (is a node running there, with its metrics endpoint on this port? see --host and --port)"
+        )
     })?;
     serde_json::from_str(&body).map_err(|e| format!("{addr} answered a status this build cannot read: {e}"))
 }
@@ -70,7 +72,9 @@ pub fn render(doc: &Value) -> String {
                 Some("leaving") => 'L',
                 _ => 'N',
             };
-            let owns = n["owns"].as_f64().map_or("?".to_owned(), |o| format!("{:.1}%", o * 100.0));
+            let owns = n["owns"]
+                .as_f64()
+                .map_or("?".to_owned(), |o| format!("{:.1}%", o * 100.0));
             out.push_str(&format!(
                 "{:<4}{:<16}{:<12}{:<8}{:<9}{:<38}{}\n",
                 format!("{state}{status}"),
@@ -103,8 +107,14 @@ mod tests {
         });
         let text = render(&doc);
         assert!(text.starts_with("Datacenter: dc1\n===============\n"), "{text}");
-        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with('U') || l.starts_with('D')).collect();
-        assert!(rows[0].starts_with("UN  127.0.0.1       1.00 KiB    16      50.0%"), "{text}");
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("UN") || l.starts_with("DN"))
+            .collect();
+        assert!(
+            rows[0].starts_with("UN  127.0.0.1       1.00 KiB    16      50.0%"),
+            "{text}"
+        );
         assert!(rows[1].starts_with("DN  127.0.0.2       3.00 MiB"), "{text}");
     }
 }

@@ -28,6 +28,10 @@ use serde::Deserialize;
 use hayate_storage::config::{BLOCK_SIZE_MAX_BYTES, BLOCK_SIZE_MIN_BYTES};
 use hayate_storage::{DeviceConfig, NamespaceConfig};
 
+mod cluster;
+
+pub use cluster::ClusterConfig;
+
 /// The storage engine namespace the node keeps all tables in; it names the default device
 /// file and the index snapshot (`hayate.dat`, `hayate.index`).
 pub const NAMESPACE_NAME: &str = "hayate";
@@ -60,6 +64,9 @@ const CONFIG_FILE_MAX_BYTES: u64 = 1 << 20;
     about = "A database node with an Aerospike-style storage engine that speaks Cassandra's CQL"
 )]
 pub struct Cli {
+    /// Without a command, `hayate` runs a node.
+    #[command(subcommand)]
+    pub command: Option<crate::tools::Tool>,
     /// A TOML configuration file (see hayate.toml.example); without it every setting has its
     /// default.
     #[arg(long, value_name = "FILE")]
@@ -83,6 +90,21 @@ pub struct Cli {
     /// "info,hayate_storage=debug".
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
+    /// Seed nodes to find the cluster through, comma-separated (`[cluster] seeds`).
+    #[arg(long, value_name = "IP[:PORT],...", value_delimiter = ',')]
+    pub seeds: Option<Vec<String>>,
+    /// The internode port on the listen address (`[cluster] storage_port`).
+    #[arg(long, value_name = "PORT")]
+    pub storage_port: Option<u16>,
+    #[arg(long, value_name = "NAME")]
+    pub data_center: Option<String>,
+    #[arg(long, value_name = "NAME")]
+    pub rack: Option<String>,
+    #[arg(long, value_name = "N")]
+    pub num_tokens: Option<u32>,
+    /// The size of each device file (`[storage] device_size`), e.g. `256MiB`.
+    #[arg(long, value_name = "SIZE", value_parser = ByteSize::parse)]
+    pub device_size: Option<ByteSize>,
 }
 
 /// Everything the node is configured with, defaults filled in.
@@ -100,6 +122,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub auth: AuthConfig,
     pub metrics: MetricsConfig,
+    pub cluster: ClusterConfig,
     /// The file the settings came from, for messages; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -222,7 +245,8 @@ pub enum AuthenticatorKind {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
-    pub listen_address: IpAddr,
+    /// Unset: the node's own listen address, so that nodes on 127.0.0.x do not collide.
+    pub listen_address: Option<IpAddr>,
     /// 0 disables the endpoint.
     pub port: u16,
 }
@@ -239,6 +263,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
             metrics: MetricsConfig::default(),
+            cluster: ClusterConfig::default(),
             source: None,
             warnings: Vec::new(),
         }
@@ -290,7 +315,7 @@ impl Default for AuthConfig {
 impl Default for MetricsConfig {
     fn default() -> MetricsConfig {
         MetricsConfig {
-            listen_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            listen_address: None,
             port: 9180,
         }
     }
@@ -355,6 +380,24 @@ impl Config {
         }
         if let Some(level) = &cli.log_level {
             self.log_level = level.clone();
+        }
+        if let Some(seeds) = &cli.seeds {
+            self.cluster.seeds = seeds.clone();
+        }
+        if let Some(port) = cli.storage_port {
+            self.cluster.storage_port = port;
+        }
+        if let Some(dc) = &cli.data_center {
+            self.cluster.data_center = dc.clone();
+        }
+        if let Some(rack) = &cli.rack {
+            self.cluster.rack = rack.clone();
+        }
+        if let Some(n) = cli.num_tokens {
+            self.cluster.num_tokens = n;
+        }
+        if let Some(size) = cli.device_size {
+            self.storage.device_size_bytes = size;
         }
     }
 
@@ -496,9 +539,26 @@ impl Config {
             ));
         }
 
+        if let Some((key, value, reason)) = self.cluster.check() {
+            return Err(invalid(key, value, reason));
+        }
+        if self.listen_address.is_unspecified() {
+            return Err(invalid(
+                "listen_address",
+                self.listen_address.to_string(),
+                "must be this node's own address: other nodes reach it there (use 127.0.0.1 for a node of one)".into(),
+            ));
+        }
+        if self.cluster.storage_port == self.cql_port {
+            return Err(invalid(
+                "cluster.storage_port",
+                self.cluster.storage_port.to_string(),
+                "is cql_port too; give internode traffic its own port (7000 is the default)".into(),
+            ));
+        }
         if self.metrics.port != 0
             && self.metrics.port == self.cql_port
-            && addresses_overlap(self.metrics.listen_address, self.listen_address)
+            && addresses_overlap(self.metrics_listen_address(), self.listen_address)
         {
             return Err(invalid(
                 "metrics.port",
@@ -537,9 +597,18 @@ impl Config {
         SocketAddr::new(self.listen_address, self.cql_port)
     }
 
+    fn metrics_listen_address(&self) -> IpAddr {
+        self.metrics.listen_address.unwrap_or(self.listen_address)
+    }
+
     /// The metrics endpoint's address, or `None` when it is disabled.
     pub fn metrics_address(&self) -> Option<SocketAddr> {
-        (self.metrics.port != 0).then(|| SocketAddr::new(self.metrics.listen_address, self.metrics.port))
+        (self.metrics.port != 0).then(|| SocketAddr::new(self.metrics_listen_address(), self.metrics.port))
+    }
+
+    /// The internode address (TCP messages, UDP gossip).
+    pub fn storage_address(&self) -> SocketAddr {
+        SocketAddr::new(self.listen_address, self.cluster.storage_port)
     }
 
     /// Where roles and their password hashes are kept.
@@ -822,7 +891,7 @@ mod tests {
     #[test]
     fn the_example_file_is_the_defaults() {
         // The example documents every key with its default: if the two disagree, one is wrong.
-        let text = include_str!("../../../hayate.toml.example");
+        let text = include_str!("../../../../hayate.toml.example");
         let uncommented: String = text
             .lines()
             .filter_map(|l| {
@@ -842,7 +911,7 @@ mod tests {
     fn a_full_file_sets_everything() {
         let text = r#"
             cluster_name = "test cluster"
-            listen_address = "0.0.0.0"
+            listen_address = "10.1.2.3"
             cql_port = 19042
             data_dir = "/var/lib/hayate"
             log_level = "debug"
@@ -880,11 +949,43 @@ mod tests {
             [metrics]
             listen_address = "::1"
             port = 0
+
+            [cluster]
+            seeds = ["10.1.2.3", "10.1.2.4:7001"]
+            data_center = "dc2"
+            rack = "r7"
+            num_tokens = 8
+            storage_port = 7001
+            write_request_timeout_ms = 1000
+            read_request_timeout_ms = 3000
+            range_request_timeout_ms = 6000
+            max_hint_window_ms = 60000
+            hinted_handoff_throttle = "1MiB"
+            max_hints_size_per_host = "100MiB"
+            formation_wait_ms = 500
         "#;
         let config = Config::from_toml(text, Some(Path::new("full.toml"))).expect("parses");
         config.validate().expect("valid");
         assert_eq!(config.cluster_name, "test cluster");
-        assert_eq!(config.cql_address(), "0.0.0.0:19042".parse().expect("address"));
+        assert_eq!(config.cql_address(), "10.1.2.3:19042".parse().expect("address"));
+        assert_eq!(
+            config.storage_address(),
+            "10.1.2.3:7001".parse().expect("address")
+        );
+        assert_eq!(
+            config.cluster.seed_addresses(config.storage_address()),
+            Ok(vec![
+                "10.1.2.3:7001".parse().expect("address"),
+                "10.1.2.4:7001".parse().expect("address")
+            ])
+        );
+        assert_eq!(
+            (config.cluster.data_center.as_str(), config.cluster.rack.as_str()),
+            ("dc2", "r7")
+        );
+        assert_eq!(config.cluster.num_tokens, 8);
+        assert_eq!(config.cluster.write_timeout(), std::time::Duration::from_secs(1));
+        assert_eq!(config.cluster.hinted_handoff_throttle_bytes, ByteSize(1 << 20));
         assert_eq!(config.log_level, "debug");
         assert_eq!(config.limits.max_frame_bytes, ByteSize(1 << 20));
         assert_eq!(config.limits.max_connections, 100);
