@@ -87,6 +87,7 @@ impl ClusterNode {
             MetadataConfig::new(info.clone(), config.data_dir.join("metadata")),
             Arc::new(rpc::Rpc {
                 messaging: messaging.clone(),
+                membership: membership.clone(),
             }),
             schema.clone(),
         )

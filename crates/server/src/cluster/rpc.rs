@@ -59,11 +59,23 @@ pub async fn call(
 /// Raft's messages over the internode messaging.
 pub struct Rpc {
     pub messaging: Arc<Messaging>,
+    /// Gossip's view: a message to a node it knows to be down is not sent, so that Raft hears
+    /// "unreachable" at once rather than a timeout that could mean the answer was lost.
+    pub membership: hayate_cluster::membership::Membership,
 }
 
 impl MetadataRpc for Rpc {
     fn call(&self, to: HostId, payload: Vec<u8>, timeout: Duration) -> BoxFuture<Result<Vec<u8>, RpcError>> {
         let messaging = self.messaging.clone();
-        Box::pin(async move { call(&messaging, to, TAG_RAFT, &payload, timeout).await })
+        let known_down = self.membership.peer(to).is_some_and(|p| !p.alive);
+        Box::pin(async move {
+            if known_down {
+                return Err(RpcError::Unreachable {
+                    host: to,
+                    reason: "the failure detector has it down".into(),
+                });
+            }
+            call(&messaging, to, TAG_RAFT, &payload, timeout).await
+        })
     }
 }
