@@ -27,25 +27,39 @@ impl Coordinator {
             RangeStart::Token(t) => *t,
             RangeStart::After(p) => p.token,
         };
-        // Consecutive vnode ranges with the same replicas are read as one piece.
+        // Each vnode range is asked of the replicas the level needs; consecutive ranges asked
+        // of the same nodes are read as one piece (at ONE on a replica, the whole scan is one
+        // local read). Every range is checked for enough live replicas before anything is read.
+        let block_for = block_for(cl, replication, &self.local_dc);
         let mut pieces: Vec<(i64, Vec<HostId>)> = Vec::new();
+        let mut plan = |end: i64, replicas: &[HostId]| -> Result<(), CoordinatorError> {
+            let states = topology.states(replicas, self.local, &*self.liveness);
+            if let Err(u) = assure_sufficient_live(cl, replication, &self.local_dc, &states) {
+                add(&self.metrics.unavailable, 1);
+                return Err(CoordinatorError::Unavailable(u));
+            }
+            let candidates = self.candidates(&topology, replicas, cl);
+            let mut targets = self.contacts(&topology, &candidates, cl, replication, block_for);
+            targets.sort_unstable();
+            match pieces.last_mut() {
+                Some((last_end, last)) if *last == targets => *last_end = end,
+                _ => pieces.push((end, targets)),
+            }
+            Ok(())
+        };
         if matches!(replication, Replication::Local) {
-            pieces.push((range.end_token, vec![self.local]));
+            plan(range.end_token, &[self.local])?;
         } else {
             let map = topology.map(replication);
             for (r, replicas) in map.ranges_between(start_token, range.end_token) {
-                let end = r.end_inclusive.min(range.end_token);
-                match pieces.last_mut() {
-                    Some((last_end, last)) if last.as_slice() == replicas => *last_end = end,
-                    _ => pieces.push((end, replicas.to_vec())),
-                }
+                plan(r.end_inclusive.min(range.end_token), replicas)?;
             }
         }
         let now_s = self.clock.now_s();
         let mut out = ReadResult::default();
         let mut live = 0usize;
         let mut from = range.start.clone();
-        for (end, replicas) in pieces {
+        for (end, targets) in pieces {
             loop {
                 let piece = RangeRead {
                     table: range.table,
@@ -53,9 +67,7 @@ impl Coordinator {
                     end_token: end,
                     limit: range.limit - live,
                 };
-                let result = self
-                    .read_range_piece(&topology, replication, cl, &replicas, piece)
-                    .await?;
+                let result = self.read_range_piece(cl, &targets, piece).await?;
                 live += result.rows.iter().filter(|r| r.row.is_live(now_s)).count();
                 let last = result.rows.last().map(|r| r.position());
                 out.rows.extend(result.rows);
@@ -76,24 +88,14 @@ impl Coordinator {
         Ok(out)
     }
 
-    /// Reads one piece of a token range from the replicas the level needs.
+    /// Reads one piece of a token range from `targets`, the replicas the level needs.
     async fn read_range_piece(
         &self,
-        topology: &super::Topology,
-        replication: &Replication,
         cl: ConsistencyLevel,
-        replicas: &[HostId],
+        targets: &[HostId],
         piece: RangeRead,
     ) -> Result<ReadResult, CoordinatorError> {
-        let states = topology.states(replicas, self.local, &*self.liveness);
-        if let Err(u) = assure_sufficient_live(cl, replication, &self.local_dc, &states) {
-            add(&self.metrics.unavailable, 1);
-            return Err(CoordinatorError::Unavailable(u));
-        }
         let command = ReadCommand::Range(piece);
-        let block_for = block_for(cl, replication, &self.local_dc);
-        let candidates = self.candidates(topology, replicas, cl);
-        let targets = self.contacts(topology, &candidates, cl, replication, block_for);
         if targets.len() <= 1 && targets.first().is_none_or(|&h| h == self.local) {
             return self
                 .replica

@@ -132,6 +132,15 @@ impl Coordinator {
         }
         let candidates = self.candidates(&topology, replicas, cl);
         let targets = self.contacts(&topology, &candidates, cl, replication, block_for);
+        if targets == [self.local] && request.speculative_retry != SpeculativeRetry::Always {
+            // The level needs one answer and this node is a replica (a token-aware driver at
+            // ONE or LOCAL_ONE): its own read is the answer, with nothing to compare.
+            return self
+                .replica
+                .read(&request.command)
+                .map(ReadResult::from)
+                .map_err(CoordinatorError::Replica);
+        }
         let block_for = targets.len().max(1);
         let started = Instant::now();
         let deadline = started + self.config.read_timeout;
