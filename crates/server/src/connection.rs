@@ -20,7 +20,7 @@
 //! ERROR on its stream and the connection keeps going: the length in the header was honoured.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use hayate_cql::error::WireError;
@@ -167,29 +167,4 @@ fn refuse(session: &Session, e: &FrameError, max_frame_bytes: usize) {
     };
     tracing::debug!(peer = %session.peer, "closing connection: {message}");
     session.send(e.stream(), &Response::Error(WireError::protocol(message)));
-}
-
-/// A place responses can be queued from any thread.
-#[derive(Clone)]
-pub struct Outbox {
-    tx: Arc<Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>>,
-}
-
-impl Outbox {
-    pub fn new(tx: mpsc::UnboundedSender<Vec<u8>>) -> Outbox {
-        Outbox {
-            tx: Arc::new(Mutex::new(Some(tx))),
-        }
-    }
-
-    /// Queues whole frames; silently dropped once the connection is gone.
-    pub fn push(&self, frames: Vec<u8>) {
-        if let Some(tx) = self.tx.lock().expect("outbox lock poisoned").as_ref() {
-            let _ = tx.send(frames);
-        }
-    }
-
-    pub fn close(&self) {
-        self.tx.lock().expect("outbox lock poisoned").take();
-    }
 }

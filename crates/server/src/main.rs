@@ -218,7 +218,7 @@ async fn start(
     node.cluster
         .membership
         .set_schema_version(node.schema.current().version);
-    cluster::tasks::spawn(&node);
+    node::tasks::spawn(&node);
     if let Some(addr) = node.config.metrics_address() {
         // A weak reference: the endpoint's thread outlives the node, which shutdown must own
         // alone to close the engine and save the index.

@@ -1,12 +1,12 @@
 //! The node's part in the cluster: the internode transport, gossip, the metadata log and the
-//! replica service, wired together ([`ClusterNode::start`]); joining ([`join`]); what the node
-//! tells drivers about the others ([`view`]); and the tasks that keep the coordinator's ring,
-//! the transport's addresses and the drivers' events in step with the cluster ([`tasks`]).
+//! replica service, wired together ([`ClusterNode::start`]); joining ([`join`]); and what the
+//! node tells drivers about the others ([`view`]). The tasks that keep the coordinator's ring,
+//! the transport's addresses and the drivers' events in step with the cluster are the node's
+//! (`crate::node::tasks`).
 
 pub mod join;
 mod liveness;
 pub mod rpc;
-pub mod tasks;
 pub mod view;
 
 use std::sync::Arc;
@@ -46,7 +46,7 @@ pub fn node_info(config: &Config, host_id: HostId) -> NodeInfo {
         listen_address: config.listen_address,
         storage_port: config.cluster.storage_port,
         cql_address: config.cql_address(),
-        release_version: crate::node::RELEASE_VERSION.to_owned(),
+        release_version: crate::system::RELEASE_VERSION.to_owned(),
     }
 }
 

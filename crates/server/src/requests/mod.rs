@@ -31,7 +31,6 @@ use hayate_cql::response::result::ResultBody;
 use hayate_cql::statement::Statement;
 
 use crate::auth::{AuthenticatedRole, SaslExchange};
-use crate::connection::Outbox;
 use crate::error::{invalid, QueryResult};
 use crate::node::Node;
 use crate::query::{modify, select};
@@ -305,5 +304,30 @@ impl Session {
             (Request::Execute(e), Phase::Ready) => execute::handle(self, e).await,
             (Request::Batch(b), Phase::Ready) => ("batch", batch::handle(self, b).await),
         }
+    }
+}
+
+/// A place responses can be queued from any thread.
+#[derive(Clone)]
+pub struct Outbox {
+    tx: Arc<Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>>,
+}
+
+impl Outbox {
+    pub fn new(tx: mpsc::UnboundedSender<Vec<u8>>) -> Outbox {
+        Outbox {
+            tx: Arc::new(Mutex::new(Some(tx))),
+        }
+    }
+
+    /// Queues whole frames; silently dropped once the connection is gone.
+    pub fn push(&self, frames: Vec<u8>) {
+        if let Some(tx) = self.tx.lock().expect("outbox lock poisoned").as_ref() {
+            let _ = tx.send(frames);
+        }
+    }
+
+    pub fn close(&self) {
+        self.tx.lock().expect("outbox lock poisoned").take();
     }
 }

@@ -14,6 +14,9 @@ use crate::schema::{ddl, ColumnKind, OptionValue, Schema, Table, VirtualKind};
 
 /// The CQL version drivers see.
 pub const CQL_VERSION: &str = "3.4.6";
+/// The Cassandra version drivers see: 4.x makes them read `system_schema` and
+/// `system_virtual_schema` (their modern schema parsers) and cqlsh describe on the server.
+pub const RELEASE_VERSION: &str = "4.1.5";
 
 /// A node as `system.local` and `system.peers(_v2)` describe it.
 #[derive(Clone, Debug)]

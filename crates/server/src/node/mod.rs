@@ -1,6 +1,9 @@
 //! The node: everything a request may need, shared by every connection. Only the request
 //! layer (`requests/`) sees the whole node; it hands each statement the narrow handles it
-//! needs (the coordinator, the schema log, the role store).
+//! needs (the coordinator, the schema log, the role store). [`tasks`] keeps the node in step
+//! with its cluster.
+
+pub mod tasks;
 
 use std::path::Path;
 use std::sync::{Arc, Weak};
@@ -22,9 +25,6 @@ use crate::prepared::PreparedCache;
 use crate::schema::machine::SchemaEffects;
 use crate::schema::SchemaStore;
 
-/// The Cassandra version drivers see: 4.x makes them read `system_schema` and
-/// `system_virtual_schema` (their modern schema parsers) and cqlsh describe on the server.
-pub const RELEASE_VERSION: &str = "4.1.5";
 /// EVENT frames a slow client may fall behind by before it misses some.
 const EVENT_QUEUE_MAX: usize = 1024;
 
