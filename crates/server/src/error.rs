@@ -30,7 +30,8 @@ pub enum QueryError {
     Server(String),
     /// 0x2500: a prepared statement this node does not know.
     Unprepared { id: Vec<u8>, message: String },
-    /// 0x1000, 0x1100, 0x1200: the replicas could not meet the consistency level.
+    /// 0x1000, 0x1100, 0x1200, 0x1300, 0x1500: the replicas could not meet the consistency
+    /// level (too few alive, too slow, or failed).
     Coordinator(CoordinatorError),
 }
 
@@ -133,6 +134,32 @@ fn coordinator_body(e: &CoordinatorError) -> ErrorBody {
             consistency: to_wire_consistency(*consistency),
             received: count(*received),
             block_for: count(*block_for),
+            data_present: *data_present,
+        },
+        CoordinatorError::WriteFailure {
+            consistency,
+            received,
+            block_for,
+            failures,
+            write_type,
+        } => ErrorBody::WriteFailure {
+            consistency: to_wire_consistency(*consistency),
+            received: count(*received),
+            block_for: count(*block_for),
+            num_failures: count(*failures),
+            write_type: to_wire_write_type(*write_type),
+        },
+        CoordinatorError::ReadFailure {
+            consistency,
+            received,
+            block_for,
+            failures,
+            data_present,
+        } => ErrorBody::ReadFailure {
+            consistency: to_wire_consistency(*consistency),
+            received: count(*received),
+            block_for: count(*block_for),
+            num_failures: count(*failures),
             data_present: *data_present,
         },
         _ => ErrorBody::ServerError,

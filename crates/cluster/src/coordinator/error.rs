@@ -56,7 +56,23 @@ pub enum CoordinatorError {
         /// The replica asked for data answered (the missing answers were digests).
         data_present: bool,
     },
-    /// A replica refused or failed the request, so that the level cannot be met.
+    /// Replicas failed (or went down) before answering, so that the level cannot be met.
+    WriteFailure {
+        consistency: ConsistencyLevel,
+        received: usize,
+        block_for: usize,
+        failures: usize,
+        write_type: WriteType,
+    },
+    ReadFailure {
+        consistency: ConsistencyLevel,
+        received: usize,
+        block_for: usize,
+        failures: usize,
+        data_present: bool,
+    },
+    /// A replica refused the request for a reason the client must hear as it is (the device
+    /// is full, a key is too large), so that the level cannot be met.
     Replica(ReplicaError),
     /// The request cannot be coordinated as asked (e.g. ANY for a read).
     Invalid(String),
@@ -73,6 +89,15 @@ impl fmt::Display for CoordinatorError {
             | CoordinatorError::ReadTimeout { received, .. } => {
                 write!(f, "Operation timed out - received only {received} responses.")
             }
+            CoordinatorError::WriteFailure {
+                failures, received, ..
+            }
+            | CoordinatorError::ReadFailure {
+                failures, received, ..
+            } => write!(
+                f,
+                "Operation failed - received {received} responses and {failures} failures"
+            ),
             CoordinatorError::Replica(e) => write!(f, "{e}"),
             CoordinatorError::Invalid(m) => f.write_str(m),
         }

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::mpsc;
 
-use crate::message::{Message, RequestId};
+use crate::message::{Kind, Message, RequestId};
 use crate::node::HostId;
+use crate::replica::{ReplicaError, ReplicaErrorKind};
 use crate::transport::{Inbox, Lane, Transport};
 
 /// Requests waiting for an answer at once, across the node; past this, new requests are
@@ -29,12 +30,20 @@ pub trait RequestHandler: Send + Sync + 'static {
     fn handle(&self, from: HostId, message: Message);
 }
 
+/// A request waiting for its answer: to whom it went, what kind of answer it expects, and
+/// where the answer goes.
+struct Pending {
+    to: HostId,
+    kind: Kind,
+    reply_to: mpsc::UnboundedSender<Reply>,
+}
+
 pub struct Messaging {
     local: HostId,
     transport: RwLock<Option<Arc<dyn Transport>>>,
     handler: RwLock<Option<Arc<dyn RequestHandler>>>,
     next_id: AtomicU64,
-    pending: Mutex<HashMap<RequestId, (HostId, mpsc::UnboundedSender<Reply>)>>,
+    pending: Mutex<HashMap<RequestId, Pending>>,
 }
 
 impl Messaging {
@@ -85,6 +94,7 @@ impl Messaging {
     ) -> Option<RequestId> {
         let transport = self.transport()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = make(id);
         {
             let mut pending = self.pending.lock().expect("pending lock poisoned");
             if pending.len() >= PENDING_REQUESTS_MAX {
@@ -93,9 +103,16 @@ impl Messaging {
                 );
                 return None;
             }
-            pending.insert(id, (to, reply_to.clone()));
+            pending.insert(
+                id,
+                Pending {
+                    to,
+                    kind: message.kind(),
+                    reply_to: reply_to.clone(),
+                },
+            );
         }
-        transport.send(to, lane, make(id));
+        transport.send(to, lane, message);
         Some(id)
     }
 
@@ -110,6 +127,48 @@ impl Messaging {
         let mut pending = self.pending.lock().expect("pending lock poisoned");
         for id in ids {
             pending.remove(id);
+        }
+    }
+
+    /// `host` went down (the failure detector convicted it): every request waiting for its
+    /// answer gets an `Unreachable` error now instead of waiting out its timeout, so that a
+    /// coordinator asks another replica, hints, or fails at once.
+    pub fn fail_requests_to(&self, host: HostId) {
+        let failed: Vec<(RequestId, Pending)> = {
+            let mut pending = self.pending.lock().expect("pending lock poisoned");
+            let ids: Vec<RequestId> = pending
+                .iter()
+                .filter(|(_, p)| p.to == host)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| pending.remove(&id).map(|p| (id, p)))
+                .collect()
+        };
+        let error = || {
+            ReplicaError::new(
+                ReplicaErrorKind::Unreachable,
+                format!("node {host} went down before it answered"),
+            )
+        };
+        for (id, p) in failed {
+            let answer = match p.kind {
+                Kind::MutationRequest => Message::MutationResponse {
+                    id,
+                    result: Err(error()),
+                },
+                Kind::ReadRequest => Message::ReadResponse {
+                    id,
+                    result: Err(error()),
+                },
+                // An empty metadata answer: no real one is empty (they are JSON).
+                Kind::MetadataRequest => Message::MetadataResponse {
+                    id,
+                    payload: Vec::new(),
+                },
+                _ => continue,
+            };
+            let _ = p.reply_to.send((host, answer));
         }
     }
 
@@ -129,8 +188,8 @@ impl Inbox for Messaging {
                 let waiter = self.pending.lock().expect("pending lock poisoned").remove(id);
                 match waiter {
                     // An answer from another node than the one asked is not the answer.
-                    Some((to, tx)) if to == from => {
-                        let _ = tx.send((from, message));
+                    Some(p) if p.to == from => {
+                        let _ = p.reply_to.send((from, message));
                     }
                     Some(_) => tracing::warn!(%from, id, "an answer came from a node that was not asked"),
                     None => {}

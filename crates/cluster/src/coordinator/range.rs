@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use super::merge::merge;
 use super::messaging::{Reply, Waiting};
 use super::metrics::add;
+use super::read::read_failure;
 use super::{Coordinator, CoordinatorError, ReadRequest, ReadResult};
 use crate::consistency::{assure_sufficient_live, block_for, ConsistencyLevel, Replication};
 use crate::message::{Message, ReadReply};
@@ -121,10 +122,10 @@ impl Coordinator {
         }
         let mut responses: Vec<(HostId, ReadResponse)> = Vec::with_capacity(targets.len());
         if targets.contains(&self.local) {
-            responses.push((
-                self.local,
-                self.replica.read(&command).map_err(CoordinatorError::Replica)?,
-            ));
+            match self.replica.read(&command) {
+                Ok(r) => responses.push((self.local, r)),
+                Err(e) => return Err(read_failure(e, cl, 0, targets.len(), 1, false)),
+            }
         }
         let started = Instant::now();
         while asked > 0 {
@@ -135,7 +136,16 @@ impl Coordinator {
                     match result {
                         Ok(ReadReply::Data(r)) => responses.push((from, r)),
                         Ok(ReadReply::Digest { .. }) => {}
-                        Err(e) => return Err(CoordinatorError::Replica(e)),
+                        Err(e) => {
+                            return Err(read_failure(
+                                e,
+                                cl,
+                                responses.len(),
+                                targets.len(),
+                                1,
+                                !responses.is_empty(),
+                            ))
+                        }
                     }
                 }
                 Ok(Some(_)) => {}

@@ -18,7 +18,7 @@ use crate::consistency::{
 };
 use crate::message::{digest, Message, ReadReply};
 use crate::node::HostId;
-use crate::replica::{ReadCommand, ReadResponse, ReplicaError};
+use crate::replica::{ReadCommand, ReadResponse, ReplicaError, ReplicaErrorKind};
 use crate::transport::Lane;
 
 impl Coordinator {
@@ -187,6 +187,7 @@ impl Coordinator {
             }
         }
         let mut spare = candidates.iter().filter(|h| !targets.contains(h)).copied();
+        let mut failures = usize::from(error.is_some());
         let mut speculate_at = self
             .speculation_delay(request.speculative_retry)
             .map(|d| started + d);
@@ -195,21 +196,33 @@ impl Coordinator {
             if data.is_some() && received >= block_for {
                 break;
             }
-            if let Some(e) = &error {
-                if asked.is_empty() {
-                    return Err(CoordinatorError::Replica(e.clone()));
+            if asked.is_empty() {
+                if let Some(e) = error.take() {
+                    // Nobody left to ask: the failures made the level impossible.
+                    return Err(read_failure(e, cl, received, block_for, failures, data.is_some()));
                 }
             }
             let wake = speculate_at.map_or(deadline, |s| s.min(deadline));
             match tokio::time::timeout_at(wake, rx.recv()).await {
                 Ok(Some((from, Message::ReadResponse { result, .. }))) => {
                     asked.retain(|&h| h != from);
-                    self.record_replica_latency(started.elapsed());
+                    if result.is_ok() {
+                        self.record_replica_latency(started.elapsed());
+                    }
                     match result {
                         Ok(ReadReply::Data(r)) if data.is_none() => data = Some((from, r)),
                         Ok(ReadReply::Data(r)) => digests.push((from, digest(&r))),
                         Ok(ReadReply::Digest { digest: d, .. }) => digests.push((from, d)),
-                        Err(e) => error = Some(e),
+                        Err(e) => {
+                            // Another replica answers in its place, if there is one.
+                            failures += 1;
+                            if let Some(extra) = spare.next() {
+                                if send(extra, data.is_some(), &mut waiting) {
+                                    asked.push(extra);
+                                }
+                            }
+                            error = Some(e);
+                        }
                     }
                 }
                 Ok(Some(_)) => {}
@@ -241,7 +254,7 @@ impl Coordinator {
             if host == self.local {
                 match self.replica.read(&request.command) {
                     Ok(r) => responses.push((host, r)),
-                    Err(e) => return Err(CoordinatorError::Replica(e)),
+                    Err(e) => return Err(read_failure(e, cl, responses.len(), block_for, 1, true)),
                 }
             } else if send(host, false, &mut waiting) {
                 full_asked += 1;
@@ -260,7 +273,7 @@ impl Coordinator {
                     }
                     // A late digest from the first round.
                     Ok(ReadReply::Digest { .. }) => {}
-                    Err(e) => return Err(CoordinatorError::Replica(e)),
+                    Err(e) => return Err(read_failure(e, cl, responses.len(), block_for, 1, true)),
                 },
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => return Err(timeout(responses.len(), true)),
@@ -279,5 +292,27 @@ impl Coordinator {
             return Err(timeout(block_for.saturating_sub(unacknowledged), true));
         }
         Ok(merged.result)
+    }
+}
+
+/// The error for a read that failures made impossible: a refusal the client must hear as it is,
+/// or Cassandra's read failure.
+pub(super) fn read_failure(
+    e: ReplicaError,
+    consistency: ConsistencyLevel,
+    received: usize,
+    block_for: usize,
+    failures: usize,
+    data_present: bool,
+) -> CoordinatorError {
+    match e.kind {
+        ReplicaErrorKind::Refused | ReplicaErrorKind::Invalid => CoordinatorError::Replica(e),
+        _ => CoordinatorError::ReadFailure {
+            consistency,
+            received,
+            block_for,
+            failures,
+            data_present,
+        },
     }
 }

@@ -16,7 +16,7 @@ use crate::consistency::{
 };
 use crate::message::Message;
 use crate::node::HostId;
-use crate::replica::{Mutation, ReplicaError};
+use crate::replica::{Mutation, ReplicaError, ReplicaErrorKind};
 use crate::transport::Lane;
 
 /// Acknowledgements counted the way the level counts them.
@@ -27,6 +27,7 @@ struct Acks<'a> {
     /// EACH_QUORUM: per data center, needed and received.
     each: BTreeMap<String, (usize, usize)>,
     received: usize,
+    failures: usize,
     error: Option<ReplicaError>,
 }
 
@@ -45,6 +46,7 @@ impl<'a> Acks<'a> {
             block_for,
             each,
             received: 0,
+            failures: 0,
             error: None,
         }
     }
@@ -66,7 +68,25 @@ impl<'a> Acks<'a> {
     }
 
     fn fail(&mut self, e: ReplicaError) {
+        self.failures += 1;
         self.error.get_or_insert(e);
+    }
+
+    /// The error for a write the failures made impossible: a refusal the client must hear
+    /// as it is (device full), or Cassandra's write failure.
+    fn failure(&mut self, write_type: WriteType) -> CoordinatorError {
+        match self.error.take() {
+            Some(e) if matches!(e.kind, ReplicaErrorKind::Refused | ReplicaErrorKind::Invalid) => {
+                CoordinatorError::Replica(e)
+            }
+            _ => CoordinatorError::WriteFailure {
+                consistency: self.cl,
+                received: self.received,
+                block_for: self.block_for,
+                failures: self.failures,
+                write_type,
+            },
+        }
     }
 
     fn satisfied(&self) -> bool {
@@ -200,18 +220,27 @@ impl Coordinator {
                 .iter()
                 .filter(|&&h| counts(cl, topology.data_center(h), &self.local_dc))
                 .count();
-            if acks.received + countable < block_for && acks.each.is_empty() {
-                if let Some(e) = acks.error.take() {
-                    return Err(CoordinatorError::Replica(e));
-                }
+            if acks.received + countable < block_for && acks.each.is_empty() && acks.failures > 0 {
+                // The level is out of reach: the replicas still to answer may apply the write
+                // (and get a hint if they do not), but the client hears now, not at the timeout.
+                self.hint_stragglers(waiting.take(), rx, outstanding, &mutations, now_us, deadline);
+                return Err(acks.failure(write_type));
             }
             match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some((from, Message::MutationResponse { result, .. }))) => {
                     outstanding.retain(|&h| h != from);
-                    self.record_replica_latency(started.elapsed());
                     match result {
-                        Ok(()) => acks.ack(topology.data_center(from)),
-                        Err(e) => acks.fail(e),
+                        Ok(()) => {
+                            self.record_replica_latency(started.elapsed());
+                            acks.ack(topology.data_center(from));
+                        }
+                        Err(e) => {
+                            if e.kind == ReplicaErrorKind::Unreachable {
+                                // It went down: it may or may not have the write.
+                                self.hint(from, &mutations, now_us);
+                            }
+                            acks.fail(e);
+                        }
                     }
                 }
                 Ok(Some(_)) => {}
@@ -229,29 +258,47 @@ impl Coordinator {
                 }
             }
         }
-        if !outstanding.is_empty() {
-            // The level is met; the replicas still to answer get a hint if they do not by the
-            // timeout. This waits in the background, holding no request.
-            if let (Some(hinter), Some(waiting)) = (self.hinter.clone(), waiting) {
-                let mutations = Arc::new(mutations);
-                tokio::spawn(async move {
-                    let _waiting = waiting;
-                    while !outstanding.is_empty() {
-                        match tokio::time::timeout_at(deadline, rx.recv()).await {
-                            Ok(Some((from, Message::MutationResponse { .. }))) => {
-                                outstanding.retain(|&h| h != from)
-                            }
-                            Ok(Some(_)) => {}
-                            Ok(None) | Err(_) => break,
+        // The level is met; the replicas still to answer get a hint if they do not by the
+        // timeout. This waits in the background, holding no request.
+        self.hint_stragglers(waiting, rx, outstanding, &mutations, now_us, deadline);
+        Ok(())
+    }
+
+    /// Waits in the background, until `deadline`, for the replicas still to acknowledge a
+    /// write, and hints those that do not (or that went down).
+    fn hint_stragglers(
+        &self,
+        waiting: Option<Waiting>,
+        mut rx: mpsc::UnboundedReceiver<Reply>,
+        mut outstanding: Vec<HostId>,
+        mutations: &[Mutation],
+        now_us: i64,
+        deadline: Instant,
+    ) {
+        if outstanding.is_empty() {
+            return;
+        }
+        let (Some(hinter), Some(waiting)) = (self.hinter.clone(), waiting) else {
+            return;
+        };
+        let mutations: Arc<[Mutation]> = mutations.into();
+        tokio::spawn(async move {
+            let _waiting = waiting;
+            while !outstanding.is_empty() {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some((from, Message::MutationResponse { result, .. }))) => {
+                        if result.is_ok() {
+                            outstanding.retain(|&h| h != from);
                         }
                     }
-                    for host in outstanding {
-                        hinter.hint(host, &mutations, now_us);
-                    }
-                });
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
+                }
             }
-        }
-        Ok(())
+            for host in outstanding {
+                hinter.hint(host, &mutations, now_us);
+            }
+        });
     }
 
     /// Stores a hint for `host` if this node keeps hints; true if one was stored.

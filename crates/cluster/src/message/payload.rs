@@ -65,6 +65,7 @@ const REPLY_DIGEST: u8 = 1;
 const ERROR_REFUSED: u8 = 0;
 const ERROR_INVALID: u8 = 1;
 const ERROR_FAILED: u8 = 2;
+const ERROR_UNREACHABLE: u8 = 3;
 
 /// Appends the payload of `message`.
 pub(super) fn encode(message: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
@@ -392,6 +393,7 @@ fn put_replica_error(out: &mut Vec<u8>, e: &ReplicaError) {
             ReplicaErrorKind::Refused => ERROR_REFUSED,
             ReplicaErrorKind::Invalid => ERROR_INVALID,
             ReplicaErrorKind::Failed => ERROR_FAILED,
+            ReplicaErrorKind::Unreachable => ERROR_UNREACHABLE,
         },
     );
     let mut end = e.message.len().min(ERROR_MESSAGE_BYTES_MAX);
@@ -407,6 +409,7 @@ fn get_replica_error(r: &mut Reader<'_>) -> Result<ReplicaError, DecodeError> {
         ERROR_REFUSED => ReplicaErrorKind::Refused,
         ERROR_INVALID => ReplicaErrorKind::Invalid,
         ERROR_FAILED => ReplicaErrorKind::Failed,
+        ERROR_UNREACHABLE => ReplicaErrorKind::Unreachable,
         tag => {
             return Err(DecodeError::BadTag {
                 what: "replica error kind",

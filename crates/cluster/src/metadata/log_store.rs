@@ -138,6 +138,13 @@ impl LogStore {
         self.inner.lock().expect("a metadata log operation panicked")
     }
 
+    /// True if the log holds entries or was purged after a snapshot: this node has been part
+    /// of a cluster.
+    pub(crate) fn has_history(&self) -> bool {
+        let inner = self.lock();
+        !inner.entries.is_empty() || inner.purged.is_some()
+    }
+
     /// Runs `f` on a blocking thread with the log locked; a failure becomes openraft's error
     /// about `subject`.
     async fn blocking<T, F>(

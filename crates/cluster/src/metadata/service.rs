@@ -58,6 +58,9 @@ struct Inner {
     /// Serializes the changes of Raft's voters and learners that this node makes as leader:
     /// openraft refuses a second one while the first is in progress.
     membership_changes: Mutex<()>,
+    /// The log or a snapshot on disk at open: openraft loads them in the background, so its
+    /// metrics may not show the membership yet right after `open`.
+    was_member: bool,
 }
 
 /// A node's part in the metadata log.
@@ -162,12 +165,12 @@ impl Metadata {
         let raft_config = Arc::new(config.raft_config()?);
         let dir = config.dir.clone();
         let (published_tx, published) = watch::channel(Arc::new(ClusterMetadata::default()));
-        let (log, state_machine) = tokio::task::spawn_blocking(move || {
+        let (log, state_machine, was_member) = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
-            Ok::<_, MetadataError>((
-                LogStore::open(&dir)?,
-                StateMachine::open(&dir, app, published_tx)?,
-            ))
+            let log = LogStore::open(&dir)?;
+            let state_machine = StateMachine::open(&dir, app, published_tx)?;
+            let was_member = log.has_history() || state_machine.has_snapshot();
+            Ok::<_, MetadataError>((log, state_machine, was_member))
         })
         .await
         .map_err(|e| MetadataError::Stopped {
@@ -191,6 +194,7 @@ impl Metadata {
                 rpc,
                 published,
                 membership_changes: Mutex::new(()),
+                was_member,
             }),
         })
     }
@@ -202,6 +206,9 @@ impl Metadata {
     /// True once this node has been part of a cluster: initialized here, or added by a member
     /// (its log or snapshot names voters).
     pub fn is_member(&self) -> bool {
+        if self.inner.was_member {
+            return true;
+        }
         let metrics = self.inner.raft.metrics();
         let m = metrics.borrow();
         let has_nodes = m.membership_config.membership().nodes().next().is_some();

@@ -96,6 +96,15 @@ impl StateMachine {
         })
     }
 
+    /// True if a snapshot was loaded at open: this node has been part of a cluster.
+    pub(crate) fn has_snapshot(&self) -> bool {
+        self.shared
+            .snapshot_file
+            .lock()
+            .expect("a metadata apply panicked")
+            .is_some()
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.shared.state.lock().expect("a metadata apply panicked")
     }

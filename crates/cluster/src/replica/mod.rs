@@ -152,6 +152,9 @@ pub enum ReplicaErrorKind {
     Invalid,
     /// Something failed on the replica (I/O error, corrupt record); the log says what.
     Failed,
+    /// The replica went down (its failure detector convicted it) before it answered. The
+    /// coordinator makes this answer itself; the request may or may not have been applied.
+    Unreachable,
 }
 
 impl ReplicaError {

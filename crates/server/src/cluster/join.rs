@@ -66,7 +66,9 @@ pub async fn join(
     legacy_schema: Option<Vec<u8>>,
 ) -> Result<(), String> {
     if node.metadata.is_member() {
-        return Ok(());
+        // A restart: the ring comes back from this node's own log (openraft replays it in the
+        // background), and the node must know it before it serves a request.
+        return wait_for_self(node).await;
     }
     node.membership.set_status(NodeStatus::Joining);
     let me = node.info.storage_address();
@@ -176,6 +178,7 @@ async fn import(node: &ClusterNode, file: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// Waits until the agreed membership, as this node has applied it, holds this node.
 async fn wait_for_self(node: &ClusterNode) -> Result<(), String> {
     let mut watch = node.metadata.watch();
     let me = node.info.host_id;
@@ -183,8 +186,13 @@ async fn wait_for_self(node: &ClusterNode) -> Result<(), String> {
         if watch.borrow_and_update().members.contains_key(&me) {
             return Ok(());
         }
-        if watch.changed().await.is_err() {
-            return Err("the metadata log stopped before this node was added".into());
+        match tokio::time::timeout(WAITING_LOG_INTERVAL, watch.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err("the metadata log stopped before this node was in it".into()),
+            Err(_) => tracing::info!(
+                "waiting for the cluster metadata log to list this node (it needs a majority of the \
+                 metadata voters to be up)"
+            ),
         }
     }
 }

@@ -44,6 +44,13 @@ pub async fn call(
     };
     waiting.push(id);
     match tokio::time::timeout(timeout, rx.recv()).await {
+        // Empty: the node went down before it answered (`Messaging::fail_requests_to`).
+        Ok(Some((_, Message::MetadataResponse { payload, .. }))) if payload.is_empty() => {
+            Err(RpcError::Unreachable {
+                host: to,
+                reason: "it went down before it answered".into(),
+            })
+        }
         Ok(Some((_, Message::MetadataResponse { payload, .. }))) => Ok(payload),
         Ok(_) => Err(RpcError::Failed {
             host: to,

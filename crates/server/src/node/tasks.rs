@@ -102,6 +102,8 @@ async fn follow_membership(node: Weak<Node>, replaying: Arc<Mutex<HashSet<HostId
                     .set_peer(p.info.host_id, p.info.storage_address());
             }
             MembershipEvent::Up(host) => {
+                // Connections waiting out a reconnect backoff try now: requests may go to it.
+                n.cluster.transport.peer_up(host);
                 if let Some(r) = n.cluster.metadata.current().members.get(&host) {
                     tracing::info!(node = %r.info.listen_address, "node is up");
                     let _ = n.events.send(Event::StatusChange {
@@ -112,6 +114,9 @@ async fn follow_membership(node: Weak<Node>, replaying: Arc<Mutex<HashSet<HostId
                 start_replay(&n, host, &replaying);
             }
             MembershipEvent::Down(host) => {
+                // Requests waiting for its answers fail now rather than at their timeout: reads
+                // ask another replica, writes hint it.
+                n.cluster.messaging.fail_requests_to(host);
                 if let Some(r) = n.cluster.metadata.current().members.get(&host) {
                     tracing::warn!(node = %r.info.listen_address, "node is down");
                     let _ = n.events.send(Event::StatusChange {

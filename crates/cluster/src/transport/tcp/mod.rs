@@ -207,6 +207,21 @@ impl TcpTransport {
         }
     }
 
+    /// Tells the transport that `host` is up again (the failure detector heard from it): a
+    /// connection waiting out its reconnect backoff tries at once, so that requests do not wait
+    /// up to a whole backoff for a node that is back.
+    pub fn peer_up(&self, host: HostId) {
+        if let Some(peer) = self
+            .shared
+            .peers
+            .read()
+            .expect("peer map lock poisoned")
+            .get(&host)
+        {
+            peer.retry_now();
+        }
+    }
+
     /// Forgets `host`: its connections close and what is queued for it is dropped.
     pub fn remove_peer(&self, host: HostId) {
         let peer = self

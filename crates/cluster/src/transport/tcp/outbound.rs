@@ -36,6 +36,8 @@ struct LaneQueue {
     state: Mutex<QueueState>,
     /// Wakes the lane's writer: a message arrived, the address changed or the peer is gone.
     wake: Notify,
+    /// Ends a reconnect backoff early: the failure detector heard from the peer again.
+    retry_now: Notify,
 }
 
 struct QueueState {
@@ -71,6 +73,7 @@ impl Peer {
                 writer_running: false,
             }),
             wake: Notify::new(),
+            retry_now: Notify::new(),
         };
         Peer {
             host,
@@ -121,6 +124,13 @@ impl Peer {
         drop(s);
         q.wake.notify_one();
         start_writer
+    }
+
+    /// The peer is known to be up again: a writer waiting out a reconnect backoff tries now.
+    pub fn retry_now(&self) {
+        for q in &self.lanes {
+            q.retry_now.notify_one();
+        }
     }
 
     pub fn set_address(&self, address: SocketAddr) {
@@ -224,10 +234,12 @@ pub(super) async fn run_writer(shared: Arc<Shared>, peer: Arc<Peer>, lane: Lane)
                     tracing::debug!(peer = %peer.host, %address, %lane, error = %e, "reconnect failed");
                 }
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(backoff_ms)) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(backoff_ms)) => {
+                        backoff_ms = backoff_ms.saturating_mul(2).min(config.reconnect_backoff_max_ms);
+                    }
+                    _ = q.retry_now.notified() => backoff_ms = config.reconnect_backoff_min_ms,
                     _ = stopped(&mut stop) => break,
                 }
-                backoff_ms = backoff_ms.saturating_mul(2).min(config.reconnect_backoff_max_ms);
                 continue;
             }
         };
