@@ -259,8 +259,8 @@ class Nodes:
         return figures
 
     def drop_cache(self):
-        return "; ".join(server.drop_cache() for server in self.servers) if len(self.servers) > 1 \
-            else self.servers[0].drop_cache()
+        said = [server.drop_cache() for server in self.servers]
+        return "; ".join(sorted(set(said)))
 
     def disk_bytes(self):
         nodes = [server.disk_bytes() for server in self.servers]
@@ -882,6 +882,8 @@ def kill_test(client, nodes, args, out, workload_file, threads, max_ops, level, 
             victim.reload()
     figures.update({"target_ops": target, "consistency": level, "victim": victim.host,
                     "events_unix": events})
+    ring = getattr(nodes, "ring", None) or {}
+    figures["victim_replica_share"] = ring.get("ownership", {}).get(victim.host, {}).get("replica")
     if "restart_ready" not in events:
         figures["analysis"] = {"note": "the client ended before the kill and restart were done"}
     else:
@@ -978,20 +980,21 @@ def analyse_kill(nodes, victim, survivors, samples, events, rundir, figures, arg
         a[f"ops_{label}"] = sum(e["count"] for _, e in rows)
         values = [e[p99_key] for _, e in rows if e.get(p99_key)]
         a[f"p99_max_{label}_us"] = max(values, default=None)
-    # Recovery: the first second after detection that starts 5 seconds in a row all within
-    # 1.2x of the baseline.
+    # Recovery: the first second after detection from which the median p99 of five seconds is
+    # within 1.2x of the baseline (a median, as the baseline is, since single seconds of a
+    # loaded 2-core machine are noisy: see baseline_seconds_over_threshold).
     if d is not None:
         down = window(d, end)
         for i in range(len(down)):
-            run5 = down[i:i + 5]
-            if len(run5) == 5 and all(e.get(p99_key) and e[p99_key] <= threshold for _, e in run5):
+            five = sorted(e[p99_key] for _, e in down[i:i + 5] if e.get(p99_key))
+            if len(five) == 5 and five[2] <= threshold:
                 a["recovered_s"] = down[i][0] - 1
                 a["recovery_after_detect_s"] = round(max(0.0, down[i][0] - 1 - d), 1)
                 a["recovered_before_restart"] = down[i][0] - 1 < events["restart"] - t0
                 break
     # The replay: from the victim being up again to its hints being gone.
     if r is not None:
-        rows = window(int(u), math.ceil(r))
+        rows = window(int(u), max(math.ceil(r), int(u) + 1))
         values = [e[p99_key] for _, e in rows if e.get(p99_key)]
         if values:
             a["replay_p99_max_us"] = max(values)
@@ -1383,8 +1386,10 @@ def kill_section(kills, args):
              f"run goes on {args.kill_return_s} s more while the survivors replay its hints. "
              "Figures are the client's seconds (second n is (n-1, n] after the client started). "
              "p99 before the kill: the median of the per-second p99s after a warm-up; "
-             "recovered: the first second after detection that starts five seconds in a row "
-             "with p99 within 1.2× of it. Errors are the client's failed operations; the hints "
+             "recovered: the first second after detection from which the median of five "
+             "seconds' p99s is within 1.2× of it. Requests in flight when the node died end "
+             "after detection too (a timeout: 2 s for writes, 5 s for reads, on both systems), "
+             "so the worst second while down can be such a timeout. Errors are the client's failed operations; the hints "
              "are what the survivors held for the victim.", "",
              "| system | consistency | target (ops/s) | detected after kill (s) | errors kill→detected | "
              "errors detected→back up (of ops) | p99 before (ms) | recovered after detection (s) | "
@@ -1419,7 +1424,13 @@ def kill_section(kills, args):
                          f"{fmt(a.get('coordinator_write_timeouts'))}, read timeouts "
                          f"{fmt(a.get('coordinator_read_timeouts'))}.")
             goals = []
-            if a.get("errors_detect_to_up") is not None:
+            share = k.get("victim_replica_share")
+            if a.get("errors_detect_to_up") is not None and level in ("TWO", "ALL") and a.get("ops_detect_to_up"):
+                goals.append(f"no client errors once marked down: not attainable at {level} with "
+                             f"RF 2 (see below); {a['errors_detect_to_up'] / a['ops_detect_to_up']:.1%} "
+                             f"of operations failed, against the victim's replica share of the "
+                             f"ring {fmt(share and share * 100, 1)}%")
+            elif a.get("errors_detect_to_up") is not None:
                 goals.append(f"no client errors once marked down: {a['errors_detect_to_up']} "
                              f"errors → {verdict(a['errors_detect_to_up'] == 0)}")
             if a.get("detect_s") is not None:
@@ -1433,6 +1444,11 @@ def kill_section(kills, args):
             elif a.get("hints_peak_bytes"):
                 goals.append("hint replay: the hints did not drain within the run → not measured")
             notes.append("  Goals: " + "; ".join(goals) + ".")
+        elif a.get("ops_detect_to_up") and level in ("TWO", "ALL"):
+            share = k.get("victim_replica_share")
+            notes.append(f"  {a['errors_detect_to_up'] / a['ops_detect_to_up']:.1%} of operations "
+                         f"failed while the node was down; its replica share of the ring is "
+                         f"{fmt(share and share * 100, 1)}%.")
         if a.get("cassandra_log_events"):
             e = a["cassandra_log_events"]
             notes.append(f"  Cassandra's logs: DOWN at {len(e['down'])} survivor(s), UP at "
