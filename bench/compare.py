@@ -493,6 +493,8 @@ def start_nodes(system, topology_name, args, workdir):
     argvs = [ctl_argv(system, args, topology, host, folder)
              for host, folder in zip(topology["hosts"], dirs)]
     servers = []
+    started = time.monotonic()
+    slowest_s = 0.0
     try:
         if system == "hayate" and len(argvs) > 1:
             # hayate's nodes form their ring when started together (the first seed waits for
@@ -518,13 +520,17 @@ def start_nodes(system, topology_name, args, workdir):
             # it when it allocates its own (starting several at once is what Cassandra's
             # documentation warns against).
             for argv, host, folder in zip(argvs, topology["hosts"], dirs):
+                one = time.monotonic()
                 log(run(argv).strip())
+                slowest_s = max(slowest_s, time.monotonic() - one)
                 servers.append(Server(system, folder, host, args.port))
     except BaseException:
         for server in servers:
             stop_server(server)
         raise
     nodes = Nodes(system, topology_name, servers, topology["consistency"], topology["rf"])
+    # The slowest node's start, for sizing the node-failure test's restart allowance.
+    nodes.start_s = round(slowest_s or time.monotonic() - started, 1)
     if len(servers) > 1:
         try:
             nodes.ring = wait_ring(nodes, "after the start")
@@ -867,7 +873,11 @@ def kill_test(client, nodes, args, out, workload_file, threads, max_ops, level, 
     victim = nodes.servers[args.kill_node - 1]
     survivors = [s for s in nodes.servers if s is not victim]
     target = max(1, int(max_ops * args.kill_load))
-    total_s = args.kill_before_s + args.kill_down_s + args.kill_return_s
+    # The client runs for a fixed time (both clients' maxexecutiontime), so the restart gets an
+    # allowance: 1.5 times the slowest start this system's nodes took, plus 5 s. --kill-return-s
+    # is then at least the time from the node listening again to the end.
+    allowance_s = math.ceil(nodes.start_s * 1.5) + 5
+    total_s = args.kill_before_s + args.kill_down_s + allowance_s + args.kill_return_s
     rundir = phase_dir(out, nodes, name)
     rundir.mkdir(parents=True, exist_ok=True)
     events = {}
@@ -902,7 +912,8 @@ def kill_test(client, nodes, args, out, workload_file, threads, max_ops, level, 
             run(ctl_argv(nodes.system, args, topology, victim.host, victim.rundir))
             victim.reload()
     figures.update({"target_ops": target, "consistency": level, "victim": victim.host,
-                    "events_unix": events})
+                    "events_unix": events, "restart_allowance_s": allowance_s,
+                    "client_run_s": total_s})
     ring = getattr(nodes, "ring", None) or {}
     figures["victim_replica_share"] = ring.get("ownership", {}).get(victim.host, {}).get("replica")
     if "restart_ready" not in events:
@@ -1417,7 +1428,9 @@ def kill_section(kills, args):
              f"measured on it, {args.kill_before_s} s in, node {args.kill_node} "
              f"({args.cluster_hosts[args.kill_node - 1]}; the client knows all three) is killed "
              f"with SIGKILL; {args.kill_down_s} s later it is restarted with its data, and the "
-             f"run goes on {args.kill_return_s} s more while the survivors replay its hints. "
+             f"run goes on at least {args.kill_return_s} s after it listens again while the "
+             "survivors replay its hints (the client's run is sized with 1.5 times the "
+             "system's slowest node start, plus 5 s, for the restart). "
              "Figures are the client's seconds (second n is (n-1, n] after the client started). "
              "p99 before the kill: the median of the per-second p99s after a warm-up; "
              "recovered: the first second after detection from which the median of five "
@@ -1596,8 +1609,9 @@ def parse_args():
                         help="hayate's internode port on each cluster node")
     parser.add_argument("--no-kill-test", dest="kill_test", action="store_false",
                         help="skip the cluster's node-failure test")
-    parser.add_argument("--kill-consistency", default="TWO,ONE",
-                        help="consistency levels the node-failure test runs at, in order")
+    parser.add_argument("--kill-consistency", default=None,
+                        help="consistency levels the node-failure test runs at, in order "
+                             "(default TWO,ONE; ONE with --quick)")
     parser.add_argument("--kill-load", type=float, default=0.6,
                         help="the node-failure test's -target, as a fraction of the throughput "
                              "the system measured on the first workload")
@@ -1634,6 +1648,7 @@ def parse_args():
     args.sweep = [int(t) for t in args.sweep.split(",")]
     args.topology = args.topology.split(",")
     args.cluster_hosts = args.cluster_hosts.split(",")
+    args.kill_consistency = args.kill_consistency or ("ONE" if args.quick else "TWO,ONE")
     args.kill_consistency = [level.upper() for level in args.kill_consistency.split(",") if level]
     args.cluster_consistency = args.cluster_consistency.upper()
     for name in args.topology:
