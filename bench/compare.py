@@ -1525,6 +1525,70 @@ def kill_section(kills, args):
     return lines
 
 
+def timeline_svg(path, level, runs):
+    """A chart of the node-failure test: p99 of each second (log scale) per system, with the
+    kill, detection, restart, return and drained hints marked; `hayate-bench report` draws no
+    marks. `runs`: [(system, seconds, analysis)]."""
+    width, height, left, right, top, bottom = 960, 420, 70, 20, 40, 50
+    colours = {"cassandra": "#1f77b4", "hayate": "#d62728"}
+    points = [(s, e) for _, seconds, a in runs for s, e in seconds.items()]
+    key = lambda a: "intended_p99_us" if "Intended" in a.get("p99_series", "") else "p99_us"  # noqa: E731
+    values = [e.get(key(a)) for _, seconds, a in runs for e in seconds.values() if e.get(key(a))]
+    if not points or not values:
+        return False
+    x_max = max(s for s, _ in points)
+    y_lo = math.floor(math.log10(max(min(values), 1) / 1000))
+    y_hi = math.ceil(math.log10(max(values) / 1000))
+    y_hi = max(y_hi, y_lo + 1)
+
+    def x(second):
+        return left + (width - left - right) * second / max(x_max, 1)
+
+    def y(us):
+        frac = (math.log10(us / 1000) - y_lo) / (y_hi - y_lo)
+        return top + (height - top - bottom) * (1 - frac)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="DejaVu Sans, sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{left}" y="18" font-size="14">Node-failure test at {level}: p99 of each '
+           f'second (ms, log scale); marks: kill, down (detected), restart, up, hints drained</text>']
+    for decade in range(y_lo, y_hi + 1):
+        yy = y(10 ** decade * 1000)
+        out.append(f'<line x1="{left}" y1="{yy:.1f}" x2="{width - right}" y2="{yy:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{10 ** decade:g}</text>')
+    step = max(10, round(x_max / 10, -1))
+    for second in range(0, x_max + 1, int(step)):
+        out.append(f'<text x="{x(second):.1f}" y="{height - bottom + 18}" text-anchor="middle">{second}</text>')
+    out.append(f'<text x="{(left + width) / 2}" y="{height - 10}" text-anchor="middle">seconds into the run</text>')
+    out.append(f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
+               'fill="none" stroke="#888"/>')
+    for row, (system, seconds, a) in enumerate(runs):
+        colour = colours.get(system, "#333")
+        line = " ".join(f"{x(s):.1f},{y(e[key(a)]):.1f}" for s, e in sorted(seconds.items())
+                        if e.get(key(a)))
+        out.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
+        out.append(f'<text x="{width - right - 90 * (row + 1)}" y="{top - 6}" fill="{colour}">'
+                   f'— {system}</text>')
+        # The first system's marks are labelled along the top, the second's along the bottom,
+        # alternating between two rows so that close marks stay readable.
+        for index, (label, field) in enumerate((
+                ("kill", "kill_s"), ("down", "detect_s"), ("restart", "restart_s"),
+                ("up", "up_s"), ("drained", "hints_drained_s"))):
+            if a.get(field) is None:
+                continue
+            xx = x(a[field])
+            ty = (top + 12 + 11 * (index % 2)) if row == 0 else (height - bottom - 6 - 11 * (index % 2))
+            out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{height - bottom}" '
+                       f'stroke="{colour}" stroke-dasharray="4,3" opacity="0.7"/>')
+            out.append(f'<text x="{xx + 2:.1f}" y="{ty}" fill="{colour}" '
+                       f'font-size="10">{label}</text>')
+    out.append("</svg>")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(out) + "\n")
+    return True
+
+
 def charts(out, args, state):
     """hayate-bench report, if it is built (the placeholder exits 2: skipped)."""
     program = REPO / "target" / "release" / "hayate-bench"
@@ -1556,10 +1620,25 @@ def charts(out, args, state):
                          f"{result.stderr.strip()[-300:]}")
         else:
             notes.append(f"{chart}: charts/{chart}/")
-    return "; ".join(notes) + (". The report tool draws no marks: the node-failure test's kill, "
-                               "detection, restart and drained hints are given in seconds into "
-                               "the run in the section above." if args.kill_test and
-                               "cluster" in state["topologies"] else "")
+    marked = []
+    if args.kill_test and "cluster" in state["topologies"]:
+        for level in args.kill_consistency:
+            runs = []
+            for system, record in state["topologies"]["cluster"]["systems"].items():
+                k = record.get("kill", {}).get(level)
+                rundir = out / f"cluster-{system}-kill-{level.lower()}"
+                if k and rundir.exists():
+                    runs.append((system, client_series(rundir)[0], k.get("analysis", {})))
+            target = out / "charts" / f"cluster-kill-{level.lower()}" / "timeline.svg"
+            if runs and timeline_svg(target, level, runs):
+                marked.append(f"charts/cluster-kill-{level.lower()}/timeline.svg")
+    text = "; ".join(notes)
+    if marked:
+        text += (". `hayate-bench report` draws no marks, so the node-failure test also has its "
+                 "own chart, p99 per second with the kill, detection, restart, return and "
+                 f"drained hints marked: {', '.join(marked)} (the times are also in the section "
+                 "above)")
+    return text
 
 
 # ---- main ----------------------------------------------------------------------------------
