@@ -868,7 +868,7 @@ def kill_test(client, nodes, args, out, workload_file, threads, max_ops, level, 
     """The node-failure test: a throttled run of the first workload at --kill-load of the
     throughput this system just measured, consistency `level`; --kill-before-s in, node
     --kill-node is killed (SIGKILL); --kill-down-s later it is restarted with its data and the
-    run goes on for --kill-return-s while the survivors replay its hints."""
+    run goes on for at least --kill-return-s while the survivors replay its hints."""
     topology = topology_of(nodes.topology, args)
     victim = nodes.servers[args.kill_node - 1]
     survivors = [s for s in nodes.servers if s is not victim]
@@ -907,10 +907,15 @@ def kill_test(client, nodes, args, out, workload_file, threads, max_ops, level, 
                              during=timeline, target=target, consistency=level)
     finally:
         monitor.stop()
-        if "kill" in events and "restart_ready" not in events:
-            # Interrupted while the victim was down: bring it back so that the stop is clean.
-            run(ctl_argv(nodes.system, args, topology, victim.host, victim.rundir))
-            victim.reload()
+        if "kill" in events and "restart_ready" not in events \
+                and not (victim.rundir / "server.pid").exists():
+            # Interrupted while the victim was down: bring it back, so that the sitting stops
+            # (and copies the logs of) three nodes as it started them.
+            try:
+                run(ctl_argv(nodes.system, args, topology, victim.host, victim.rundir))
+                victim.reload()
+            except SystemExit as error:
+                log(f"{victim.host}: could not be restarted after the interruption: {error}")
     figures.update({"target_ops": target, "consistency": level, "victim": victim.host,
                     "events_unix": events, "restart_allowance_s": allowance_s,
                     "client_run_s": total_s})
@@ -1172,9 +1177,6 @@ def ms(us):
 
 def mib(value):
     return None if value is None else value / 1048576
-
-
-TOPOLOGY_TEXT = {"single": "1 node, RF 1, ONE", "cluster": "3 nodes, RF 2, TWO"}
 
 
 def topology_text(name, args):
