@@ -1179,6 +1179,14 @@ def mib(value):
     return None if value is None else value / 1048576
 
 
+def per_node(figures, key):
+    """A memory figure in MiB, node by node (a / b / c) in a cluster."""
+    nodes = figures.get("nodes") or []
+    if len(nodes) > 1:
+        return " / ".join(fmt(mib(n.get(key))) for n in nodes)
+    return fmt(mib(figures.get(key)))
+
+
 def topology_text(name, args):
     t = topology_of(name, args)
     return f"{len(t['hosts'])} node{'s' if len(t['hosts']) > 1 else ''}, RF {t['rf']}, {t['consistency']}"
@@ -1312,9 +1320,9 @@ def write_results(out, args, state, env):
               "server process (all threads, background work such as compaction or "
               "defragmentation included) from /proc/PID/stat between the phase's start and end, "
               "divided by the phase's operations; the client's is its rusage. Device bytes are "
-              "each server's /proc/PID/io read_bytes and write_bytes. Peak memory: the largest "
-              "node's VmHWM over the phase, and the largest node's cgroup peak (page cache "
-              "included); per node in results.json.", "",
+              "each server's /proc/PID/io read_bytes and write_bytes. Peak memory: each node's "
+              "VmHWM over the phase, and each node's cgroup peak (page cache included), in the "
+              "order of the topology's addresses.", "",
               "| topology | system | phase | ops | ops/s | server CPU (us/op) | client CPU (us/op) | "
               "device read (B/op) | device write (B/op) | server peak RSS (MiB) | "
               "cgroup peak (MiB) | errors |",
@@ -1329,8 +1337,8 @@ def write_results(out, args, state, env):
                              f"{fmt(f.get('client_cpu_us_per_op'), 1)} | "
                              f"{fmt(f.get('server_read_bytes_per_op'))} | "
                              f"{fmt(f.get('server_write_bytes_per_op'))} | "
-                             f"{fmt(mib(f.get('server_peak_rss_bytes')))} | "
-                             f"{fmt(mib(f.get('cgroup_peak_bytes')))} | {fmt(f.get('errors'))} |")
+                             f"{per_node(f, 'server_peak_rss_bytes')} | "
+                             f"{per_node(f, 'cgroup_peak_bytes')} | {fmt(f.get('errors'))} |")
     lines += ["", "The node-failure test's rows (kill-*) have no server figures: the killed "
               "node's counters restarted with it.", ""]
 
