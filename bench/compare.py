@@ -177,7 +177,17 @@ class Server:
             (self.cgroup / "memory.max_usage_in_bytes").write_text("0")
         read_bytes, write_bytes = proc_io(self.pid)
         return {"cpu_s": proc_cpu_s(self.pid), "read_bytes": read_bytes,
-                "write_bytes": write_bytes, "t": time.monotonic(), "pid": self.pid}
+                "write_bytes": write_bytes, "t": time.monotonic(), "pid": self.pid,
+                "coordinator": self.coordinator_counters()}
+
+    def coordinator_counters(self):
+        """hayate's coordinator and hint counters (`hayate_coordinator_*`, `hayate_hints_*`
+        totals), to tell per phase how requests were coordinated; empty for Cassandra."""
+        if self.system != "hayate":
+            return {}
+        metrics = hayate_metrics(self.host, int(self.settings()["metrics_port"]), timeout_s=5)
+        return {name.removeprefix("hayate_"): value for name, value in metrics.items()
+                if name.startswith(("hayate_coordinator_", "hayate_hints_")) and name.endswith("_total")}
 
     def end(self, mark):
         if mark["pid"] != self.pid or not Path(f"/proc/{self.pid}").exists():
@@ -192,6 +202,10 @@ class Server:
             "server_peak_rss_bytes": proc_hwm_bytes(self.pid),
             "wall_s": round(time.monotonic() - mark["t"], 1),
         }
+        after = self.coordinator_counters()
+        if after:
+            figures["coordinator"] = {name: after[name] - mark["coordinator"].get(name, 0)
+                                      for name in after}
         if self.cgroup is not None:
             if self.v2:
                 peak = self.cgroup / "memory.peak"
@@ -254,6 +268,10 @@ class Nodes:
         for key in ("server_peak_rss_bytes", "cgroup_peak_bytes"):
             values = [n.get(key) for n in whole if n.get(key) is not None]
             figures[key] = max(values) if values else None
+        counters = [n["coordinator"] for n in whole if n.get("coordinator")]
+        if counters and len(counters) == len(nodes):
+            figures["coordinator"] = {name: sum(c.get(name, 0) for c in counters)
+                                      for name in counters[0]}
         if len(nodes) == 1 and whole:
             figures["cgroup_peak_scope"] = nodes[0].get("cgroup_peak_scope")
         return figures
@@ -1341,6 +1359,34 @@ def write_results(out, args, state, env):
                              f"{per_node(f, 'cgroup_peak_bytes')} | {fmt(f.get('errors'))} |")
     lines += ["", "The node-failure test's rows (kill-*) have no server figures: the killed "
               "node's counters restarted with it.", ""]
+
+    coordinated = [(topology, phase, f["coordinator"], f["operations"])
+                   for topology, sitting in topologies.items()
+                   for phase, f in sitting["systems"].get("hayate", {}).get("phases", {}).items()
+                   if f.get("coordinator") and f.get("operations")]
+    if coordinated:
+        lines += ["## hayate's coordinators", "",
+                  "hayate's own counters over each phase, summed over the nodes "
+                  "(`hayate_coordinator_*_total` on /metrics), per client operation: how often "
+                  "a request reached a node that is not a replica of its key (the driver not "
+                  "routing by token), the answers other replicas sent and how long they took.", "",
+                  "| topology | phase | coordinated reads / op | writes / op | not a replica / op | "
+                  "replica answers / op | mean replica answer (µs) | speculative retries | "
+                  "read repairs | Unavailable | timeouts |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for topology, phase, c, ops in coordinated:
+            answers = c.get("coordinator_replica_responses_total", 0)
+            mean = (c.get("coordinator_replica_latency_microseconds_total", 0) / answers
+                    if answers else None)
+            lines.append(f"| {topology} | {phase} | {c.get('coordinator_reads_total', 0) / ops:.2f} | "
+                         f"{c.get('coordinator_writes_total', 0) / ops:.2f} | "
+                         f"{c.get('coordinator_not_replica_total', 0) / ops:.3f} | "
+                         f"{answers / ops:.2f} | {fmt(mean, 0)} | "
+                         f"{fmt(c.get('coordinator_speculative_retries_total'))} | "
+                         f"{fmt(c.get('coordinator_read_repairs_total'))} | "
+                         f"{fmt(c.get('coordinator_unavailable_total'))} | "
+                         f"{fmt(c.get('coordinator_write_timeouts_total', 0) + c.get('coordinator_read_timeouts_total', 0))} |")
+        lines.append("")
 
     lines += ["## Disk", "", "| topology | system | when | allocated on disk, all nodes (MiB) | engine's figure |",
               "|---|---|---|---:|---|"]
