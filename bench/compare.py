@@ -654,7 +654,7 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
         record["settings"] = nodes.servers[0].settings()
         record["cgroup"] = ", ".join(str(s.cgroup) for s in nodes.servers if s.cgroup) or None
         record["version"] = (cqltool(nodes, "version").strip() if system == "cassandra"
-                             else git_commit())
+                             else state["commit"])
         if getattr(nodes, "ring", None):
             record["ring"] = nodes.ring
         schema = create_schema(nodes)
@@ -1859,7 +1859,9 @@ def main():
                       for name in args.workloads}
 
     env = environment(workdir)
-    state = {"topologies": {name: {"threads": args.threads, "systems": {}}
+    # The commit the sitting started from (and the binaries just built from it) names hayate in
+    # every table, whatever happens to the work tree meanwhile.
+    state = {"commit": env["hayate_commit"],"topologies": {name: {"threads": args.threads, "systems": {}}
                             for name in args.topology}}
     client = Client(args.client, args)
     # SIGTERM, as Ctrl-C, unwinds through the finally blocks, which stop the servers.
