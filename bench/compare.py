@@ -681,15 +681,16 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                 record["settles"].append(settle(nodes, args, f"before workload {name}"))
             record.setdefault("cache_drops", []).append(nodes.drop_cache())
             during = None
-            if args.profile and system == "hayate" and topology == "single" and index == 0:
-                during = lambda process: start_profile(nodes.servers[0], out, args)  # noqa: E731
+            stem = "hayate" if topology == "single" else f"{topology}-hayate"
+            if args.profile and system == "hayate" and index == 0:
+                during = lambda process: start_profile(nodes.servers[0], out, args, stem)  # noqa: E731
             record["phases"][name] = client.run(
                 "run", workload_files[name], nodes, sitting["threads"],
                 phase_dir(out, nodes, name), label,
                 {"operationcount": 2_000_000_000, "maxexecutiontime": args.run_seconds},
                 during=during)
             if during is not None:
-                finish_profile(out)
+                finish_profile(out, stem)
         record["disk_at_end"] = nodes.disk_bytes()
         if topology == "cluster" and args.kill_test:
             for level in args.kill_consistency:
@@ -1074,56 +1075,57 @@ def analyse_kill(nodes, victim, survivors, samples, events, rundir, figures, arg
 
 # ---- profiling (optional) ------------------------------------------------------------------
 
-PROFILE = {}
+PROFILE = {}  # stem ("hayate", "cluster-hayate") -> the perf process, its data and the note
 
 
-def start_profile(server, out, args):
-    """perf record of the hayate server for 20 s, starting 10 s into the run phase."""
+def start_profile(server, out, args, stem):
+    """perf record of one hayate node for 20 s, starting 10 s into the run phase."""
     if shutil.which("perf") is None:
-        PROFILE["note"] = "perf is not installed: no profile"
+        PROFILE[stem] = {"note": "perf is not installed: no profile"}
         return
     delay_s = min(10, max(0, args.run_seconds - 25))
-    data = out / "hayate-perf.data"
+    data = out / f"{stem}-perf.data"
     argv = ["sh", "-c", f"sleep {delay_s}; exec perf record -F 499 -g -p {server.pid} "
             f"-o {data} -- sleep 20"]
     COMMANDS.append(shlex.join(argv))
-    PROFILE["process"] = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                          stderr=open(out / "hayate-perf.log", "w"))
-    PROFILE["data"] = data
+    PROFILE[stem] = {"process": subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                                 stderr=open(out / f"{stem}-perf.log", "w")),
+                     "data": data, "host": server.host}
 
 
-def finish_profile(out):
-    process = PROFILE.get("process")
+def finish_profile(out, stem):
+    entry = PROFILE.get(stem, {})
+    process = entry.get("process")
     if process is None:
         return
     process.wait()
-    data = PROFILE["data"]
+    data = entry["data"]
     if not data.exists():
-        PROFILE["note"] = "perf record wrote nothing; see hayate-perf.log"
+        entry["note"] = f"perf record wrote nothing; see {stem}-perf.log"
         return
     # The top entries, flat (self time per thread, library and symbol), then by caller.
     flat = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none",
                            "--sort", "comm,dso,symbol", "--percent-limit", "0.5"],
                           capture_output=True, text=True)
-    (out / "hayate-perf-report.txt").write_text(flat.stdout)
+    (out / f"{stem}-perf-report.txt").write_text(flat.stdout)
     tree = subprocess.run(["perf", "report", "-i", data, "--stdio", "--children",
                            "--percent-limit", "2"], capture_output=True, text=True)
-    (out / "hayate-perf-callers.txt").write_text(tree.stdout)
-    PROFILE["note"] = ("perf sampled the hayate server at 499 Hz with call graphs for 20 s of "
-                       "its first workload, whose figures carry that cost. "
-                       "hayate-perf-report.txt: `perf report --stdio --no-children -g none` "
-                       "(entries >= 0.5%); hayate-perf-callers.txt: with call graphs (>= 2%)")
+    (out / f"{stem}-perf-callers.txt").write_text(tree.stdout)
+    entry["note"] = (f"perf sampled the hayate node on {entry['host']} ({stem}) at 499 Hz with "
+                     "call graphs for 20 s of its first workload, whose figures carry that cost. "
+                     f"{stem}-perf-report.txt: `perf report --stdio --no-children -g none` "
+                     f"(entries >= 0.5%); {stem}-perf-callers.txt: with call graphs (>= 2%)")
     collapse = shutil.which("inferno-collapse-perf")
     flamegraph = shutil.which("inferno-flamegraph")
     if collapse and flamegraph:
         script = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True)
         folded = subprocess.run([collapse], input=script.stdout, capture_output=True, text=True)
-        (out / "hayate-perf.folded").write_text(folded.stdout)
+        (out / f"{stem}-perf.folded").write_text(folded.stdout)
         svg = subprocess.run([flamegraph], input=folded.stdout, capture_output=True, text=True)
-        (out / "hayate-flamegraph.svg").write_text(svg.stdout)
-        PROFILE["note"] += "; hayate-flamegraph.svg (inferno)"
+        (out / f"{stem}-flamegraph.svg").write_text(svg.stdout)
+        entry["note"] += f"; {stem}-flamegraph.svg (inferno)"
     else:
-        PROFILE["note"] += "; no flame graph (`cargo install inferno` to get one)"
+        entry["note"] += "; no flame graph (`cargo install inferno` to get one)"
     data.unlink()
 
 
@@ -1435,8 +1437,9 @@ def write_results(out, args, state, env):
                              f"after {s['waited_s']} s")
             lines.append("")
 
-    if PROFILE.get("note"):
-        lines += ["## Profile", "", PROFILE["note"], ""]
+    notes = [entry["note"] for entry in PROFILE.values() if entry.get("note")]
+    if notes:
+        lines += ["## Profile", ""] + [f"- {note}" for note in notes] + [""]
     if state.get("charts"):
         lines += ["## Charts", "", state["charts"], ""]
 
@@ -1762,7 +1765,8 @@ def parse_args():
                         help="Cassandra counts as settled after this long with no compaction")
     parser.add_argument("--settle-timeout-s", type=int, default=1800)
     parser.add_argument("--profile", action="store_true",
-                        help="perf record the hayate server for 20 s of its first run phase")
+                        help="perf record the hayate server (a cluster's first node) for 20 s "
+                             "of its first run phase, in each topology")
     parser.add_argument("--allow-unlimited", action="store_true",
                         help="without a writable cgroup, run with no memory limit (recorded) instead of refusing")
     parser.add_argument("--keep-data", action="store_true", help="keep the servers' data folders")
