@@ -855,7 +855,11 @@ def log_events(system, survivors, victim, since):
         host_id = ""
         node_json = victim.rundir / "data" / "node.json"
         if node_json.exists():
-            host_id = str(json.loads(node_json.read_text()).get("host_id", ""))
+            # node.json keeps the host id as 16 bytes; the log writes it as a UUID.
+            raw = json.loads(node_json.read_text()).get("host_id")
+            if isinstance(raw, list) and len(raw) == 16:
+                hexed = bytes(raw).hex()
+                host_id = "-".join((hexed[:8], hexed[8:12], hexed[12:16], hexed[16:20], hexed[20:]))
         patterns = {"down": re.compile(rf"node is down node={address}\b"),
                     "up": re.compile(rf"node is up node={address}\b"),
                     "hints_finished": re.compile(rf"replayed hints host={re.escape(host_id) or 'NONE'}\b")}
