@@ -1529,6 +1529,9 @@ def kill_section(kills, args):
                      f"{a.get('baseline_seconds', '–')} seconds, of which "
                      f"{a.get('baseline_seconds_over_threshold', '–')} were themselves over 1.2×.")
         if system == "hayate":
+            notes.append(f"  Cross-check: a survivor's /status (polled once a second) showed the "
+                         f"victim down {fmt(a.get('status_poll_down_after_kill_s'), 1)} s after "
+                         f"the kill; its log, {fmt(a.get('detect_after_kill_s'), 1)} s.")
             notes.append(f"  hayate's counters on the survivors over the run: hints written "
                          f"{fmt(a.get('hints_written'))}, replayed {fmt(a.get('hints_replayed'))}, "
                          f"dropped {fmt(a.get('hints_dropped'))}; Unavailable "
