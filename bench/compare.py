@@ -6,12 +6,17 @@ Cassandra: Benchmarking for Real", Table 1) with server CPU per operation beside
     bench/compare.py                       # full size, about 45-60 minutes on 2 cores
     bench/compare.py --quick               # a few minutes: checks the pipeline, not the servers
     bench/compare.py --records 4000000 --memory 2GiB --run-seconds 300 --workloads ref,b
+    bench/compare.py --topology single,cluster   # also the reference's 3 nodes, RF 2, TWO
 
-For each system in turn (Cassandra first): start it under the memory limit with fresh data,
+For each topology (--topology: `single`, one node at RF 1 and consistency ONE; `cluster`, three
+nodes on 127.0.0.1-3 at RF 2 and consistency TWO, as the reference ran) and each system in turn
+(Cassandra first): start it under the memory limit (each node its own) with fresh data,
 create ycsb.usertable, load --records rows with the client's `load`, (Cassandra) wait for
 compactions to settle, and run each workload for --run-seconds. The client thread count comes
 from a sweep on the first system, as the reference chose its 800 threads: raise the threads
-until throughput stops rising by more than 5%; both systems then run with that count.
+until throughput stops rising by more than 5%; both systems then run with that count (one sweep
+per topology). In the cluster, a node-failure test follows the workloads: under a throttled load
+one node is killed, restarted, and its hints replayed, with the client's latency each second.
 
 Everything lands in bench/results/<date>-<name>/: results.md (the tables, the environment and
 every command), each phase's run folder (the client's summary and, with hayate-bench, its time
@@ -23,6 +28,7 @@ Python 3.11 standard library only. Linux only (/proc, cgroups).
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -31,6 +37,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -130,8 +137,12 @@ class Server:
         self.rundir = rundir
         self.host = host
         self.port = port
-        self.pid = int((rundir / "server.pid").read_text())
-        group = (rundir / "cgroup").read_text().strip()
+        self.reload()
+
+    def reload(self):
+        """Reads the pid and cgroup ctl.sh wrote (again after a restart)."""
+        self.pid = int((self.rundir / "server.pid").read_text())
+        group = (self.rundir / "cgroup").read_text().strip()
         self.cgroup = None if group == "none" else Path(group)
         self.v2 = self.cgroup is not None and (self.cgroup / "memory.max").exists()
 
@@ -166,17 +177,35 @@ class Server:
             (self.cgroup / "memory.max_usage_in_bytes").write_text("0")
         read_bytes, write_bytes = proc_io(self.pid)
         return {"cpu_s": proc_cpu_s(self.pid), "read_bytes": read_bytes,
-                "write_bytes": write_bytes, "t": time.monotonic()}
+                "write_bytes": write_bytes, "t": time.monotonic(), "pid": self.pid,
+                "coordinator": self.coordinator_counters()}
+
+    def coordinator_counters(self):
+        """hayate's coordinator and hint counters (`hayate_coordinator_*`, `hayate_hints_*`
+        totals), to tell per phase how requests were coordinated; empty for Cassandra."""
+        if self.system != "hayate":
+            return {}
+        metrics = hayate_metrics(self.host, int(self.settings()["metrics_port"]), timeout_s=5)
+        return {name.removeprefix("hayate_"): value for name, value in metrics.items()
+                if name.startswith(("hayate_coordinator_", "hayate_hints_")) and name.endswith("_total")}
 
     def end(self, mark):
+        if mark["pid"] != self.pid or not Path(f"/proc/{self.pid}").exists():
+            # Killed (and restarted) during the phase: its counters started again from zero.
+            return {"host": self.host, "restarted": True}
         read_bytes, write_bytes = proc_io(self.pid)
         figures = {
+            "host": self.host,
             "server_cpu_s": round(proc_cpu_s(self.pid) - mark["cpu_s"], 2),
             "server_read_bytes": read_bytes - mark["read_bytes"],
             "server_write_bytes": write_bytes - mark["write_bytes"],
             "server_peak_rss_bytes": proc_hwm_bytes(self.pid),
             "wall_s": round(time.monotonic() - mark["t"], 1),
         }
+        after = self.coordinator_counters()
+        if after:
+            figures["coordinator"] = {name: after[name] - mark["coordinator"].get(name, 0)
+                                      for name in after}
         if self.cgroup is not None:
             if self.v2:
                 peak = self.cgroup / "memory.peak"
@@ -192,7 +221,7 @@ class Server:
         """Bytes allocated on disk under the data folder (du), and the engine's own figure."""
         data = self.rundir / "data"
         allocated = int(run(["du", "-s", "-B1", data], record=False).split()[0])
-        figures = {"disk_allocated_bytes": allocated}
+        figures = {"host": self.host, "disk_allocated_bytes": allocated}
         if self.system == "hayate":
             metrics = hayate_metrics(self.host, int(self.settings()["metrics_port"]))
             if metrics:
@@ -204,10 +233,67 @@ class Server:
         return figures
 
 
-def hayate_metrics(host, port):
+class Nodes:
+    """The servers of one system in one topology: one node, or the nodes of a cluster. Phase
+    figures are summed over the nodes (CPU, device bytes) or given per node (peak memory)."""
+
+    def __init__(self, system, topology, servers, consistency, rf):
+        self.system = system
+        self.topology = topology
+        self.servers = servers
+        self.consistency = consistency
+        self.rf = rf
+
+    @property
+    def hosts(self):
+        return [server.host for server in self.servers]
+
+    @property
+    def port(self):
+        return self.servers[0].port
+
+    def begin(self):
+        return [server.begin() for server in self.servers]
+
+    def end(self, marks):
+        nodes = [server.end(mark) for server, mark in zip(self.servers, marks)]
+        whole = [n for n in nodes if not n.get("restarted")]
+        figures = {"nodes": nodes, "node_count": len(nodes),
+                   "wall_s": max((n["wall_s"] for n in whole), default=None)}
+        if len(whole) == len(nodes):
+            for key in ("server_cpu_s", "server_read_bytes", "server_write_bytes"):
+                figures[key] = round(sum(n[key] for n in nodes), 2)
+        else:
+            figures["note"] = "a node was restarted in this phase: no summed server figures"
+        for key in ("server_peak_rss_bytes", "cgroup_peak_bytes"):
+            values = [n.get(key) for n in whole if n.get(key) is not None]
+            figures[key] = max(values) if values else None
+        counters = [n["coordinator"] for n in whole if n.get("coordinator")]
+        if counters and len(counters) == len(nodes):
+            figures["coordinator"] = {name: sum(c.get(name, 0) for c in counters)
+                                      for name in counters[0]}
+        if len(nodes) == 1 and whole:
+            figures["cgroup_peak_scope"] = nodes[0].get("cgroup_peak_scope")
+        return figures
+
+    def drop_cache(self):
+        said = [server.drop_cache() for server in self.servers]
+        return "; ".join(sorted(set(said)))
+
+    def disk_bytes(self):
+        nodes = [server.disk_bytes() for server in self.servers]
+        total = {"nodes": nodes}
+        for key in ("disk_allocated_bytes", "hayate_used_bytes", "hayate_live_bytes",
+                    "hayate_device_bytes"):
+            if all(key in n for n in nodes):
+                total[key] = sum(n[key] for n in nodes)
+        return total
+
+
+def hayate_metrics(host, port, timeout_s=10):
     import urllib.request
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=timeout_s) as response:
             text = response.read().decode()
     except OSError:
         return {}
@@ -220,6 +306,16 @@ def hayate_metrics(host, port):
             except ValueError:
                 pass
     return values
+
+
+def hayate_status(host, port, timeout_s=2):
+    """A hayate node's /status document (every member's state and schema), or None."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/status", timeout=timeout_s) as response:
+            return json.loads(response.read().decode())
+    except (OSError, ValueError):
+        return None
 
 
 # ---- the client ----------------------------------------------------------------------------
@@ -248,13 +344,18 @@ class Client:
             self.program = [REPO / "target" / "release" / "hayate-bench"]
             self.binding = "cql"
 
-    def command(self, phase, workload_file, server, threads, rundir, label, extra):
+    def command(self, phase, workload_file, nodes, threads, rundir, label, extra, target=None,
+                consistency=None):
+        # One node: one replica, so ONE is the only level. The cluster: TWO of RF 2, as the
+        # reference ("a consistency level of 2 for writes and 2 for reads"). The client knows
+        # every node and routes each request to a replica of its key (both drivers are
+        # token-aware).
+        level = consistency or nodes.consistency
         argv = [*self.program, phase, self.binding, "-P", workload_file,
-                "-p", f"hosts={server.host}", "-p", f"port={server.port}",
+                "-p", f"hosts={','.join(nodes.hosts)}", "-p", f"port={nodes.port}",
                 "-p", f"recordcount={self.args.records}",
-                # One replica, so ONE is the only level (the reference used 2 of 2 replicas).
-                "-p", "cassandra.readconsistencylevel=ONE",
-                "-p", "cassandra.writeconsistencylevel=ONE",
+                "-p", f"cassandra.readconsistencylevel={level}",
+                "-p", f"cassandra.writeconsistencylevel={level}",
                 "-threads", str(threads), "-s",
                 "-p", f"rundir={rundir}", "-p", f"label={label}"]
         if self.kind == "ycsb":
@@ -262,26 +363,33 @@ class Client:
             argv += ["-p", "hdrhistogram.fileoutput=true",
                      "-p", f"hdrhistogram.output.path={rundir}/",
                      "-p", "status.interval=1"]
-        if phase == "run" and self.args.target:
-            # Throttled runs, for comparing clients at the same offered load: YCSB's -target.
-            argv += ["-target", str(self.args.target)]
+        target = target or (self.args.target if phase == "run" else None)
+        if target:
+            # Throttled runs, for comparing clients at the same offered load, and the cluster's
+            # node-failure test: YCSB's -target.
+            argv += ["-target", str(target)]
         for key, value in extra.items():
             argv += ["-p", f"{key}={value}"]
         return argv
 
-    def run(self, phase, workload_file, server, threads, rundir, label, extra, profile=None):
-        """Runs one client phase against a server; returns its summary and the CPU figures."""
+    def run(self, phase, workload_file, nodes, threads, rundir, label, extra, during=None,
+            target=None, consistency=None):
+        """Runs one client phase against a system's nodes; returns its summary and the CPU
+        figures. `during(process)`, if given, runs once the client has started (a profiler, or
+        the node-failure test's kill and restart) and before the harness waits for it."""
         rundir.mkdir(parents=True, exist_ok=True)
-        argv = self.command(phase, workload_file, server, threads, rundir, label, extra)
+        argv = self.command(phase, workload_file, nodes, threads, rundir, label, extra, target,
+                            consistency)
         COMMANDS.append(shlex.join(str(a) for a in argv))
         log(f"{label}: {phase} {workload_file.name}, {threads} threads -> {rundir.name}")
-        mark = server.begin()
+        mark = nodes.begin()
         with open(rundir / "client-stdout.txt", "w") as out, \
                 open(rundir / "client-stderr.txt", "w") as err:
+            started_unix = time.time()
             process = subprocess.Popen([str(a) for a in argv], stdout=out, stderr=err)
             try:
-                if profile is not None:
-                    profile(process)
+                if during is not None:
+                    during(process)
                 # wait4 rather than wait: the rusage is the client's CPU, all threads included.
                 _, status, usage = os.wait4(process.pid, 0)
                 process.returncode = os.waitstatus_to_exitcode(status)
@@ -290,7 +398,8 @@ class Client:
                 process.kill()
                 process.wait()
                 raise
-        figures = server.end(mark)
+        figures = nodes.end(mark)
+        figures["client_started_unix"] = started_unix
         stdout = (rundir / "client-stdout.txt").read_text()
         if not (rundir / "summary.txt").exists():
             (rundir / "summary.txt").write_text(stdout)
@@ -326,8 +435,9 @@ class Client:
             "client_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         })
         if operations:
-            figures["server_cpu_us_per_op"] = round(figures["server_cpu_s"] * 1e6 / operations, 1)
             figures["client_cpu_us_per_op"] = round(figures["client_cpu_s"] * 1e6 / operations, 1)
+        if operations and "server_cpu_s" in figures:
+            figures["server_cpu_us_per_op"] = round(figures["server_cpu_s"] * 1e6 / operations, 1)
             figures["server_read_bytes_per_op"] = round(figures["server_read_bytes"] / operations)
             figures["server_write_bytes_per_op"] = round(figures["server_write_bytes"] / operations)
         (rundir / "phase.json").write_text(json.dumps(figures, indent=2) + "\n")
@@ -338,9 +448,9 @@ class Client:
 
 # ---- the servers ---------------------------------------------------------------------------
 
-def cqltool(server, *argv):
-    return run([PYENV / "bin" / "python", BENCH / "lib" / "cqltool.py", server.host, server.port,
-                *argv])
+def cqltool(nodes, *argv):
+    return run([PYENV / "bin" / "python", BENCH / "lib" / "cqltool.py", ",".join(nodes.hosts),
+                nodes.port, *argv])
 
 
 def ensure_pyenv():
@@ -353,42 +463,150 @@ def ensure_pyenv():
     run([PYENV / "bin" / "pip", "install", "-q", f"cqlsh=={CQLSH_VERSION}"], record=False)
 
 
-def start_server(system, args, rundir):
-    common = ["--host", args.host, "--cql-port", args.port, "--memory", args.memory_bytes]
+def topology_of(name, args):
+    """The hosts, replication factor and consistency level of a topology."""
+    if name == "single":
+        return {"hosts": [args.host], "rf": 1, "consistency": "ONE"}
+    return {"hosts": args.cluster_hosts, "rf": args.cluster_rf,
+            "consistency": args.cluster_consistency}
+
+
+def ctl_argv(system, args, topology, host, rundir):
+    """The ctl.sh command that starts one node of `system` on `host`."""
+    common = ["--host", host, "--cql-port", args.port, "--memory", args.memory_bytes]
     if args.allow_unlimited:
         common.append("--allow-unlimited")
+    clustered = len(topology["hosts"]) > 1
     if system == "cassandra":
         argv = [BENCH / "cassandra" / "ctl.sh", "start", rundir, *common,
                 "--storage-port", args.cassandra_storage_port]
-    else:
-        argv = [BENCH / "hayate-ctl.sh", "start", rundir, *common,
-                "--metrics-port", args.hayate_metrics_port,
-                "--device-size", f"{args.hayate_device_gib}GiB"]
-    log(run(argv).strip())
-    return Server(system, rundir, args.host, args.port)
+        if clustered:
+            # Tokens allocated for the keyspace's replication factor, as an operator would set
+            # allocate_tokens_for_local_replication_factor for RF 2 (cassandra.yaml.template).
+            argv += ["--seeds", ",".join(topology["hosts"]), "--token-rf", topology["rf"]]
+        return argv
+    # Each node holds rf / nodes of the data set; its device three times that, as one node's.
+    share = args.records * 1100 * 3 * topology["rf"] / len(topology["hosts"])
+    argv = [BENCH / "hayate-ctl.sh", "start", rundir, *common,
+            "--metrics-port", args.hayate_metrics_port,
+            "--device-size", f"{max(1, -(-int(share) // (1 << 30)))}GiB"]
+    if clustered:
+        argv += ["--seeds", ",".join(topology["hosts"]),
+                 "--storage-port", args.hayate_storage_port]
+    return argv
+
+
+def node_dir(rundir, system, topology, host):
+    return rundir / (system if len(topology["hosts"]) == 1 else f"{system}-{host}")
+
+
+def start_nodes(system, topology_name, args, workdir):
+    """Starts one node, or the nodes of a cluster, with fresh data; waits until every node
+    lists every other with its tokens and all agree on the schema."""
+    topology = topology_of(topology_name, args)
+    dirs = [node_dir(workdir, system, topology, host) for host in topology["hosts"]]
+    for folder in dirs:
+        if folder.exists():
+            shutil.rmtree(folder)
+    argvs = [ctl_argv(system, args, topology, host, folder)
+             for host, folder in zip(topology["hosts"], dirs)]
+    servers = []
+    started = time.monotonic()
+    slowest_s = 0.0
+    try:
+        if system == "hayate" and len(argvs) > 1:
+            # hayate's nodes form their ring when started together (the first seed waits for
+            # the others), as `hayate local start` starts them.
+            for argv in argvs:
+                COMMANDS.append(shlex.join(str(a) for a in argv))
+            processes = [subprocess.Popen([str(a) for a in argv], text=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                         for argv in argvs]
+            failed = []
+            for argv, process in zip(argvs, processes):
+                output, _ = process.communicate()
+                log(output.strip())
+                if process.returncode != 0:
+                    failed.append(shlex.join(str(a) for a in argv))
+            for host, folder in zip(topology["hosts"], dirs):
+                if (folder / "server.pid").exists():
+                    servers.append(Server(system, folder, host, args.port))
+            if failed:
+                raise SystemExit(f"compare.py: `{failed[0]}` failed")
+        else:
+            # Cassandra's nodes join one after another, each seeing the tokens of those before
+            # it when it allocates its own (starting several at once is what Cassandra's
+            # documentation warns against).
+            for argv, host, folder in zip(argvs, topology["hosts"], dirs):
+                one = time.monotonic()
+                log(run(argv).strip())
+                slowest_s = max(slowest_s, time.monotonic() - one)
+                servers.append(Server(system, folder, host, args.port))
+    except BaseException:
+        for server in servers:
+            stop_server(server)
+        raise
+    nodes = Nodes(system, topology_name, servers, topology["consistency"], topology["rf"])
+    # The slowest node's start, for sizing the node-failure test's restart allowance.
+    nodes.start_s = round(slowest_s or time.monotonic() - started, 1)
+    if len(servers) > 1:
+        try:
+            nodes.ring = wait_ring(nodes, "after the start")
+        except BaseException:
+            stop_nodes(nodes)
+            raise
+    return nodes
+
+
+def wait_ring(nodes, why):
+    log(f"{nodes.system}: waiting until every node lists the others and agrees on the schema ({why})")
+    result = json.loads(cqltool(nodes, "ring", "--rf", nodes.rf).strip().splitlines()[-1])
+    if not result.get("agreed"):
+        raise SystemExit(f"compare.py: {nodes.system}'s nodes did not agree {why}: "
+                         f"{result.get('problems')}")
+    log(f"{nodes.system}: agreed after {result['waited_s']} s; ownership "
+        + ", ".join(f"{h} {o['replica']:.1%}" for h, o in result["ownership"].items()))
+    result["why"] = why
+    return result
+
+
+def ctl_script(system):
+    return BENCH / "cassandra" / "ctl.sh" if system == "cassandra" else BENCH / "hayate-ctl.sh"
 
 
 def stop_server(server):
-    script = BENCH / "cassandra" / "ctl.sh" if server.system == "cassandra" else BENCH / "hayate-ctl.sh"
-    run([script, "stop", server.rundir])
+    run([ctl_script(server.system), "stop", server.rundir])
 
 
-def create_schema(server):
+def stop_nodes(nodes):
+    for server in nodes.servers:
+        try:
+            stop_server(server)
+        except SystemExit as error:
+            log(f"{server.host}: {error}")
+
+
+def create_schema(nodes):
     compaction = (" WITH compaction = {'class': 'LeveledCompactionStrategy'}"
-                  if server.system == "cassandra" else "")
+                  if nodes.system == "cassandra" else "")
     fields = ", ".join(f"field{i} varchar" for i in range(10))
-    cqltool(server, "exec",
+    # SimpleStrategy: one data center and one rack, where NetworkTopologyStrategy
+    # {'datacenter1': N} would place the same replicas (the next distinct nodes clockwise).
+    cqltool(nodes, "exec",
             "CREATE KEYSPACE ycsb WITH replication = "
-            "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+            f"{{'class': 'SimpleStrategy', 'replication_factor': {nodes.rf}}}",
             f"CREATE TABLE ycsb.usertable (y_id varchar PRIMARY KEY, {fields}){compaction}")
+    if len(nodes.servers) > 1:
+        return wait_ring(nodes, "after the schema")
+    return None
 
 
-def settle(server, args, why):
-    if server.system != "cassandra":
+def settle(nodes, args, why):
+    if nodes.system != "cassandra":
         return None
-    log(f"cassandra: waiting for compactions to settle ({why})")
+    log(f"cassandra: waiting for compactions to settle on {len(nodes.servers)} node(s) ({why})")
     started = time.monotonic()
-    result = json.loads(cqltool(server, "settle", "--quiet-s", args.settle_quiet_s,
+    result = json.loads(cqltool(nodes, "settle", "--quiet-s", args.settle_quiet_s,
                                 "--timeout-s", args.settle_timeout_s).strip().splitlines()[-1])
     result["why"] = why
     result["total_s"] = round(time.monotonic() - started, 1)
@@ -398,15 +616,21 @@ def settle(server, args, why):
 
 # ---- the sitting ---------------------------------------------------------------------------
 
-def sweep_threads(client, server, args, out, workload_file):
+def phase_dir(out, nodes, name):
+    """`<system>-<phase>` for one node (as before the cluster existed), `cluster-<system>-<phase>`."""
+    prefix = "" if nodes.topology == "single" else f"{nodes.topology}-"
+    return out / f"{prefix}{nodes.system}-{name}"
+
+
+def sweep_threads(client, nodes, args, out, workload_file):
     """The reference's client tuning: raise the thread count until throughput stops rising by
     more than 5%; the last count that still raised it is the one both systems run with."""
     points = []
     chosen = None
     for threads in args.sweep:
-        figures = client.run("run", workload_file, server, threads,
-                             out / f"{server.system}-sweep-t{threads}",
-                             f"{server.system}-sweep-t{threads}",
+        figures = client.run("run", workload_file, nodes, threads,
+                             phase_dir(out, nodes, f"sweep-t{threads}"),
+                             f"{nodes.system}-sweep-t{threads}",
                              {"operationcount": 2_000_000_000,
                               "maxexecutiontime": args.sweep_seconds})
         points.append({"threads": threads, "throughput_ops": figures["throughput_ops"],
@@ -418,114 +642,494 @@ def sweep_threads(client, server, args, out, workload_file):
     return chosen[0], points
 
 
-def one_system(system, client, args, out, workdir, workload_files, state):
-    rundir = workdir / system
-    if rundir.exists():
-        shutil.rmtree(rundir)
-    server = start_server(system, args, rundir)
-    record = {"system": system, "settles": [], "phases": {}}
-    state["systems"][system] = record
+def one_system(system, topology, client, args, out, workdir, workload_files, state):
+    sitting = state["topologies"][topology]
+    record = {"system": system, "topology": topology, "settles": [], "phases": {}}
+    sitting["systems"][system] = record
+    nodes = start_nodes(system, topology, args, workdir)
+    label = system
     try:
-        record["settings"] = server.settings()
-        record["cgroup"] = str(server.cgroup) if server.cgroup else None
-        record["version"] = (cqltool(server, "version").strip() if system == "cassandra"
-                             else git_commit())
-        create_schema(server)
+        record["hosts"] = nodes.hosts
+        record["rf"], record["consistency"] = nodes.rf, nodes.consistency
+        record["settings"] = nodes.servers[0].settings()
+        record["cgroup"] = ", ".join(str(s.cgroup) for s in nodes.servers if s.cgroup) or None
+        record["version"] = (cqltool(nodes, "version").strip() if system == "cassandra"
+                             else state["commit"])
+        if getattr(nodes, "ring", None):
+            record["ring"] = nodes.ring
+        schema = create_schema(nodes)
+        if schema:
+            record["schema_agreement"] = schema
+        first = args.workloads[0]
         record["phases"]["load"] = client.run(
-            "load", workload_files[args.workloads[0]], server, args.load_threads,
-            out / f"{system}-load", system, {})
-        record["disk_after_load"] = server.disk_bytes()
+            "load", workload_files[first], nodes, args.load_threads,
+            phase_dir(out, nodes, "load"), label, {})
+        record["disk_after_load"] = nodes.disk_bytes()
         if system == "cassandra":
-            record["settles"].append(settle(server, args, "after the load"))
-            record["disk_after_settle"] = server.disk_bytes()
-        if state["threads"] is None:
-            threads, points = sweep_threads(client, server, args, out,
-                                            workload_files[args.workloads[0]])
-            state["threads"] = threads
-            state["sweep"] = {"system": system, "seconds": args.sweep_seconds, "points": points,
-                              "chosen": threads}
-            log(f"thread sweep on {system}: {threads} threads")
+            record["settles"].append(settle(nodes, args, "after the load"))
+            record["disk_after_settle"] = nodes.disk_bytes()
+        if sitting["threads"] is None:
+            threads, points = sweep_threads(client, nodes, args, out, workload_files[first])
+            sitting["threads"] = threads
+            sitting["sweep"] = {"system": system, "seconds": args.sweep_seconds,
+                                "points": points, "chosen": threads}
+            log(f"thread sweep on {system} ({topology}): {threads} threads")
             if system == "cassandra":
-                record["settles"].append(settle(server, args, "after the thread sweep"))
+                record["settles"].append(settle(nodes, args, "after the thread sweep"))
         for index, name in enumerate(args.workloads):
             if system == "cassandra" and index > 0:
-                record["settles"].append(settle(server, args, f"before workload {name}"))
-            record.setdefault("cache_drops", []).append(server.drop_cache())
-            profile = None
+                record["settles"].append(settle(nodes, args, f"before workload {name}"))
+            record.setdefault("cache_drops", []).append(nodes.drop_cache())
+            during = None
+            stem = "hayate" if topology == "single" else f"{topology}-hayate"
             if args.profile and system == "hayate" and index == 0:
-                profile = lambda process: start_profile(server, out, args)  # noqa: E731
+                during = lambda process: start_profile(nodes.servers[0], out, args, stem)  # noqa: E731
             record["phases"][name] = client.run(
-                "run", workload_files[name], server, state["threads"], out / f"{system}-{name}",
-                system, {"operationcount": 2_000_000_000, "maxexecutiontime": args.run_seconds},
-                profile=profile)
-            if profile is not None:
-                finish_profile(out)
-        record["disk_at_end"] = server.disk_bytes()
+                "run", workload_files[name], nodes, sitting["threads"],
+                phase_dir(out, nodes, name), label,
+                {"operationcount": 2_000_000_000, "maxexecutiontime": args.run_seconds},
+                during=during)
+            if during is not None:
+                finish_profile(out, stem)
+        record["disk_at_end"] = nodes.disk_bytes()
+        if topology == "cluster" and args.kill_test:
+            for level in args.kill_consistency:
+                if system == "cassandra":
+                    record["settles"].append(settle(nodes, args, f"before the kill test at {level}"))
+                name = f"kill-{level.lower()}"
+                record.setdefault("kill", {})[level] = kill_test(
+                    client, nodes, args, out, workload_files[first], sitting["threads"],
+                    record["phases"][first]["throughput_ops"], level, name)
     finally:
-        stop_server(server)
-        logs = rundir / "logs"
-        if logs.exists():
-            shutil.copytree(logs, out / f"{system}-server-logs", dirs_exist_ok=True)
-        for name in ("conf/cassandra.yaml", "conf/jvm-options", "hayate.toml", "settings.env"):
-            if (rundir / name).exists():
-                (out / f"{system}-server-config").mkdir(exist_ok=True)
-                shutil.copy(rundir / name, out / f"{system}-server-config" / Path(name).name)
-        if not args.keep_data:
-            shutil.rmtree(rundir, ignore_errors=True)
+        stop_nodes(nodes)
+        for server in nodes.servers:
+            rundir = server.rundir
+            suffix = "" if topology == "single" else f"-{server.host}"
+            prefix = "" if topology == "single" else f"{topology}-"
+            logs = rundir / "logs"
+            if logs.exists():
+                shutil.copytree(logs, out / f"{prefix}{system}-server-logs{suffix}",
+                                dirs_exist_ok=True)
+            for name in ("conf/cassandra.yaml", "conf/jvm-options", "hayate.toml", "settings.env"):
+                if (rundir / name).exists():
+                    config = out / f"{prefix}{system}-server-config{suffix}"
+                    config.mkdir(exist_ok=True)
+                    shutil.copy(rundir / name, config / Path(name).name)
+            if not args.keep_data:
+                shutil.rmtree(rundir, ignore_errors=True)
+
+
+# ---- the node-failure test (cluster) ---------------------------------------------------------
+
+class Monitor(threading.Thread):
+    """Samples every node once a second during the node-failure test: alive or not, its CPU,
+    and what tells of hints and of the victim's state. hayate: /metrics (hints pending, written
+    and replayed; Unavailable and timeouts) and each survivor's /status (the victim up or down).
+    Cassandra: the bytes in each node's hints folder (its hints files; the failure detector's
+    verdicts come from the survivors' logs afterwards). Every sample is a line of monitor.jsonl."""
+
+    def __init__(self, nodes, victim, path):
+        super().__init__(daemon=True)
+        self.nodes = nodes
+        self.victim = victim
+        self.path = path
+        self.samples = []
+        self.stopping = threading.Event()
+        self.metrics_port = {s.host: int(s.settings().get("metrics_port", 0)) for s in nodes.servers}
+
+    def sample(self):
+        now = time.time()
+        row = {"t": round(now, 3), "nodes": {}}
+        for server in self.nodes.servers:
+            node = {}
+            try:
+                node["cpu_s"] = proc_cpu_s(server.pid)
+                node["alive"] = True
+            except (OSError, IndexError, ValueError):
+                node["alive"] = False
+            if self.nodes.system == "hayate":
+                if node["alive"]:
+                    metrics = hayate_metrics(server.host, self.metrics_port[server.host], timeout_s=2)
+                    for key in ("hayate_hints_pending_bytes", "hayate_hints_written_total",
+                                "hayate_hints_replayed_total", "hayate_hints_dropped_total",
+                                "hayate_coordinator_unavailable_total",
+                                "hayate_coordinator_write_timeouts_total",
+                                "hayate_coordinator_read_timeouts_total"):
+                        if key in metrics:
+                            node[key.removeprefix("hayate_")] = metrics[key]
+                    if server is not self.victim:
+                        status = hayate_status(server.host, self.metrics_port[server.host])
+                        for member in (status or {}).get("nodes", []):
+                            if member.get("address") == self.victim.host:
+                                node["victim_state"] = member.get("state")
+            else:
+                hints = server.rundir / "data" / "hints"
+                total = 0
+                for path in hints.glob("*.hints") if hints.exists() else []:
+                    try:
+                        total += path.stat().st_size
+                    except OSError:
+                        pass  # dispatched and deleted meanwhile
+                node["hints_file_bytes"] = total
+            row["nodes"][server.host] = node
+        return row
+
+    def run(self):
+        with open(self.path, "w") as out:
+            while not self.stopping.is_set():
+                started = time.monotonic()
+                row = self.sample()
+                self.samples.append(row)
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                self.stopping.wait(max(0.0, 1.0 - (time.monotonic() - started)))
+
+    def stop(self):
+        self.stopping.set()
+        self.join(timeout=30)
+
+
+def client_series(rundir):
+    """The client's seconds: {second: {count, failed, p99_us, intended_p99_us}}, second n being
+    (n-1, n] after the client's start. hayate-bench: timeseries.csv (`ALL` counts every
+    operation, failed ones included; `*-FAILED` the failures). Java YCSB: its status lines,
+    where the p99 of a second is the largest of its operations' p99s (it prints no overall)."""
+    import csv
+    seconds = {}
+    path = rundir / "timeseries.csv"
+    if path.exists():
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                second = int(float(row["elapsed_s"]))
+                entry = seconds.setdefault(second, {"count": 0, "failed": 0})
+                op = row["operation"]
+                count = int(row["count"] or 0)
+                p99 = int(row["p99_us"]) if row.get("p99_us") else None
+                if op == "ALL":
+                    entry["count"], entry["p99_us"] = count, p99
+                elif op == "Intended-ALL":
+                    entry["intended_p99_us"] = p99
+                elif op.endswith("-FAILED") and not op.startswith("Intended-"):
+                    entry["failed"] += count
+        return seconds, "hayate-bench timeseries.csv (ALL, Intended-ALL, *-FAILED)"
+    status = re.compile(r" (\d+) sec: \d+ operations;.*?((?:\[[^\]]*\] ?)+)$")
+    for line in (rundir / "client-stderr.txt").read_text().splitlines():
+        match = status.search(line)
+        if not match:
+            continue
+        entry = {"count": 0, "failed": 0}
+        for op, body in re.findall(r"\[([A-Za-z-]+): ([^\]]*)\]", match.group(2)):
+            fields = dict(item.split("=", 1) for item in body.split(", ") if "=" in item)
+            count = int(float(fields.get("Count", 0)))
+            if op.startswith("Intended-") or op == "CLEANUP":
+                continue
+            if op.endswith("-FAILED"):
+                entry["failed"] += count
+            elif count:
+                entry["count"] += count
+                p99 = float(fields.get("99", 0))
+                entry["p99_us"] = max(entry.get("p99_us") or 0, p99)
+        seconds[int(match.group(1))] = entry
+    return seconds, "Java YCSB status lines (largest per-operation p99 of each second)"
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+LOG_TIME = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{3,9})(Z?)")
+
+
+def log_events(system, survivors, victim, since):
+    """What the survivors' logs say of the victim after `since`, to the millisecond: when their
+    failure detector marked it DOWN and UP, and each finished hint delivery. Cassandra (Gossiper,
+    HintsDispatcher): "InetAddress /ADDR:PORT is now DOWN", "... is now UP", "Finished hinted
+    handoff of file ... to endpoint /ADDR". hayate (cluster tasks): "node is down node=ADDR",
+    "node is up node=ADDR", "replayed hints host=ID delivered=N"."""
+    events = {"down": [], "up": [], "hints_finished": []}
+    address = re.escape(victim.host)
+    if system == "cassandra":
+        name = "system.log"
+        patterns = {"down": re.compile(rf"InetAddress /?{address}\S* is now DOWN"),
+                    "up": re.compile(rf"InetAddress /?{address}\S* is now UP"),
+                    "hints_finished": re.compile(rf"Finished hinted handoff of file .*/?{address}\b")}
+    else:
+        name = "hayate.log"
+        host_id = ""
+        node_json = victim.rundir / "data" / "node.json"
+        if node_json.exists():
+            # node.json keeps the host id as 16 bytes; the log writes it as a UUID.
+            raw = json.loads(node_json.read_text()).get("host_id")
+            if isinstance(raw, list) and len(raw) == 16:
+                hexed = bytes(raw).hex()
+                host_id = "-".join((hexed[:8], hexed[8:12], hexed[12:16], hexed[16:20], hexed[20:]))
+        patterns = {"down": re.compile(rf"node is down node={address}\b"),
+                    "up": re.compile(rf"node is up node={address}\b"),
+                    "hints_finished": re.compile(rf"replayed hints host={re.escape(host_id) or 'NONE'}\b")}
+    for server in survivors:
+        path = server.rundir / "logs" / name
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            line = ANSI.sub("", line)
+            stamp = LOG_TIME.search(line)
+            if not stamp:
+                continue
+            text = stamp.group(1).replace("T", " ").replace(",", ".")
+            text = text[:26]  # microseconds at most
+            when = datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f")
+            if stamp.group(2) == "Z":  # hayate logs UTC; Cassandra's logback, local time
+                when = when.replace(tzinfo=datetime.timezone.utc)
+            when = when.timestamp()
+            if when < since:
+                continue
+            for kind, pattern in patterns.items():
+                if pattern.search(line):
+                    events[kind].append({"t": round(when, 3), "node": server.host,
+                                         "line": line.strip()[-160:]})
+    return events
+
+
+def kill_test(client, nodes, args, out, workload_file, threads, max_ops, level, name):
+    """The node-failure test: a throttled run of the first workload at --kill-load of the
+    throughput this system just measured, consistency `level`; --kill-before-s in, node
+    --kill-node is killed (SIGKILL); --kill-down-s later it is restarted with its data and the
+    run goes on for at least --kill-return-s while the survivors replay its hints."""
+    topology = topology_of(nodes.topology, args)
+    victim = nodes.servers[args.kill_node - 1]
+    survivors = [s for s in nodes.servers if s is not victim]
+    target = max(1, int(max_ops * args.kill_load))
+    # The client runs for a fixed time (both clients' maxexecutiontime), so the restart gets an
+    # allowance: 1.5 times the slowest start this system's nodes took, plus 5 s. --kill-return-s
+    # is then at least the time from the node listening again to the end.
+    allowance_s = math.ceil(nodes.start_s * 1.5) + 5
+    total_s = args.kill_before_s + args.kill_down_s + allowance_s + args.kill_return_s
+    rundir = phase_dir(out, nodes, name)
+    rundir.mkdir(parents=True, exist_ok=True)
+    events = {}
+    monitor = Monitor(nodes, victim, rundir / "monitor.jsonl")
+    log(f"{nodes.system}: node-failure test at {level}, {target:,} ops/s "
+        f"({args.kill_load:.0%} of {max_ops:,.0f}); {victim.host} is killed after "
+        f"{args.kill_before_s} s and restarted {args.kill_down_s} s later")
+
+    def timeline(process):
+        monitor.start()
+        time.sleep(args.kill_before_s)
+        if process.poll() is not None:
+            return
+        events["kill"] = time.time()
+        log(f"{victim.host}: " + run([ctl_script(nodes.system), "kill", victim.rundir]).strip())
+        time.sleep(args.kill_down_s)
+        if process.poll() is not None:
+            return
+        events["restart"] = time.time()
+        log(run(ctl_argv(nodes.system, args, topology, victim.host, victim.rundir)).strip())
+        victim.reload()
+        events["restart_ready"] = time.time()
+
+    try:
+        figures = client.run("run", workload_file, nodes, threads, rundir, nodes.system,
+                             {"operationcount": 2_000_000_000, "maxexecutiontime": total_s},
+                             during=timeline, target=target, consistency=level)
+    finally:
+        monitor.stop()
+        if "kill" in events and "restart_ready" not in events \
+                and not (victim.rundir / "server.pid").exists():
+            # Interrupted while the victim was down: bring it back, so that the sitting stops
+            # (and copies the logs of) three nodes as it started them.
+            try:
+                run(ctl_argv(nodes.system, args, topology, victim.host, victim.rundir))
+                victim.reload()
+            except SystemExit as error:
+                log(f"{victim.host}: could not be restarted after the interruption: {error}")
+    figures.update({"target_ops": target, "consistency": level, "victim": victim.host,
+                    "events_unix": events, "restart_allowance_s": allowance_s,
+                    "client_run_s": total_s})
+    ring = getattr(nodes, "ring", None) or {}
+    figures["victim_replica_share"] = ring.get("ownership", {}).get(victim.host, {}).get("replica")
+    if "restart_ready" not in events:
+        figures["analysis"] = {"note": "the client ended before the kill and restart were done"}
+    else:
+        figures["analysis"] = analyse_kill(nodes, victim, survivors, monitor.samples, events,
+                                           rundir, figures, args)
+    (rundir / "phase.json").write_text(json.dumps(figures, indent=2) + "\n")
+    a = figures["analysis"]
+    log(f"{nodes.system} kill test ({level}): detection {a.get('detect_after_kill_s')} s, "
+        f"errors after detection {a.get('errors_detect_to_up')}, recovery "
+        f"{a.get('recovery_after_detect_s')} s, replay p99 {a.get('replay_p99_max_ratio')}x")
+    return figures
+
+
+def analyse_kill(nodes, victim, survivors, samples, events, rundir, figures, args):
+    """The node-failure test's figures, from the client's seconds and the monitor's samples."""
+    meta = json.loads((rundir / "meta.json").read_text()) if (rundir / "meta.json").exists() else {}
+    t0 = meta["start_unix_ms"] / 1000 if meta.get("start_unix_ms") else figures["client_started_unix"]
+    seconds, series_source = client_series(rundir)
+    a = {"client_series": series_source, "t0_unix": t0}
+    kill, ready = events["kill"], events["restart_ready"]
+
+    # When the survivors saw the victim down, and up again: their logs, to the millisecond.
+    said = log_events(nodes.system, survivors, victim, kill - 1)
+    a["log_events"] = said
+    a["detect_method"] = (
+        "the first survivor's log line marking the victim down (Cassandra: Gossiper's "
+        "'InetAddress /ADDR is now DOWN'; hayate: 'node is down node=ADDR'); back up: the last "
+        "survivor's line marking it up after the restart")
+    detect = min((e["t"] for e in said["down"] if e["t"] >= kill), default=None)
+    ups = {}
+    for e in said["up"]:
+        if e["t"] >= events["restart"]:
+            ups.setdefault(e["node"], e["t"])
+    up = max(ups.values()) if len(ups) >= len(survivors) else None
+    if nodes.system == "hayate":
+        # The same from /status, one sample a second: a cross-check of the logs.
+        polled = [r["t"] for r in samples if r["t"] >= kill and any(
+            r["nodes"][s.host].get("victim_state") == "down" for s in survivors)]
+        a["status_poll_down_after_kill_s"] = round(polled[0] - kill, 1) if polled else None
+    rel = lambda t: None if t is None else round(t - t0, 1)  # noqa: E731
+    a.update({"kill_s": rel(kill), "detect_s": rel(detect), "restart_s": rel(events["restart"]),
+              "restart_ready_s": rel(ready), "up_s": rel(up),
+              "detect_after_kill_s": None if detect is None else round(detect - kill, 1)})
+
+    # Hints: pending on the survivors, and when the replay ended.
+    def pending(row):
+        key = "hints_pending_bytes" if nodes.system == "hayate" else "hints_file_bytes"
+        return sum(row["nodes"][s.host].get(key, 0) for s in survivors)
+    series = [(r["t"], pending(r)) for r in samples]
+    a["hints_peak_bytes"] = max((b for _, b in series), default=0)
+    drained = None
+    if a["hints_peak_bytes"] and up is not None:
+        drained = next((t for t, b in series if t >= up and b == 0), None)
+        # The last delivery the logs tell of is more precise than the 1 s samples.
+        finished = [e["t"] for e in said["hints_finished"] if e["t"] >= up]
+        if finished and drained is not None:
+            drained = min(drained, max(finished))
+    if nodes.system == "hayate" and samples:
+        first, last = samples[0]["nodes"], samples[-1]["nodes"]
+        for key in ("hints_written_total", "hints_replayed_total", "hints_dropped_total",
+                    "coordinator_unavailable_total", "coordinator_write_timeouts_total",
+                    "coordinator_read_timeouts_total"):
+            a[key.removesuffix("_total")] = sum(
+                last[s.host].get(key, 0) - first[s.host].get(key, 0) for s in survivors)
+    a["hints_drained_s"] = rel(drained)
+    if drained is not None and up is not None:
+        a["replay_s"] = round(drained - up, 1)
+        a["replay_bytes_per_s"] = round(a["hints_peak_bytes"] / max(drained - up, 1.0))
+
+    # The client's seconds, by window.
+    p99_key = "intended_p99_us" if any("intended_p99_us" in e for e in seconds.values()) else "p99_us"
+    a["p99_series"] = ("Intended-ALL: from when the throttle meant each operation to start "
+                       "(queueing behind a stall included)" if p99_key == "intended_p99_us"
+                       else "ALL: from when each operation was sent")
+
+    def window(lo, hi):
+        return [(s, seconds[s]) for s in sorted(seconds) if lo < s <= hi]
+
+    k, d = kill - t0, (detect - t0) if detect else None
+    u = (up - t0) if up else (ready - t0)
+    r = (drained - t0) if drained else None
+    end = max(seconds) if seconds else 0
+    warmup = min(10, args.kill_before_s / 3)
+    before = [e[p99_key] for _, e in window(warmup, int(k)) if e.get(p99_key)]
+    if not before:
+        a["note"] = "no client seconds before the kill"
+        return a
+    baseline = sorted(before)[len(before) // 2]
+    threshold = baseline * 1.2
+    a.update({"baseline_p99_us": baseline, "threshold_p99_us": round(threshold),
+              "baseline_seconds": len(before),
+              "baseline_seconds_over_threshold": sum(v > threshold for v in before)})
+    for label, lo, hi in (("before_kill", 0, k), ("kill_to_detect", k, d if d else u),
+                          ("detect_to_up", d if d else u, u), ("up_to_end", u, end)):
+        rows = window(lo, hi)
+        a[f"errors_{label}"] = sum(e["failed"] for _, e in rows)
+        a[f"ops_{label}"] = sum(e["count"] for _, e in rows)
+        values = [e[p99_key] for _, e in rows if e.get(p99_key)]
+        a[f"p99_max_{label}_us"] = max(values, default=None)
+    # Recovery: the first second after detection from which the median p99 of five seconds is
+    # within 1.2x of the baseline (a median, as the baseline is, since single seconds of a
+    # loaded 2-core machine are noisy: see baseline_seconds_over_threshold).
+    if d is not None:
+        down = window(d, end)
+        for i in range(len(down)):
+            five = sorted(e[p99_key] for _, e in down[i:i + 5] if e.get(p99_key))
+            if len(five) == 5 and five[2] <= threshold:
+                a["recovered_s"] = down[i][0] - 1
+                a["recovery_after_detect_s"] = round(max(0.0, down[i][0] - 1 - d), 1)
+                a["recovered_before_restart"] = down[i][0] - 1 < events["restart"] - t0
+                break
+    # The replay: from the victim being up again to its hints being gone.
+    if r is not None:
+        rows = window(int(u), max(math.ceil(r), int(u) + 1))
+        values = [e[p99_key] for _, e in rows if e.get(p99_key)]
+        if values:
+            a["replay_p99_max_us"] = max(values)
+            a["replay_p99_median_us"] = sorted(values)[len(values) // 2]
+            a["replay_p99_max_ratio"] = round(max(values) / baseline, 2)
+            a["replay_seconds"] = len(values)
+            a["replay_p99_series_ms"] = [round(v / 1000, 1) for v in values[:30]]
+    # The seconds around the return, where a stall would show: p99 and operations per second.
+    lo = int(events["restart"] - t0)
+    values = [e[p99_key] for _, e in window(lo, lo + 10) if e.get(p99_key)]
+    if values:
+        a["return_p99_max_us"] = max(values)
+        a["return_p99_max_ratio"] = round(max(values) / baseline, 2)
+    a["return_seconds"] = [{"s": s, "ops": e["count"], "failed": e["failed"],
+                            "p99_ms": round(e[p99_key] / 1000, 1) if e.get(p99_key) else None}
+                           for s, e in window(lo, lo + 8)]
+    return a
 
 
 # ---- profiling (optional) ------------------------------------------------------------------
 
-PROFILE = {}
+PROFILE = {}  # stem ("hayate", "cluster-hayate") -> the perf process, its data and the note
 
 
-def start_profile(server, out, args):
-    """perf record of the hayate server for 20 s, starting 10 s into the run phase."""
+def start_profile(server, out, args, stem):
+    """perf record of one hayate node for 20 s, starting 10 s into the run phase."""
     if shutil.which("perf") is None:
-        PROFILE["note"] = "perf is not installed: no profile"
+        PROFILE[stem] = {"note": "perf is not installed: no profile"}
         return
     delay_s = min(10, max(0, args.run_seconds - 25))
-    data = out / "hayate-perf.data"
+    data = out / f"{stem}-perf.data"
     argv = ["sh", "-c", f"sleep {delay_s}; exec perf record -F 499 -g -p {server.pid} "
             f"-o {data} -- sleep 20"]
     COMMANDS.append(shlex.join(argv))
-    PROFILE["process"] = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                          stderr=open(out / "hayate-perf.log", "w"))
-    PROFILE["data"] = data
+    PROFILE[stem] = {"process": subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                                 stderr=open(out / f"{stem}-perf.log", "w")),
+                     "data": data, "host": server.host}
 
 
-def finish_profile(out):
-    process = PROFILE.get("process")
+def finish_profile(out, stem):
+    entry = PROFILE.get(stem, {})
+    process = entry.get("process")
     if process is None:
         return
     process.wait()
-    data = PROFILE["data"]
+    data = entry["data"]
     if not data.exists():
-        PROFILE["note"] = "perf record wrote nothing; see hayate-perf.log"
+        entry["note"] = f"perf record wrote nothing; see {stem}-perf.log"
         return
     # The top entries, flat (self time per thread, library and symbol), then by caller.
     flat = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none",
                            "--sort", "comm,dso,symbol", "--percent-limit", "0.5"],
                           capture_output=True, text=True)
-    (out / "hayate-perf-report.txt").write_text(flat.stdout)
+    (out / f"{stem}-perf-report.txt").write_text(flat.stdout)
     tree = subprocess.run(["perf", "report", "-i", data, "--stdio", "--children",
                            "--percent-limit", "2"], capture_output=True, text=True)
-    (out / "hayate-perf-callers.txt").write_text(tree.stdout)
-    PROFILE["note"] = ("perf sampled the hayate server at 499 Hz with call graphs for 20 s of "
-                       "its first workload, whose figures carry that cost. "
-                       "hayate-perf-report.txt: `perf report --stdio --no-children -g none` "
-                       "(entries >= 0.5%); hayate-perf-callers.txt: with call graphs (>= 2%)")
+    (out / f"{stem}-perf-callers.txt").write_text(tree.stdout)
+    entry["note"] = (f"perf sampled the hayate node on {entry['host']} ({stem}) at 499 Hz with "
+                     "call graphs for 20 s of its first workload, whose figures carry that cost. "
+                     f"{stem}-perf-report.txt: `perf report --stdio --no-children -g none` "
+                     f"(entries >= 0.5%); {stem}-perf-callers.txt: with call graphs (>= 2%)")
     collapse = shutil.which("inferno-collapse-perf")
     flamegraph = shutil.which("inferno-flamegraph")
     if collapse and flamegraph:
         script = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True)
         folded = subprocess.run([collapse], input=script.stdout, capture_output=True, text=True)
-        (out / "hayate-perf.folded").write_text(folded.stdout)
+        (out / f"{stem}-perf.folded").write_text(folded.stdout)
         svg = subprocess.run([flamegraph], input=folded.stdout, capture_output=True, text=True)
-        (out / "hayate-flamegraph.svg").write_text(svg.stdout)
-        PROFILE["note"] += "; hayate-flamegraph.svg (inferno)"
+        (out / f"{stem}-flamegraph.svg").write_text(svg.stdout)
+        entry["note"] += f"; {stem}-flamegraph.svg (inferno)"
     else:
-        PROFILE["note"] += "; no flame graph (`cargo install inferno` to get one)"
+        entry["note"] += "; no flame graph (`cargo install inferno` to get one)"
     data.unlink()
 
 
@@ -555,6 +1159,8 @@ def environment(workdir):
     return {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "hayate_commit": git_commit(),
+        "hayate_binary_sha256": sha256_of(REPO / "target" / "release" / "hayate"),
+        "hayate_bench_binary_sha256": sha256_of(REPO / "target" / "release" / "hayate-bench"),
         "kernel": " ".join(platform.uname()[:3]),
         "cpu": cpu,
         "nproc": os.cpu_count(),
@@ -564,6 +1170,17 @@ def environment(workdir):
         "java": first(["java", "-version"]).replace("\n", " | "),
         "python": platform.python_version(),
     }
+
+
+def sha256_of(path):
+    import hashlib
+    if not Path(path).exists():
+        return "not built"
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def fmt(value, digits=0):
@@ -586,110 +1203,247 @@ def mib(value):
     return None if value is None else value / 1048576
 
 
+def per_node(figures, key):
+    """A memory figure in MiB, node by node (a / b / c) in a cluster."""
+    nodes = figures.get("nodes") or []
+    if len(nodes) > 1:
+        return " / ".join(fmt(mib(n.get(key))) for n in nodes)
+    return fmt(mib(figures.get(key)))
+
+
+def topology_text(name, args):
+    t = topology_of(name, args)
+    return f"{len(t['hosts'])} node{'s' if len(t['hosts']) > 1 else ''}, RF {t['rf']}, {t['consistency']}"
+
+
+def verdict(ok):
+    return "met" if ok else "**missed**"
+
+
 def write_results(out, args, state, env):
-    systems = state["systems"]
-    cass = systems.get("cassandra", {}).get("phases", {})
-    hay = systems.get("hayate", {}).get("phases", {})
-    name_of = {"cassandra": f"Cassandra {systems.get('cassandra', {}).get('version', '')}",
-               "hayate": f"hayate {systems.get('hayate', {}).get('version', '')}"}
+    topologies = state["topologies"]
+    versions = {}
+    for sitting in topologies.values():
+        for system, record in sitting["systems"].items():
+            versions.setdefault(system, record.get("version", ""))
+    name_of = {"cassandra": f"Cassandra {versions.get('cassandra', '')}",
+               "hayate": f"hayate {versions.get('hayate', '')}"}
+
+    def phases(topology, system):
+        return topologies.get(topology, {}).get("systems", {}).get(system, {}).get("phases", {})
+
     lines = [f"# hayate vs Apache Cassandra: {out.name}", ""]
-    unlimited = [system for system, record in systems.items()
+    unlimited = [f"{system} ({topology})" for topology, sitting in topologies.items()
+                 for system, record in sitting["systems"].items()
                  if "settings" in record and not record.get("cgroup")]
     if unlimited:
         lines += [f"**WARNING: {', '.join(unlimited)} ran WITHOUT a memory limit (no writable "
                   "cgroup; --allow-unlimited): the page cache may have held the whole data set, "
                   "so these figures do not measure storage.**", ""]
-    lines += [f"{args.records:,} records of 1 KB (10 fields x 100 B), each server in a "
-              f"{mib(args.memory_bytes):,.0f} MiB memory cgroup, "
-              f"{state['threads']} client threads, {args.run_seconds} s per workload, client "
-              f"`{args.client}`, one node on {args.host}, replication factor 1, consistency ONE.",
-              ""]
+    described = "; ".join(
+        f"**{name}**: {topology_text(name, args)} on {', '.join(topology_of(name, args)['hosts'])}, "
+        f"{topologies[name].get('threads')} client threads" for name in topologies)
+    lines += [f"{args.records:,} records of 1 KB (10 fields x 100 B), every server node in its own "
+              f"{mib(args.memory_bytes):,.0f} MiB memory cgroup, {args.run_seconds} s per "
+              f"workload, client `{args.client}`. {described}.", ""]
+
     for name in args.workloads:
-        c, h = cass.get(name, {}), hay.get(name, {})
-        lc, lh = cass.get("load", {}), hay.get("load", {})
         lines += [f"## Workload `{name}`: {WORKLOADS[name][0]}", "",
-                  "| | throughput (ops/s) | p95 read (ms) | p95 update (ms) | insert rate (ops/s) |",
-                  "|---|---:|---:|---:|---:|"]
-        for system, row, load in (("cassandra", c, lc), ("hayate", h, lh)):
-            if system in systems:
-                lines.append(f"| {name_of[system]} | {fmt(row.get('throughput_ops'))} | "
-                             f"{fmt(ms(row.get('read_p95_us')), 2)} | "
-                             f"{fmt(ms(row.get('update_p95_us')), 2)} | "
-                             f"{fmt(load.get('throughput_ops'))} |")
-        lines.append(f"| hayate / Cassandra | {ratio(h.get('throughput_ops'), c.get('throughput_ops'))} | "
-                     f"{ratio(c.get('read_p95_us'), h.get('read_p95_us'))} | "
-                     f"{ratio(c.get('update_p95_us'), h.get('update_p95_us'))} | "
-                     f"{ratio(lh.get('throughput_ops'), lc.get('throughput_ops'))} |")
+                  "| | topology | throughput (ops/s) | p95 read (ms) | p95 update (ms) | "
+                  "insert rate (ops/s) | server CPU per client operation, all nodes (µs) |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for topology in topologies:
+            c, h = phases(topology, "cassandra").get(name, {}), phases(topology, "hayate").get(name, {})
+            lc, lh = phases(topology, "cassandra").get("load", {}), phases(topology, "hayate").get("load", {})
+            where = topology_text(topology, args)
+            for system, row, load in (("cassandra", c, lc), ("hayate", h, lh)):
+                if system in topologies[topology]["systems"]:
+                    lines.append(f"| {name_of[system]} | {where} | {fmt(row.get('throughput_ops'))} | "
+                                 f"{fmt(ms(row.get('read_p95_us')), 2)} | "
+                                 f"{fmt(ms(row.get('update_p95_us')), 2)} | "
+                                 f"{fmt(load.get('throughput_ops'))} | "
+                                 f"{fmt(row.get('server_cpu_us_per_op'), 1)} |")
+            if len(topologies[topology]["systems"]) == 2:
+                lines.append(f"| hayate / Cassandra | {where} | "
+                             f"{ratio(h.get('throughput_ops'), c.get('throughput_ops'))} | "
+                             f"{ratio(c.get('read_p95_us'), h.get('read_p95_us'))} | "
+                             f"{ratio(c.get('update_p95_us'), h.get('update_p95_us'))} | "
+                             f"{ratio(lh.get('throughput_ops'), lc.get('throughput_ops'))} | "
+                             f"{ratio(c.get('server_cpu_us_per_op'), h.get('server_cpu_us_per_op'))} |")
         lines += ["", "Ratios as the reference's Table 1: throughput and insert rate hayate ÷ "
-                  "Cassandra, latencies Cassandra ÷ hayate (higher is better for hayate).", ""]
+                  "Cassandra, latencies and CPU per operation Cassandra ÷ hayate (higher is "
+                  "better for hayate). Server CPU per client operation is summed over every node "
+                  "of the topology (utime + stime from /proc/PID/stat, background work included) "
+                  "and divided by the client's operations, so at RF 2 it includes both replicas' "
+                  "work and the coordination.", ""]
+
+    if "single" in topologies and "cluster" in topologies:
+        lines += ["## RF 2 on 3 nodes against RF 1 on one node: CPU per operation", "",
+                  "From the same sitting. The goal: hayate at RF 2 costs at most 2.2× its own "
+                  "RF 1 CPU per operation (two replicas do the work; coordination should add "
+                  "little), and its advantage over Cassandra is at least as large as at RF 1.", "",
+                  "| workload | system | RF 1 (µs/op) | RF 2, 3 nodes (µs/op) | RF 2 ÷ RF 1 |",
+                  "|---|---|---:|---:|---:|"]
+        goals = []
+        for name in ["load", *args.workloads]:
+            for system in args.systems:
+                one = phases("single", system).get(name, {}).get("server_cpu_us_per_op")
+                three = phases("cluster", system).get(name, {}).get("server_cpu_us_per_op")
+                lines.append(f"| {name} | {system} | {fmt(one, 1)} | {fmt(three, 1)} | "
+                             f"{ratio(three, one)} |")
+                if system == "hayate" and one and three and name != "load":
+                    goals.append(f"- `{name}`: hayate RF 2 ÷ RF 1 = {three / one:.2f}× "
+                                 f"(goal ≤ 2.2×): {verdict(three / one <= 2.2)}"
+                                 + ("" if three / one <= 2.2 else
+                                    f", by {three / one - 2.2:.2f}× ({three - 2.2 * one:,.1f} µs/op over)"))
+            if len(args.systems) == 2 and name != "load":
+                advantage = {}
+                for topology in ("single", "cluster"):
+                    c = phases(topology, "cassandra").get(name, {})
+                    h = phases(topology, "hayate").get(name, {})
+                    if c.get("server_cpu_us_per_op") and h.get("server_cpu_us_per_op"):
+                        advantage[topology] = (c["server_cpu_us_per_op"] / h["server_cpu_us_per_op"],
+                                               (h.get("throughput_ops") or 0) / (c.get("throughput_ops") or 1))
+                if len(advantage) == 2:
+                    cpu1, tp1 = advantage["single"]
+                    cpu3, tp3 = advantage["cluster"]
+                    goals.append(f"- `{name}`: Cassandra ÷ hayate CPU per operation {cpu1:.2f}× at "
+                                 f"RF 1, {cpu3:.2f}× at RF 2 (goal: at least as large): "
+                                 f"{verdict(cpu3 >= cpu1)}; throughput hayate ÷ Cassandra "
+                                 f"{tp1:.2f}× at RF 1, {tp3:.2f}× at RF 2: {verdict(tp3 >= tp1)}")
+        lines += [""] + goals + [""]
+
+    for topology, sitting in topologies.items():
+        for system, record in sitting["systems"].items():
+            ring = record.get("ring")
+            if not ring:
+                continue
+            if not any(line.startswith("## The cluster's ring") for line in lines):
+                lines += ["## The cluster's ring", "",
+                          "Once every node listed the others with their tokens in system.peers and "
+                          "all reported one schema version (`cqltool.py ring`, asking each node "
+                          "about itself; the same check for both systems). Ownership from the "
+                          "tokens the first node reports: the share of the ring each node holds "
+                          "as primary, and as one of the RF replicas (SimpleStrategy).", "",
+                          "| system | node | tokens | primary | replica (RF 2) | agreed after (s) |",
+                          "|---|---|---:|---:|---:|---:|"]
+            for host, o in ring["ownership"].items():
+                lines.append(f"| {system} | {host} | {o['tokens']} | {o['primary']:.1%} | "
+                             f"{o['replica']:.1%} | {ring['waited_s']} |")
+    if any(line.startswith("## The cluster's ring") for line in lines):
+        lines.append("")
+
+    kills = [(system, level, k) for sitting in topologies.values()
+             for system, record in sitting["systems"].items()
+             for level, k in record.get("kill", {}).items()]
+    if kills:
+        lines += kill_section(kills, args)
 
     lines += ["## Cost per operation", "",
-              "Server CPU is utime + stime of the server process (all threads, background work "
-              "such as compaction or defragmentation included) from /proc/PID/stat between the "
-              "phase's start and end, divided by the phase's operations; the client's is its "
-              "rusage. Device bytes are the server's /proc/PID/io read_bytes and write_bytes. "
-              "Peak memory: the server's VmHWM over the phase, and the cgroup's peak usage "
-              "(page cache included).", "",
-              "| system | phase | ops | ops/s | server CPU (us/op) | client CPU (us/op) | "
+              "Server figures are summed over the topology's nodes: CPU is utime + stime of each "
+              "server process (all threads, background work such as compaction or "
+              "defragmentation included) from /proc/PID/stat between the phase's start and end, "
+              "divided by the phase's operations; the client's is its rusage. Device bytes are "
+              "each server's /proc/PID/io read_bytes and write_bytes. Peak memory: each node's "
+              "VmHWM over the phase, and each node's cgroup peak (page cache included), in the "
+              "order of the topology's addresses.", "",
+              "| topology | system | phase | ops | ops/s | server CPU (us/op) | client CPU (us/op) | "
               "device read (B/op) | device write (B/op) | server peak RSS (MiB) | "
               "cgroup peak (MiB) | errors |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for system, record in systems.items():
-        for phase, f in record.get("phases", {}).items():
-            lines.append(f"| {system} | {phase} | {fmt(f.get('operations'))} | "
-                         f"{fmt(f.get('throughput_ops'))} | {fmt(f.get('server_cpu_us_per_op'), 1)} | "
-                         f"{fmt(f.get('client_cpu_us_per_op'), 1)} | "
-                         f"{fmt(f.get('server_read_bytes_per_op'))} | "
-                         f"{fmt(f.get('server_write_bytes_per_op'))} | "
-                         f"{fmt(mib(f.get('server_peak_rss_bytes')))} | "
-                         f"{fmt(mib(f.get('cgroup_peak_bytes')))} | {fmt(f.get('errors'))} |")
-    lines.append("")
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for topology, sitting in topologies.items():
+        for system, record in sitting["systems"].items():
+            rows = list(record.get("phases", {}).items())
+            rows += [(f"kill-{level.lower()}", k) for level, k in record.get("kill", {}).items()]
+            for phase, f in rows:
+                lines.append(f"| {topology} | {system} | {phase} | {fmt(f.get('operations'))} | "
+                             f"{fmt(f.get('throughput_ops'))} | {fmt(f.get('server_cpu_us_per_op'), 1)} | "
+                             f"{fmt(f.get('client_cpu_us_per_op'), 1)} | "
+                             f"{fmt(f.get('server_read_bytes_per_op'))} | "
+                             f"{fmt(f.get('server_write_bytes_per_op'))} | "
+                             f"{per_node(f, 'server_peak_rss_bytes')} | "
+                             f"{per_node(f, 'cgroup_peak_bytes')} | {fmt(f.get('errors'))} |")
+    lines += ["", "The node-failure test's rows (kill-*) have no server figures: the killed "
+              "node's counters restarted with it.", ""]
 
-    lines += ["## Disk", "", "| system | when | allocated on disk (MiB) | engine's figure |",
-              "|---|---|---:|---|"]
-    for system, record in systems.items():
-        for when in ("disk_after_load", "disk_after_settle", "disk_at_end"):
-            d = record.get(when)
-            if not d:
-                continue
-            engine = ""
-            if "hayate_used_bytes" in d:
-                engine = (f"used blocks {fmt(mib(d['hayate_used_bytes']))} MiB, live "
-                          f"{fmt(mib(d['hayate_live_bytes']))} MiB of a "
-                          f"{fmt(mib(d['hayate_device_bytes']))} MiB preallocated device")
-            lines.append(f"| {system} | {when.removeprefix('disk_').replace('_', ' ')} | "
-                         f"{fmt(mib(d['disk_allocated_bytes']))} | {engine} |")
-    lines += ["", "Cassandra's figure counts SSTables and the commit log; hayate's device file is "
-              "preallocated, so its allocated size is the device size and the engine's used "
+    coordinated = [(topology, phase, f["coordinator"], f["operations"])
+                   for topology, sitting in topologies.items()
+                   for phase, f in sitting["systems"].get("hayate", {}).get("phases", {}).items()
+                   if f.get("coordinator") and f.get("operations")]
+    if coordinated:
+        lines += ["## hayate's coordinators", "",
+                  "hayate's own counters over each phase, summed over the nodes "
+                  "(`hayate_coordinator_*_total` on /metrics), per client operation: how often "
+                  "a request reached a node that is not a replica of its key (the driver not "
+                  "routing by token), the answers other replicas sent and how long they took.", "",
+                  "| topology | phase | coordinated reads / op | writes / op | not a replica / op | "
+                  "replica answers / op | mean replica answer (µs) | speculative retries | "
+                  "read repairs | Unavailable | timeouts |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for topology, phase, c, ops in coordinated:
+            answers = c.get("coordinator_replica_responses_total", 0)
+            mean = (c.get("coordinator_replica_latency_microseconds_total", 0) / answers
+                    if answers else None)
+            lines.append(f"| {topology} | {phase} | {c.get('coordinator_reads_total', 0) / ops:.2f} | "
+                         f"{c.get('coordinator_writes_total', 0) / ops:.2f} | "
+                         f"{c.get('coordinator_not_replica_total', 0) / ops:.3f} | "
+                         f"{answers / ops:.2f} | {fmt(mean, 0)} | "
+                         f"{fmt(c.get('coordinator_speculative_retries_total'))} | "
+                         f"{fmt(c.get('coordinator_read_repairs_total'))} | "
+                         f"{fmt(c.get('coordinator_unavailable_total'))} | "
+                         f"{fmt(c.get('coordinator_write_timeouts_total', 0) + c.get('coordinator_read_timeouts_total', 0))} |")
+        lines.append("")
+
+    lines += ["## Disk", "", "| topology | system | when | allocated on disk, all nodes (MiB) | engine's figure |",
+              "|---|---|---|---:|---|"]
+    for topology, sitting in topologies.items():
+        for system, record in sitting["systems"].items():
+            for when in ("disk_after_load", "disk_after_settle", "disk_at_end"):
+                d = record.get(when)
+                if not d:
+                    continue
+                engine = ""
+                if "hayate_used_bytes" in d:
+                    engine = (f"used blocks {fmt(mib(d['hayate_used_bytes']))} MiB, live "
+                              f"{fmt(mib(d['hayate_live_bytes']))} MiB of "
+                              f"{fmt(mib(d['hayate_device_bytes']))} MiB of preallocated devices")
+                lines.append(f"| {topology} | {system} | {when.removeprefix('disk_').replace('_', ' ')} | "
+                             f"{fmt(mib(d['disk_allocated_bytes']))} | {engine} |")
+    lines += ["", "Cassandra's figure counts SSTables and the commit log; hayate's device files are "
+              "preallocated, so their allocated size is the device size and the engine's used "
               "blocks tell what the data takes.", ""]
 
-    if state.get("sweep"):
-        sweep = state["sweep"]
-        lines += ["## Thread sweep", "",
-                  f"On {sweep['system']}, workload `{args.workloads[0]}`, {sweep['seconds']} s each; "
-                  f"the count stops rising once throughput gains 5% or less. Chosen: "
-                  f"**{sweep['chosen']}** threads.", "",
-                  "| threads | ops/s | p95 read (ms) | p95 update (ms) |", "|---:|---:|---:|---:|"]
-        for p in sweep["points"]:
-            lines.append(f"| {p['threads']} | {fmt(p['throughput_ops'])} | "
-                         f"{fmt(ms(p['read_p95_us']), 2)} | {fmt(ms(p['update_p95_us']), 2)} |")
-        lines.append("")
-    else:
-        lines += [f"Threads: {state['threads']}, given with --threads (no sweep).", ""]
+    for topology, sitting in topologies.items():
+        if sitting.get("sweep"):
+            sweep = sitting["sweep"]
+            lines += [f"## Thread sweep ({topology})", "",
+                      f"On {sweep['system']}, workload `{args.workloads[0]}`, {sweep['seconds']} s "
+                      f"each; the count stops rising once throughput gains 5% or less. Chosen: "
+                      f"**{sweep['chosen']}** threads.", "",
+                      "| threads | ops/s | p95 read (ms) | p95 update (ms) |", "|---:|---:|---:|---:|"]
+            for p in sweep["points"]:
+                lines.append(f"| {p['threads']} | {fmt(p['throughput_ops'])} | "
+                             f"{fmt(ms(p['read_p95_us']), 2)} | {fmt(ms(p['update_p95_us']), 2)} |")
+            lines.append("")
+        else:
+            lines += [f"Threads ({topology}): {sitting['threads']}, given with --threads (no sweep).", ""]
 
-    settles = systems.get("cassandra", {}).get("settles", [])
-    if settles:
-        lines += ["## Cassandra compaction settling", "",
-                  "Before each measured phase the harness waits until no compaction has run for "
-                  f"{args.settle_quiet_s} s (system_views.sstable_tasks and the CompactionExecutor "
-                  "pool), as the reference let compactions finish after its load.", ""]
-        for s in settles:
-            lines.append(f"- {s['why']}: {'settled' if s['settled'] else 'NOT settled (timeout)'} "
-                         f"after {s['waited_s']} s")
-        lines.append("")
+    for topology, sitting in topologies.items():
+        settles = [s for s in sitting["systems"].get("cassandra", {}).get("settles", []) if s]
+        if settles:
+            lines += [f"## Cassandra compaction settling ({topology})", "",
+                      "Before each measured phase the harness waits until no compaction has run "
+                      f"for {args.settle_quiet_s} s on any node (system_views.sstable_tasks and "
+                      "the CompactionExecutor pool), as the reference let compactions finish "
+                      "after its load.", ""]
+            for s in settles:
+                lines.append(f"- {s['why']}: {'settled' if s['settled'] else 'NOT settled (timeout)'} "
+                             f"after {s['waited_s']} s")
+            lines.append("")
 
-    if PROFILE.get("note"):
-        lines += ["## Profile", "", PROFILE["note"], ""]
+    notes = [entry["note"] for entry in PROFILE.values() if entry.get("note")]
+    if notes:
+        lines += ["## Profile", ""] + [f"- {note}" for note in notes] + [""]
     if state.get("charts"):
         lines += ["## Charts", "", state["charts"], ""]
 
@@ -697,15 +1451,32 @@ def write_results(out, args, state, env):
     for key, value in env.items():
         lines.append(f"| {key} | {str(value).replace('|', '/')} |")
     lines += ["", "## Settings", ""]
-    for system, record in systems.items():
-        settings = record.get("settings", {})
-        lines.append(f"- **{system}**: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
-    lines += ["- Cassandra's full configuration: `cassandra-server-config/` (the yaml's comments "
-              "give the reason for each setting; bench/README.md lists them); hayate's: "
-              "`hayate-server-config/hayate.toml`.",
+    for topology, sitting in topologies.items():
+        for system, record in sitting["systems"].items():
+            settings = record.get("settings", {})
+            lines.append(f"- **{system}, {topology}** (first node; the others differ only in "
+                         "address): " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    drops = sorted(set(c for sitting in topologies.values() for r in sitting["systems"].values()
+                       for c in r.get("cache_drops", [])))
+    lines += ["- Keyspace `ycsb`: SimpleStrategy with the topology's replication factor (1, or 2 "
+              "on 3 nodes). With one data center and one rack, NetworkTopologyStrategy "
+              "{'datacenter1': 2} would place the same replicas (the next distinct nodes "
+              "clockwise); SimpleStrategy keeps the one-node and cluster sittings alike.",
+              "- Consistency: ONE on one node (one replica); TWO for reads and writes on the "
+              "cluster, as the reference (\"a consistency level of 2 for writes and 2 for "
+              "reads\"). The client is given every node (`-p hosts=...`) and routes by token.",
+              "- Tokens: Cassandra `num_tokens: 16` (5.0's shipped value) with "
+              "`allocate_tokens_for_local_replication_factor` = the keyspace's RF (2 on the "
+              "cluster; cassandra.yaml's comment: the allocator \"attempts to choose tokens in a "
+              "way that optimizes replicated load over the nodes in the datacenter for the "
+              "replica factor\"); hayate its defaults (16 tokens per node, allocated evenly when "
+              "the nodes form the ring together).",
+              "- Cassandra's full configuration: `cassandra-server-config/` and "
+              "`cluster-cassandra-server-config-<address>/` (the yaml's comments give the reason "
+              "for each setting; bench/README.md lists them); hayate's: "
+              "`hayate-server-config/hayate.toml` and `cluster-hayate-server-config-<address>/`.",
               "- Workload files: `workloads/`.",
-              f"- Page cache: {', '.join(sorted(set(c for r in systems.values() for c in r.get('cache_drops', []))))} "
-              "before each measured run.", ""]
+              f"- Page cache: {', '.join(drops)} before each measured run.", ""]
     lines += ["## Commands", "", "```", shlex.join(sys.argv)] + COMMANDS + ["```", ""]
     (out / "results.md").write_text("\n".join(lines))
     (out / "results.json").write_text(json.dumps(
@@ -713,27 +1484,227 @@ def write_results(out, args, state, env):
         indent=2, default=str) + "\n")
 
 
-def charts(out, args):
+def kill_section(kills, args):
+    lines = ["## A node killed under load", "",
+             f"After the workloads, on each system's cluster: workload `{args.workloads[0]}` "
+             f"throttled (`-target`) to {args.kill_load:.0%} of the throughput that system just "
+             f"measured on it, {args.kill_before_s} s in, node {args.kill_node} "
+             f"({args.cluster_hosts[args.kill_node - 1]}; the client knows all three) is killed "
+             f"with SIGKILL; {args.kill_down_s} s later it is restarted with its data, and the "
+             f"run goes on at least {args.kill_return_s} s after it listens again while the "
+             "survivors replay its hints (the client's run is sized with 1.5 times the "
+             "system's slowest node start, plus 5 s, for the restart). "
+             "Figures are the client's seconds (second n is (n-1, n] after the client started). "
+             "p99 before the kill: the median of the per-second p99s after a warm-up; "
+             "recovered: the first second after detection from which the median of five "
+             "seconds' p99s is within 1.2× of it. Requests in flight when the node died end "
+             "after detection too (a timeout: 2 s for writes, 5 s for reads, on both systems), "
+             "so the worst second while down can be such a timeout. Errors are the client's failed operations; the hints "
+             "are what the survivors held for the victim.", "",
+             "| system | consistency | target (ops/s) | detected after kill (s) | errors kill→detected | "
+             "errors detected→back up (of ops) | p99 before (ms) | recovered after detection (s) | "
+             "p99 max while down (ms) | p99 max in the 10 s from the restart (ms, × before) | "
+             "hints peak (KiB) | replay (s) | p99 max in replay (ms, × before) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    notes = []
+    for system, level, k in kills:
+        a = k.get("analysis", {})
+        replay = (f"{fmt(ms(a.get('replay_p99_max_us')), 2)} ({a['replay_p99_max_ratio']}×)"
+                  if a.get("replay_p99_max_ratio") is not None else "–")
+        lines.append(f"| {system} | {level} | {fmt(k.get('target_ops'))} | "
+                     f"{fmt(a.get('detect_after_kill_s'), 1)} | {fmt(a.get('errors_kill_to_detect'))} | "
+                     f"{fmt(a.get('errors_detect_to_up'))} (of {fmt(a.get('ops_detect_to_up'))}) | "
+                     f"{fmt(ms(a.get('baseline_p99_us')), 2)} | {fmt(a.get('recovery_after_detect_s'), 1)} | "
+                     f"{fmt(ms(a.get('p99_max_detect_to_up_us')), 2)} | "
+                     f"{fmt(ms(a.get('return_p99_max_us')), 2)} ({a.get('return_p99_max_ratio', '–')}×) | "
+                     f"{fmt(mib(a.get('hints_peak_bytes', 0)) and mib(a.get('hints_peak_bytes', 0)) * 1024)} | "
+                     f"{fmt(a.get('replay_s'), 1)} | {replay} |")
+        timeline = ", ".join(f"{label} {a[key]} s" for label, key in (
+            ("killed", "kill_s"), ("detected", "detect_s"), ("restarted", "restart_s"),
+            ("listening again", "restart_ready_s"), ("seen up", "up_s"),
+            ("hints drained", "hints_drained_s")) if a.get(key) is not None)
+        notes.append(f"- **{system}, {level}**: timeline (seconds into the run, the charts' "
+                     f"x axis): {timeline or a.get('note', '–')}. Detection: {a.get('detect_method', '–')}. "
+                     f"Latency series: {a.get('p99_series', '–')}; baseline from "
+                     f"{a.get('baseline_seconds', '–')} seconds, of which "
+                     f"{a.get('baseline_seconds_over_threshold', '–')} were themselves over 1.2×.")
+        if system == "hayate":
+            notes.append(f"  Cross-check: a survivor's /status (polled once a second) showed the "
+                         f"victim down {fmt(a.get('status_poll_down_after_kill_s'), 1)} s after "
+                         f"the kill; its log, {fmt(a.get('detect_after_kill_s'), 1)} s.")
+            notes.append(f"  hayate's counters on the survivors over the run: hints written "
+                         f"{fmt(a.get('hints_written'))}, replayed {fmt(a.get('hints_replayed'))}, "
+                         f"dropped {fmt(a.get('hints_dropped'))}; Unavailable "
+                         f"{fmt(a.get('coordinator_unavailable'))}, write timeouts "
+                         f"{fmt(a.get('coordinator_write_timeouts'))}, read timeouts "
+                         f"{fmt(a.get('coordinator_read_timeouts'))}.")
+            goals = []
+            share = k.get("victim_replica_share")
+            if a.get("errors_detect_to_up") is not None and level in ("TWO", "ALL") and a.get("ops_detect_to_up"):
+                goals.append(f"no client errors once marked down: not attainable at {level} with "
+                             f"RF 2 (see below); {a['errors_detect_to_up'] / a['ops_detect_to_up']:.1%} "
+                             f"of operations failed, against the victim's replica share of the "
+                             f"ring {fmt(share and share * 100, 1)}%")
+            elif a.get("errors_detect_to_up") is not None:
+                goals.append(f"no client errors once marked down: {a['errors_detect_to_up']} "
+                             f"errors → {verdict(a['errors_detect_to_up'] == 0)}")
+            if a.get("detect_s") is not None:
+                rec = a.get("recovery_after_detect_s")
+                goals.append("p99 back within 1.2× within 10 s of detection: "
+                             + (f"{rec} s → {verdict(rec <= 10)}" if rec is not None
+                                else "never while measured → **missed**"))
+            if level in ("TWO", "ALL"):
+                goals.append(f"hint replay: not measured at {level} (refused writes leave no hints)")
+            elif a.get("replay_p99_max_ratio") is not None:
+                goals.append(f"hint replay keeps p99 under 2×: {a['replay_p99_max_ratio']}× → "
+                             f"{verdict(a['replay_p99_max_ratio'] <= 2)}")
+            elif a.get("hints_peak_bytes"):
+                goals.append("hint replay: the hints did not drain within the run → not measured")
+            notes.append("  Goals: " + "; ".join(goals) + ".")
+        elif a.get("ops_detect_to_up") and level in ("TWO", "ALL"):
+            share = k.get("victim_replica_share")
+            notes.append(f"  {a['errors_detect_to_up'] / a['ops_detect_to_up']:.1%} of operations "
+                         f"failed while the node was down; its replica share of the ring is "
+                         f"{fmt(share and share * 100, 1)}%.")
+        if a.get("log_events"):
+            e = a["log_events"]
+            notes.append(f"  The survivors' logs: down at {len({x['node'] for x in e['down']})} "
+                         f"survivor(s), up at {len({x['node'] for x in e['up']})}, "
+                         f"{len(e['hints_finished'])} hint deliveries finished.")
+        if a.get("replay_p99_series_ms"):
+            notes.append(f"  p99 of each second of the replay (ms): "
+                         f"{', '.join(str(v) for v in a['replay_p99_series_ms'])}.")
+        if a.get("return_seconds"):
+            notes.append("  The seconds from the restart on (second: operations, failed, p99 ms): "
+                         + "; ".join(f"{r['s']}: {r['ops']:,}, {r['failed']:,}, {r['p99_ms']}"
+                                     for r in a["return_seconds"]) + ".")
+    lines += [""] + notes + ["",
+              "At consistency TWO with replication factor 2, a key whose two replicas include the "
+              "dead node cannot be read or written: both systems must refuse those requests "
+              "(Unavailable once the node is marked down, a timeout before), about two thirds "
+              "of the keys on 3 nodes, and write no hints for the refused writes. So the kill "
+              "test also runs at ONE, where every key has a live replica: there a request should "
+              "not fail once the node is known down, and the writes the dead node misses become "
+              "hints. The hint replay measured is what the down period produced at the test's "
+              "write rate, not an hour's worth: an hour of hints was not produced on this "
+              "machine in a sitting, and nothing is extrapolated from the replay measured.", ""]
+    return lines
+
+
+def timeline_svg(path, level, runs):
+    """A chart of the node-failure test: p99 of each second (log scale) per system, with the
+    kill, detection, restart, return and drained hints marked; `hayate-bench report` draws no
+    marks. `runs`: [(system, seconds, analysis)]."""
+    width, height, left, right, top, bottom = 960, 420, 70, 20, 40, 50
+    colours = {"cassandra": "#1f77b4", "hayate": "#d62728"}
+    points = [(s, e) for _, seconds, a in runs for s, e in seconds.items()]
+    key = lambda a: "intended_p99_us" if "Intended" in a.get("p99_series", "") else "p99_us"  # noqa: E731
+    values = [e.get(key(a)) for _, seconds, a in runs for e in seconds.values() if e.get(key(a))]
+    if not points or not values:
+        return False
+    x_max = max(s for s, _ in points)
+    y_lo = math.floor(math.log10(max(min(values), 1) / 1000))
+    y_hi = math.ceil(math.log10(max(values) / 1000))
+    y_hi = max(y_hi, y_lo + 1)
+
+    def x(second):
+        return left + (width - left - right) * second / max(x_max, 1)
+
+    def y(us):
+        frac = (math.log10(us / 1000) - y_lo) / (y_hi - y_lo)
+        return top + (height - top - bottom) * (1 - frac)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="DejaVu Sans, sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{left}" y="18" font-size="14">Node-failure test at {level}: p99 of each '
+           f'second (ms, log scale); marks: kill, down (detected), restart, up, hints drained</text>']
+    for decade in range(y_lo, y_hi + 1):
+        yy = y(10 ** decade * 1000)
+        out.append(f'<line x1="{left}" y1="{yy:.1f}" x2="{width - right}" y2="{yy:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{10 ** decade:g}</text>')
+    step = max(10, round(x_max / 10, -1))
+    for second in range(0, x_max + 1, int(step)):
+        out.append(f'<text x="{x(second):.1f}" y="{height - bottom + 18}" text-anchor="middle">{second}</text>')
+    out.append(f'<text x="{(left + width) / 2}" y="{height - 10}" text-anchor="middle">seconds into the run</text>')
+    out.append(f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
+               'fill="none" stroke="#888"/>')
+    for row, (system, seconds, a) in enumerate(runs):
+        colour = colours.get(system, "#333")
+        line = " ".join(f"{x(s):.1f},{y(e[key(a)]):.1f}" for s, e in sorted(seconds.items())
+                        if e.get(key(a)))
+        out.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
+        out.append(f'<text x="{width - right - 90 * (row + 1)}" y="{top - 6}" fill="{colour}">'
+                   f'— {system}</text>')
+        # The first system's marks are labelled along the top, the second's along the bottom,
+        # alternating between two rows so that close marks stay readable.
+        for index, (label, field) in enumerate((
+                ("kill", "kill_s"), ("down", "detect_s"), ("restart", "restart_s"),
+                ("up", "up_s"), ("drained", "hints_drained_s"))):
+            if a.get(field) is None:
+                continue
+            xx = x(a[field])
+            ty = (top + 12 + 11 * (index % 2)) if row == 0 else (height - bottom - 6 - 11 * (index % 2))
+            out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{height - bottom}" '
+                       f'stroke="{colour}" stroke-dasharray="4,3" opacity="0.7"/>')
+            out.append(f'<text x="{xx + 2:.1f}" y="{ty}" fill="{colour}" '
+                       f'font-size="10">{label}</text>')
+    out.append("</svg>")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(out) + "\n")
+    return True
+
+
+def charts(out, args, state):
     """hayate-bench report, if it is built (the placeholder exits 2: skipped)."""
     program = REPO / "target" / "release" / "hayate-bench"
     if not program.exists():
         return "hayate-bench is not built: no charts"
     notes = []
-    for name in ["load", *args.workloads]:
-        dirs = [out / f"{system}-{name}" for system in args.systems if (out / f"{system}-{name}").exists()]
+    groups = []
+    for topology in state["topologies"]:
+        prefix = "" if topology == "single" else f"{topology}-"
+        for name in ["load", *args.workloads]:
+            groups.append((f"{prefix}{name}", [out / f"{prefix}{system}-{name}" for system in args.systems]))
+        if topology == "cluster" and args.kill_test:
+            for level in args.kill_consistency:
+                name = f"kill-{level.lower()}"
+                groups.append((f"{prefix}{name}", [out / f"{prefix}{system}-{name}" for system in args.systems]))
+    for chart, candidates in groups:
+        dirs = [d for d in candidates if d.exists()]
         if not dirs:
             continue
-        argv = [program, "report", "-o", out / "charts" / name, "--baseline", "cassandra", *dirs]
+        argv = [program, "report", "-o", out / "charts" / chart, "--title", f"{chart}", *dirs]
+        if len(dirs) > 1:
+            argv[4:4] = ["--baseline", "cassandra"]
         COMMANDS.append(shlex.join(str(a) for a in argv))
         result = subprocess.run([str(a) for a in argv], capture_output=True, text=True)
-        if result.returncode == 2:
+        if result.returncode == 2 and "not built yet" in result.stderr:
             return "`hayate-bench report` is not built yet (it exited 2): no charts"
         if result.returncode != 0:
-            notes.append(f"{name}: hayate-bench report failed ({result.returncode}): "
+            notes.append(f"{chart}: hayate-bench report failed ({result.returncode}): "
                          f"{result.stderr.strip()[-300:]}")
         else:
-            notes.append(f"{name}: charts/{name}/")
-    return "; ".join(notes)
+            notes.append(f"{chart}: charts/{chart}/")
+    marked = []
+    if args.kill_test and "cluster" in state["topologies"]:
+        for level in args.kill_consistency:
+            runs = []
+            for system, record in state["topologies"]["cluster"]["systems"].items():
+                k = record.get("kill", {}).get(level)
+                rundir = out / f"cluster-{system}-kill-{level.lower()}"
+                if k and rundir.exists():
+                    runs.append((system, client_series(rundir)[0], k.get("analysis", {})))
+            target = out / "charts" / f"cluster-kill-{level.lower()}" / "timeline.svg"
+            if runs and timeline_svg(target, level, runs):
+                marked.append(f"charts/cluster-kill-{level.lower()}/timeline.svg")
+    text = "; ".join(notes)
+    if marked:
+        text += (". `hayate-bench report` draws no marks, so the node-failure test also has its "
+                 "own chart, p99 per second with the kill, detection, restart, return and "
+                 f"drained hints marked: {', '.join(marked)} (the times are also in the section "
+                 "above)")
+    return text
 
 
 # ---- main ----------------------------------------------------------------------------------
@@ -771,11 +1742,38 @@ def parse_args():
     parser.add_argument("--port", type=int, default=9042, help="CQL port of both servers")
     parser.add_argument("--cassandra-storage-port", type=int, default=7000)
     parser.add_argument("--hayate-metrics-port", type=int, default=9180)
+    parser.add_argument("--topology", default="single",
+                        help="comma list, run in order: single (one node, RF 1, ONE), cluster "
+                             "(3 nodes on --cluster-hosts, RF 2, TWO, then the node-failure test)")
+    parser.add_argument("--cluster-hosts", default="127.0.0.1,127.0.0.2,127.0.0.3",
+                        help="the cluster's nodes, one loopback address each, same ports")
+    parser.add_argument("--cluster-rf", type=int, default=2, help="the cluster keyspace's replication factor")
+    parser.add_argument("--cluster-consistency", default="TWO",
+                        help="read and write consistency on the cluster (the reference: 2)")
+    parser.add_argument("--hayate-storage-port", type=int, default=7000,
+                        help="hayate's internode port on each cluster node")
+    parser.add_argument("--no-kill-test", dest="kill_test", action="store_false",
+                        help="skip the cluster's node-failure test")
+    parser.add_argument("--kill-consistency", default=None,
+                        help="consistency levels the node-failure test runs at, in order "
+                             "(default TWO,ONE; ONE with --quick)")
+    parser.add_argument("--kill-load", type=float, default=0.6,
+                        help="the node-failure test's -target, as a fraction of the throughput "
+                             "the system measured on the first workload")
+    parser.add_argument("--kill-before-s", type=int, default=60, help="load before the kill")
+    parser.add_argument("--kill-down-s", type=int, default=120,
+                        help="from the kill to the restart (hints accumulate meanwhile)")
+    parser.add_argument("--kill-return-s", type=int, default=180,
+                        help="load after the restart (the hint replay and the recovery)")
+    parser.add_argument("--kill-node", type=int, default=3,
+                        help="which of --cluster-hosts is killed (1-based; not the first, the "
+                             "drivers' first contact point)")
     parser.add_argument("--settle-quiet-s", type=int, default=30,
                         help="Cassandra counts as settled after this long with no compaction")
     parser.add_argument("--settle-timeout-s", type=int, default=1800)
     parser.add_argument("--profile", action="store_true",
-                        help="perf record the hayate server for 20 s of its first run phase")
+                        help="perf record the hayate server (a cluster's first node) for 20 s "
+                             "of its first run phase, in each topology")
     parser.add_argument("--allow-unlimited", action="store_true",
                         help="without a writable cgroup, run with no memory limit (recorded) instead of refusing")
     parser.add_argument("--keep-data", action="store_true", help="keep the servers' data folders")
@@ -788,11 +1786,30 @@ def parse_args():
     if args.quick:
         args.records, args.run_seconds, args.sweep_seconds = 20_000, 20, 8
         args.sweep, args.load_threads, args.settle_quiet_s = "4,8", 8, 10
+        args.kill_before_s, args.kill_down_s, args.kill_return_s = 15, 20, 40
     args.name = args.name or ("quick" if args.quick else "full")
     args.memory_bytes = parse_size(args.memory)
     args.workloads = args.workloads.split(",")
     args.systems = args.systems.split(",")
     args.sweep = [int(t) for t in args.sweep.split(",")]
+    args.topology = args.topology.split(",")
+    args.cluster_hosts = args.cluster_hosts.split(",")
+    args.kill_consistency = args.kill_consistency or ("ONE" if args.quick else "TWO,ONE")
+    args.kill_consistency = [level.upper() for level in args.kill_consistency.split(",") if level]
+    args.cluster_consistency = args.cluster_consistency.upper()
+    for name in args.topology:
+        if name not in ("single", "cluster"):
+            parser.error(f"unknown topology {name!r}; known: single, cluster")
+    if len(set(args.topology)) != len(args.topology):
+        parser.error("--topology names a topology twice")
+    if len(args.cluster_hosts) < 2 or not all(h.startswith("127.") for h in args.cluster_hosts):
+        parser.error("--cluster-hosts must be two or more loopback addresses (127.x.x.x)")
+    if not 1 <= args.cluster_rf <= len(args.cluster_hosts):
+        parser.error("--cluster-rf must be from 1 to the number of --cluster-hosts")
+    if not 1 <= args.kill_node <= len(args.cluster_hosts):
+        parser.error("--kill-node must name one of --cluster-hosts (1-based)")
+    if not 0 < args.kill_load <= 1:
+        parser.error("--kill-load is a fraction of the measured throughput: (0, 1]")
     for name in args.workloads:
         if name not in WORKLOADS:
             parser.error(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
@@ -801,9 +1818,6 @@ def parse_args():
             parser.error(f"unknown system {system!r}")
     if not args.host.startswith("127."):
         parser.error("--host must be a loopback address (127.x.x.x)")
-    # The device holds the data set three times over: room for defragmentation's copies, as a
-    # real device would have (Aerospike sizes devices for about 50% use).
-    args.hayate_device_gib = max(1, -(-args.records * 1100 * 3 // (1 << 30)))
     return args
 
 
@@ -856,14 +1870,18 @@ def main():
                       for name in args.workloads}
 
     env = environment(workdir)
-    state = {"threads": args.threads, "systems": {}}
+    # The commit the sitting started from (and the binaries just built from it) names hayate in
+    # every table, whatever happens to the work tree meanwhile.
+    state = {"commit": env["hayate_commit"],"topologies": {name: {"threads": args.threads, "systems": {}}
+                            for name in args.topology}}
     client = Client(args.client, args)
     # SIGTERM, as Ctrl-C, unwinds through the finally blocks, which stop the servers.
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        for system in args.systems:
-            one_system(system, client, args, out, workdir, workload_files, state)
-        state["charts"] = charts(out, args)
+        for topology in args.topology:
+            for system in args.systems:
+                one_system(system, topology, client, args, out, workdir, workload_files, state)
+        state["charts"] = charts(out, args, state)
     finally:
         write_results(out, args, state, env)
         if not args.keep_data:

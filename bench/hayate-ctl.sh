@@ -3,15 +3,22 @@
 #
 #   bench/hayate-ctl.sh start RUNDIR [--host 127.0.0.1] [--cql-port 9042] [--metrics-port 9180]
 #                       [--memory 2GiB] [--device-size 8GiB] [--binary target/release/hayate]
-#                       [--allow-unlimited]
+#                       [--allow-unlimited] [--seeds 127.0.0.1,127.0.0.2,127.0.0.3]
+#                       [--storage-port 7000]
 #   bench/hayate-ctl.sh stop RUNDIR
 #   bench/hayate-ctl.sh status RUNDIR
+#   bench/hayate-ctl.sh kill RUNDIR     SIGKILL, for the cluster's node-failure test
 #
 # `start` writes RUNDIR/hayate.toml (every setting at its default but the addresses, the data
 # folder RUNDIR/data and the device size), makes a memory cgroup of --memory and starts the node
 # inside it, in the background, with its pid in RUNDIR/server.pid; it returns once CQL answers.
 # It does not build: compare.py runs `cargo build --release` first. The log goes to
 # RUNDIR/logs/hayate.log.
+#
+# A cluster is several nodes, each on its own loopback address with the same ports and the same
+# --seeds (every node's address), each in its own cgroup (named by address and port); nodes
+# started together with the same seeds form one ring with hayate's default 16 tokens each.
+# Without --seeds the node is a cluster of one, as before.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +41,8 @@ memory=2GiB
 device_size=8GiB
 binary="$here/../target/release/hayate"
 allow_unlimited=0
+seeds=""
+storage_port=7000
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --host) host="$2"; shift 2 ;;
@@ -43,6 +52,8 @@ while [[ $# -gt 0 ]]; do
         --device-size) device_size="$2"; shift 2 ;;
         --binary) binary="$2"; shift 2 ;;
         --allow-unlimited) allow_unlimited=1; shift ;;
+        --seeds) seeds="$2"; shift 2 ;;
+        --storage-port) storage_port="$2"; shift 2 ;;
         *) usage ;;
     esac
 done
@@ -56,8 +67,22 @@ start() {
     port_open "$host" "$cql_port" && die "something already listens on $host:$cql_port"
     port_open "$host" "$metrics_port" && die "something already listens on $host:$metrics_port"
 
-    local bytes
+    local bytes seed seed_toml="" cluster_toml=""
+    local -a seed_hosts
     bytes="$(parse_size "$memory")"
+    if [[ -n "$seeds" ]]; then
+        port_open "$host" "$storage_port" && die "something already listens on $host:$storage_port"
+        IFS=, read -ra seed_hosts <<<"$seeds"
+        for seed in "${seed_hosts[@]}"; do
+            [[ "$seed" == 127.* ]] || die "--seeds must be loopback addresses (127.x.x.x), not $seed"
+            seed_toml+="${seed_toml:+, }\"$seed\""
+        done
+        cluster_toml="
+[cluster]
+# Every node of the benchmark's cluster; tokens (16 per node) and the rest at their defaults.
+seeds = [$seed_toml]
+storage_port = $storage_port"
+    fi
     parse_size "$device_size" >/dev/null
     mkdir -p "$rundir/data" "$rundir/logs"
     cat >"$rundir/hayate.toml" <<EOF
@@ -75,6 +100,7 @@ device_size = "$device_size"
 [metrics]
 listen_address = "$host"
 port = $metrics_port
+$cluster_toml
 EOF
     cat >"$rundir/settings.env" <<EOF
 hayate_binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
@@ -83,6 +109,8 @@ device_size=$device_size
 host=$host
 cql_port=$cql_port
 metrics_port=$metrics_port
+seeds=$seeds
+storage_port=$storage_port
 EOF
 
     memory_group "$rundir" "hayate-bench-hayate-$host-$cql_port" "$bytes" "$allow_unlimited"
@@ -94,6 +122,7 @@ EOF
 case "$command" in
     start) start ;;
     stop) stop_server "$rundir" 120 ;;
+    kill) kill_server "$rundir" ;;
     status) status_server "$rundir" ;;
     *) usage ;;
 esac

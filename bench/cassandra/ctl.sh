@@ -3,8 +3,10 @@
 #
 #   bench/cassandra/ctl.sh start RUNDIR [--host 127.0.0.1] [--cql-port 9042]
 #                          [--storage-port 7000] [--memory 2GiB] [--cores N] [--allow-unlimited]
+#                          [--seeds 127.0.0.1,127.0.0.2,127.0.0.3] [--token-rf 3]
 #   bench/cassandra/ctl.sh stop RUNDIR
 #   bench/cassandra/ctl.sh status RUNDIR
+#   bench/cassandra/ctl.sh kill RUNDIR     SIGKILL, for the cluster's node-failure test
 #
 # `start` installs Cassandra if needed (install.sh), writes RUNDIR/conf/cassandra.yaml from
 # cassandra.yaml.template, makes a memory cgroup of --memory and starts CassandraDaemon inside
@@ -16,6 +18,13 @@
 # The heap is 1/4 of --memory up to 8 GiB (DataStax's rule, which the reference used, applied to
 # the memory the server is given rather than to the machine's), as -Xms = -Xmx; the key cache is
 # 1/8 of the heap (the reference: 1 GB of 8 GB); write threads are max(32, cores).
+#
+# A cluster is several nodes started one after another, each on its own loopback address with
+# the same ports and the same --seeds (every node's address), each in its own cgroup (named by
+# address and port). A node that is its own only seed (the default) starts without waiting for
+# gossip to settle; a cluster node waits as Cassandra does by default, so that each node sees
+# the others' tokens before it allocates its own. --token-rf is
+# allocate_tokens_for_local_replication_factor (3 as 5.0 ships it; 2 for a keyspace of RF 2).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,6 +46,8 @@ storage_port=7000
 memory=2GiB
 cores="$(nproc)"
 allow_unlimited=0
+seeds=""
+token_rf=3
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --host) host="$2"; shift 2 ;;
@@ -45,6 +56,8 @@ while [[ $# -gt 0 ]]; do
         --memory) memory="$2"; shift 2 ;;
         --cores) cores="$2"; shift 2 ;;
         --allow-unlimited) allow_unlimited=1; shift ;;
+        --seeds) seeds="$2"; shift 2 ;;
+        --token-rf) token_rf="$2"; shift 2 ;;
         *) usage ;;
     esac
 done
@@ -57,7 +70,20 @@ start() {
     port_open "$host" "$cql_port" && die "something already listens on $host:$cql_port"
     port_open "$host" "$storage_port" && die "something already listens on $host:$storage_port"
 
-    local home bytes heap_mib key_cache_mib concurrent_writes options
+    local home bytes heap_mib key_cache_mib concurrent_writes options seed seed_list="" lone=()
+    local -a seed_hosts
+    [[ -n "$seeds" ]] || seeds="$host"
+    [[ "$token_rf" =~ ^[1-9]$ ]] || die "--token-rf must be 1 to 9, not $token_rf"
+    IFS=, read -ra seed_hosts <<<"$seeds"
+    for seed in "${seed_hosts[@]}"; do
+        [[ "$seed" == 127.* ]] || die "--seeds must be loopback addresses (127.x.x.x), not $seed"
+        seed_list+="${seed_list:+,}$seed:$storage_port"
+    done
+    if [[ "$seeds" == "$host" ]]; then
+        # A lone node has no peers to wait for: start without the gossip settling wait and with
+        # a 100 ms ring delay (5.0's defaults: wait for gossip to settle, a 30 s ring delay).
+        lone=(-Dcassandra.skip_wait_for_gossip_to_settle=0 -Dcassandra.ring_delay_ms=100)
+    fi
     home="$("$here/install.sh" | tail -1)"
     bytes="$(parse_size "$memory")"
     heap_mib=$((bytes / 4 >> 20))
@@ -67,7 +93,7 @@ start() {
     concurrent_writes=$((cores > 32 ? cores : 32))
 
     mkdir -p "$rundir/conf" "$rundir/data" "$rundir/logs"
-    sed -e "s|@HOST@|$host|g" -e "s|@CQL_PORT@|$cql_port|g" -e "s|@STORAGE_PORT@|$storage_port|g" \
+    sed -e "s|@HOST@|$host|g" -e "s|@SEEDS@|$seed_list|g" -e "s|@TOKEN_RF@|$token_rf|g" -e "s|@CQL_PORT@|$cql_port|g" -e "s|@STORAGE_PORT@|$storage_port|g" \
         -e "s|@DATA_DIR@|$rundir/data|g" -e "s|@KEY_CACHE_MIB@|$key_cache_mib|g" \
         -e "s|@CONCURRENT_WRITES@|$concurrent_writes|g" \
         "$here/cassandra.yaml.template" >"$rundir/conf/cassandra.yaml"
@@ -84,13 +110,17 @@ concurrent_reads=32
 cores=$cores
 host=$host
 cql_port=$cql_port
+storage_port=$storage_port
+seeds=$seeds
+allocate_tokens_for_local_replication_factor=$token_rf
+lone_node_startup=$([[ ${#lone[@]} -gt 0 ]] && echo yes || echo no)
 EOF
 
     memory_group "$rundir" "hayate-bench-cassandra-$host-$cql_port" "$bytes" "$allow_unlimited"
     # One argument per option; "--add-opens X" as written in Cassandra's files is "--add-opens=X".
     mapfile -t options < <(grep -E '^-' "$here/jvm-options" | sed -E 's/^(--add-[a-z]+) /\1=/')
     launch "$rundir" "$rundir/logs/stdout.log" \
-        java "-Xms${heap_mib}m" "-Xmx${heap_mib}m" "${options[@]}" \
+        java "-Xms${heap_mib}m" "-Xmx${heap_mib}m" "${options[@]}" "${lone[@]}" \
         "-Dcassandra.config=file://$rundir/conf/cassandra.yaml" \
         "-Dlogback.configurationFile=$rundir/conf/logback.xml" \
         "-Dcassandra.logdir=$rundir/logs" "-Dcassandra.storagedir=$rundir/data" \
@@ -103,6 +133,7 @@ EOF
 case "$command" in
     start) start ;;
     stop) stop_server "$rundir" 120 ;;
+    kill) kill_server "$rundir" ;;
     status) status_server "$rundir" ;;
     *) usage ;;
 esac

@@ -115,6 +115,21 @@ stop_server() {
     fi
 }
 
+# kill_server RUNDIR: SIGKILL, as a crash would end the server (the cluster's node-failure test);
+# waits until the process is gone. The data and the cgroup stay, for the restart.
+kill_server() {
+    local rundir="$1" pid waited=0
+    pid_alive "$rundir" || die "no server is running from $rundir"
+    pid="$(cat "$rundir/server.pid")"
+    kill -KILL "$pid"
+    while kill -0 "$pid" 2>/dev/null && ((waited < 300)); do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    rm -f "$rundir/server.pid"
+    echo "killed pid $pid"
+}
+
 status_server() {
     if pid_alive "$1"; then
         echo "running, pid $(cat "$1/server.pid"), cgroup $(cat "$1/cgroup")"
