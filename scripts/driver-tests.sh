@@ -57,6 +57,22 @@ for tool in java mvn; do
   fi
 done
 
+# 2b. The network partition test (tests/python/test_cluster_partition.py) drops traffic between
+#     two nodes with nft inside a private network namespace (unshare -n, ip link): install
+#     Debian's nftables and iproute2 when we can (root with apt); without them that test skips
+#     and says why.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  missing=()
+  command -v nft >/dev/null 2>&1 || missing+=(nftables)
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "driver-tests: installing ${missing[*]} with apt-get (for the network partition test)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; } ||
+      echo "driver-tests: could not install ${missing[*]}; the partition test will be skipped" >&2
+  fi
+fi
+
 # 3. The binaries under test.
 if [ -z "${HAYATE_BIN:-}" ]; then
   echo "== cargo build -p hayate-server"

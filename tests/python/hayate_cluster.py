@@ -105,8 +105,10 @@ def fetch_status(host: str, port: int, timeout_s: float = 5.0) -> dict:
 class ClusterNode(Node):
     """Node k of a cluster: its own loopback address, the cluster's ports and seeds."""
 
-    # Colours would make the logs quoted in failures (and searched by tests) unreadable.
-    env = {"NO_COLOR": "1"}
+    # Colours would make the logs quoted in failures (and searched by tests) unreadable; panics keep
+    # their backtraces (RUST_BACKTRACE=1), but errors do not capture one each (chitchat warns of
+    # every failed gossip round, four a second while a peer is unreachable).
+    env = {"NO_COLOR": "1", "RUST_LIB_BACKTRACE": "0"}
 
     def __init__(self, cluster: "Cluster", index: int, *, data_center: str | None, rack: str | None):
         super().__init__(
@@ -354,6 +356,23 @@ class Cluster:
             if doc["local"] == leader:
                 return next(n for n in self.nodes if n.host == host)
         raise ClusterError(f"the metadata leader {leader} is not a live node")
+
+    def table_exists_everywhere(self, keyspace: str, table: str, within_s: float = 5.0) -> dict[str, bool]:
+        """host -> whether the node's system_schema lists the table, waiting up to `within_s` for
+        every live node to list it."""
+        sessions = {n.host: self.session(whitelist=[n]) for n in self.live_nodes()}
+        deadline = time.monotonic() + within_s
+        while True:
+            found = {
+                host: s.execute(
+                    "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+                    (keyspace, table),
+                ).one() is not None
+                for host, s in sessions.items()
+            }
+            if all(found.values()) or time.monotonic() > deadline:
+                return found
+            time.sleep(0.1)
 
     # ---- metrics ---------------------------------------------------------------------------
 
