@@ -52,6 +52,10 @@ def _bindable(host: str, port: int) -> bool:
     """Whether both TCP and UDP `host:port` can be bound right now (gossip is UDP)."""
     for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
         with socket.socket(socket.AF_INET, kind) as s:
+            if kind == socket.SOCK_STREAM:
+                # As the server binds (connections of an earlier listener in TIME-WAIT do not
+                # stop it); UDP gets no such option, so that a bound socket is seen.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((host, port))
             except OSError:
