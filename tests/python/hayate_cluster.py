@@ -43,6 +43,9 @@ AGREE_TIMEOUT_S = 30
 # How long a node may take to open its CQL port in a cluster: it first joins, which waits for
 # every seed (or formation_wait_ms, 10 s by default) when the cluster forms.
 CLUSTER_START_TIMEOUT_S = 60
+# Replica answers a coordinator times before it speculates (crates/cluster/src/coordinator/
+# latency.rs, SAMPLES_MIN), with a margin: the figure counts answers since the node started.
+SPECULATION_SAMPLES_MIN = 200
 # A request timeout for driver sessions longer than the server's read timeout (5 s), so that the
 # server's own ReadTimeout or Unavailable reaches the test rather than the driver's.
 REQUEST_TIMEOUT_S = 12
@@ -386,6 +389,23 @@ class Cluster:
 
     def metric_by_node(self, name: str) -> dict[str, float]:
         return {n.host: n.metric(name) for n in self.live_nodes()}
+
+    def wait_speculation_ready(self, timeout_s: float = 60) -> float:
+        """Waits until every live node has timed enough replica answers to speculate.
+
+        A coordinator asks one more replica when one is slower than its 99th percentile of
+        replica latency, but knows no percentile before SPECULATION_SAMPLES_MIN answers: until
+        then a read that asked a node that just died waits for the whole read timeout (5 s).
+        Tests that kill a node under load run the load until speculation is armed, so that their
+        outcome does not depend on how fast the machine got there. Returns the seconds waited."""
+        start = time.monotonic()
+        while True:
+            counts = self.metric_by_node("hayate_coordinator_replica_responses_total")
+            if all(c >= SPECULATION_SAMPLES_MIN for c in counts.values()):
+                return time.monotonic() - start
+            if time.monotonic() - start > timeout_s:
+                raise ClusterError(f"the load gave too few replica answers to arm speculation: {counts}")
+            time.sleep(0.1)
 
     # ---- drivers ---------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ class Load:
         self.insert = session.prepare("INSERT INTO fo.t (k, v) VALUES (?, ?)")
         self.select = session.prepare("SELECT v FROM fo.t WHERE k = ?")
         self.acked: dict[int, int] = {}
+        # (when the request was sent, what, the error)
         self.errors: list[tuple[float, str, str]] = []
         self.ops = 0
         self.stale_reads: list[tuple[int, object]] = []
@@ -66,6 +67,7 @@ class Load:
             key = thread * 10_000_000 + seq
             value = seq * 7 + 1
             seq += 1
+            sent = time.monotonic()
             try:
                 self.session.execute(self.insert, (key, value))
                 with self._lock:
@@ -73,9 +75,10 @@ class Load:
                     self.ops += 1
                 mine.append(key)
             except Exception as e:
-                self.errors.append((time.monotonic(), "write", repr(e)))
+                self.errors.append((sent, "write", repr(e)))
             if len(mine) > 1:
                 back = mine[(seq * 7919) % (len(mine) - 1)]
+                sent = time.monotonic()
                 try:
                     row = self.session.execute(self.select, (back,)).one()
                     with self._lock:
@@ -83,7 +86,7 @@ class Load:
                     if row is None or row.v != self.acked[back]:
                         self.stale_reads.append((back, row))
                 except Exception as e:
-                    self.errors.append((time.monotonic(), "read", repr(e)))
+                    self.errors.append((sent, "read", repr(e)))
 
     def start(self) -> None:
         for t in self._threads:
@@ -137,6 +140,7 @@ def test_rf3_quorum_survives_one_node_then_unavailable_then_hints_and_each_node_
     # 1. One node killed mid-load.
     load = Load(session)
     load.start()
+    armed_s = three.wait_speculation_ready()
     time.sleep(LOAD_BEFORE_KILL_S)
     acked_before = len(load.acked)
     killed_at = three.kill(3)
@@ -147,18 +151,20 @@ def test_rf3_quorum_survives_one_node_then_unavailable_then_hints_and_each_node_
     detection_s = down_at - killed_at
     window_errors = [e for e in load.errors if e[0] < down_at]
     late_errors = [e for e in load.errors if e[0] >= down_at]
-    print(f"\nload: {THREADS} threads, {len(load.acked)} writes acknowledged ({acked_before} before the kill), "
+    print(f"\nspeculation armed after {armed_s:.1f} s of load")
+    print(f"load: {THREADS} threads, {len(load.acked)} writes acknowledged ({acked_before} before the kill), "
           f"{load.ops} operations; node 3 seen down by both survivors {detection_s:.2f} s after SIGKILL; "
-          f"client errors in the detection window: {len(window_errors)}, after: {len(late_errors)}")
+          f"client errors for requests sent in the detection window: {len(window_errors)}, "
+          f"after it: {len(late_errors)}")
     for at, op, err in load.errors[:10]:
         print(f"  {at - killed_at:+.2f} s after the kill, {op}: {err[:300]}")
     assert acked_before > 50 and len(load.acked) - acked_before > 50, "the load did too little to test anything"
     assert not late_errors, (
-        f"{len(late_errors)} requests failed after the survivors marked node 3 down; first: {late_errors[0]}\n"
+        f"{len(late_errors)} requests sent after the survivors marked node 3 down failed; first: {late_errors[0]}\n"
         f"{three.logs()}")
     assert not window_errors, (
-        f"{len(window_errors)} requests failed between the SIGKILL and the survivors marking node 3 down, "
-        f"with the driver's default retry policy; first: {window_errors[0]}\n{three.logs()}")
+        f"{len(window_errors)} requests sent between the SIGKILL and the survivors marking node 3 down "
+        f"failed, with the driver's default retry policy; first: {window_errors[0]}\n{three.logs()}")
     assert not load.stale_reads, f"QUORUM reads missed acknowledged QUORUM writes: {load.stale_reads[:5]}"
     missing = missing_rows(session, load.acked)
     assert not missing, f"{len(missing)} acknowledged writes do not read back at QUORUM: {missing[:5]}"

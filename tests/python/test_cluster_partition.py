@@ -166,6 +166,7 @@ def scenario(result_file: Path) -> None:
         threads = [threading.Thread(target=client, args=(t,), daemon=True) for t in range(THREADS)]
         for t in threads:
             t.start()
+        c.wait_speculation_ready()
         time.sleep(LOAD_BEFORE_S)
         n1, n2, n3 = c.nodes
         acked_at_cut = len(acked)
