@@ -235,3 +235,36 @@ def test_ddl_without_a_majority_fails_clearly_and_changes_nothing(three, survivo
         f"{elapsed:.2f} s after the statement the nodes report different schema versions: {versions}")
     for k in (1, 2, 3):
         assert table in tables_on(whitelisted(three, k), "nomajority"), f"node {k} lacks the table"
+
+
+def test_ddl_on_a_node_restarted_while_the_others_are_down_fails_clearly(three):
+    """A node that restarts alone (the other two still down) remembers who led the metadata log;
+    a schema change there must fail as clearly and as fast as on a node that watched the others
+    go, not wait out the proposal deadline for a leader gossip has never heard from."""
+    three.wait_agreement()
+    leader = three.leader()
+    survivor = next(n for n in three.nodes if n is not leader)
+    session = whitelisted(three, survivor.index)
+    session.execute("CREATE KEYSPACE IF NOT EXISTS restarted WITH replication = "
+                    "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+    three.wait_agreement()
+    for n in three.nodes:
+        three.stop(n.index)
+    three.start_node(survivor.index, agree=False)
+    lone = whitelisted(three, survivor.index, retry_policy=FallthroughRetryPolicy())
+    started = time.monotonic()
+    with pytest.raises(ServerError) as raised:
+        lone.execute("CREATE TABLE restarted.t (k int PRIMARY KEY)")
+    elapsed = time.monotonic() - started
+    message = str(raised.value)
+    print(f"\nschema change on a follower restarted alone failed in {elapsed:.2f} s: {message}")
+    try:
+        assert "Cannot change the schema" in message and "Nothing was changed" in message, (
+            f"after {elapsed:.2f} s the error was {message!r}\n{survivor.log_tail(40)}")
+    finally:
+        for n in three.nodes:
+            if not n.alive():
+                three.start_node(n.index, agree=False)
+        three.wait_agreement()
+    for k in (1, 2, 3):
+        assert "t" not in tables_on(whitelisted(three, k), "restarted"), f"node {k} has the table"
