@@ -10,6 +10,13 @@
 # pytest, tests/java (the DataStax 3.11 and Apache 4.18 Java drivers, through Maven). The Rust
 # driver test (crates/server/tests/scylla_driver.rs) runs with `cargo test`.
 #
+# tests/python/test_cluster_*.py start clusters of three nodes, each on a loopback block of its
+# own (127.A.B.1-3, tests/python/hayate_cluster.py), kill and restart nodes under load, and cut
+# the network between two of them inside a private namespace (root, unshare, nft; skipped
+# without). `scripts/driver-tests.sh -k test_cluster_` runs just those;
+# HAYATE_CLUSTER_SOAK_S=600 keeps their loads going that long; HAYATE_KEEP_DATA=1 keeps the
+# clusters' data directories (by default only their logs are kept).
+#
 # On a fresh machine with Python 3.11, Java 17 and Maven it installs what it needs: a venv in
 # target/pyenv with the pinned packages of tests/python/requirements.txt (reinstalled when that
 # file changes), and Maven fetches the Java drivers into ~/.m2 on the first run. Node data and

@@ -251,6 +251,11 @@ class Cluster:
         if code != 0:
             raise ClusterError(f"{n.name} exited with status {code} on SIGTERM.\n{n.log_tail()}")
 
+    def restart(self, k: int, *, agree: bool = True) -> ClusterNode:
+        """SIGTERM, then start node k again on its data directory."""
+        self.stop(k)
+        return self.start_node(k, agree=agree)
+
     def close(self) -> None:
         """Shuts the driver sessions down and kills every node (SIGKILL; nothing to keep)."""
         for c in self._drivers:
