@@ -446,9 +446,21 @@ class Cluster:
         """A connected session of `driver(**kwargs)`."""
         c = self.driver(**kwargs)
         try:
-            return c.connect(keyspace)
+            session = c.connect(keyspace)
         except Exception as e:
             raise ClusterError(f"the driver could not connect: {e!r}\n{self.logs()}") from e
+        # The driver opens its pools to the other hosts in the background; a statement sent to
+        # one (`execute(..., host=h)`) before its pool is open fails with "Host has been marked
+        # down or removed". Wait for a connection to every host it will use.
+        want = len(kwargs.get("whitelist") or self.live_nodes())
+        deadline = time.monotonic() + 15
+        while True:
+            states = session.get_pool_state()
+            if len(states) >= want and all(st.get("open_count", 0) > 0 for st in states.values()):
+                return session
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the driver opened no connection to some hosts in 15 s: {states}\n{self.logs()}")
+            time.sleep(0.05)
 
 
 def running(name: str, **options):
