@@ -10,6 +10,13 @@
 # pytest, tests/java (the DataStax 3.11 and Apache 4.18 Java drivers, through Maven). The Rust
 # driver test (crates/server/tests/scylla_driver.rs) runs with `cargo test`.
 #
+# tests/python/test_cluster_*.py start clusters of three nodes, each on a loopback block of its
+# own (127.A.B.1-3, tests/python/hayate_cluster.py), kill and restart nodes under load, and cut
+# the network between two of them inside a private namespace (root, unshare, nft; skipped
+# without). `scripts/driver-tests.sh -k test_cluster_` runs just those;
+# HAYATE_CLUSTER_SOAK_S=600 keeps their loads going that long; HAYATE_KEEP_DATA=1 keeps the
+# clusters' data directories (by default only their logs are kept).
+#
 # On a fresh machine with Python 3.11, Java 17 and Maven it installs what it needs: a venv in
 # target/pyenv with the pinned packages of tests/python/requirements.txt (reinstalled when that
 # file changes), and Maven fetches the Java drivers into ~/.m2 on the first run. Node data and
@@ -56,6 +63,22 @@ for tool in java mvn; do
     exit 1
   fi
 done
+
+# 2b. The network partition test (tests/python/test_cluster_partition.py) drops traffic between
+#     two nodes with nft inside a private network namespace (unshare -n, ip link): install
+#     Debian's nftables and iproute2 when we can (root with apt); without them that test skips
+#     and says why.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  missing=()
+  command -v nft >/dev/null 2>&1 || missing+=(nftables)
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "driver-tests: installing ${missing[*]} with apt-get (for the network partition test)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; } ||
+      echo "driver-tests: could not install ${missing[*]}; the partition test will be skipped" >&2
+  fi
+fi
 
 # 3. The binaries under test.
 if [ -z "${HAYATE_BIN:-}" ]; then

@@ -112,6 +112,9 @@ class ExternalNode(Endpoint):
 class Node(Endpoint):
     """One `hayate` process, restartable on the same data directory and port."""
 
+    # Extra environment for the process (a subclass's).
+    env: dict[str, str] = {}
+
     def __init__(
         self,
         name: str,
@@ -178,7 +181,7 @@ class Node(Endpoint):
                 stderr=log,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env={**os.environ, "RUST_BACKTRACE": "1"},
+                env={**os.environ, "RUST_BACKTRACE": "1", **self.env},
             )
         _live_processes.add(proc)
         return proc

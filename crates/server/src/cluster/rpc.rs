@@ -66,7 +66,8 @@ pub async fn call(
 /// Raft's messages over the internode messaging.
 pub struct Rpc {
     pub messaging: Arc<Messaging>,
-    /// Gossip's view: a message to a node it knows to be down is not sent, so that Raft hears
+    /// Gossip's view: a message to a node it knows to be down, or has not heard from since this
+    /// node started (a node restarted while the others are down), is not sent, so that Raft hears
     /// "unreachable" at once rather than a timeout that could mean the answer was lost.
     pub membership: hayate_cluster::membership::Membership,
 }
@@ -74,12 +75,12 @@ pub struct Rpc {
 impl MetadataRpc for Rpc {
     fn call(&self, to: HostId, payload: Vec<u8>, timeout: Duration) -> BoxFuture<Result<Vec<u8>, RpcError>> {
         let messaging = self.messaging.clone();
-        let known_down = self.membership.peer(to).is_some_and(|p| !p.alive);
+        let known_down = self.membership.peer(to).is_none_or(|p| !p.alive);
         Box::pin(async move {
             if known_down {
                 return Err(RpcError::Unreachable {
                     host: to,
-                    reason: "the failure detector has it down".into(),
+                    reason: "the failure detector has it down, or has not heard from it yet".into(),
                 });
             }
             call(&messaging, to, TAG_RAFT, &payload, timeout).await
