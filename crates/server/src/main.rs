@@ -53,6 +53,9 @@ use crate::prepared::PreparedCache;
 use crate::schema::machine::SchemaMachine;
 use crate::schema::SchemaStore;
 
+/// Log filter directives for the libraries whose routine chatter would drown the node's log.
+const QUIET_LIBRARIES: &str = "openraft=error,openraft::replication=off,chitchat=error";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(tool) = &cli.command {
@@ -65,15 +68,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Openraft narrates every election at info, and warns of every heartbeat a down node misses
-    // (ten a second): only its errors are news, unless the operator asks for it by name.
-    let directives = if config.log_level.contains("openraft") {
+    // Openraft narrates every election at info and logs an error for every heartbeat a down
+    // node misses (four a second), chitchat a warning with a backtrace for every gossip round
+    // a partition drops: hayate logs what those mean itself (node down, no quorum), so only
+    // their other errors are kept, unless the operator names them.
+    let directives = if config.log_level.contains("openraft") || config.log_level.contains("chitchat") {
         config.log_level.clone()
     } else {
-        format!("{},openraft=error", config.log_level)
+        format!("{},{QUIET_LIBRARIES}", config.log_level)
     };
     let filter = tracing_subscriber::EnvFilter::try_new(&directives)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=error"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("info,{QUIET_LIBRARIES}")));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

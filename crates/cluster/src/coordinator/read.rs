@@ -88,8 +88,15 @@ impl Coordinator {
             SpeculativeRetry::Never => None,
             SpeculativeRetry::Always => Some(Duration::ZERO),
             SpeculativeRetry::After(d) => Some(d),
-            SpeculativeRetry::Percentile99 => self.latency.percentile(99.0),
-            SpeculativeRetry::Percentile(p) => self.latency.percentile(p),
+            // Before enough answers were timed, half the read timeout, as Cassandra starts.
+            SpeculativeRetry::Percentile99 => Some(
+                self.latency
+                    .percentile(99.0)
+                    .unwrap_or(self.config.read_timeout / 2),
+            ),
+            SpeculativeRetry::Percentile(p) => {
+                Some(self.latency.percentile(p).unwrap_or(self.config.read_timeout / 2))
+            }
         }
     }
 
