@@ -181,9 +181,21 @@ impl Coordinator {
         let mut speculate_at = self
             .speculation_delay(request.speculative_retry)
             .map(|d| started + d);
+        // EACH_QUORUM counts answers per data center: a speculative extra replica in one data
+        // center does not stand in for a missing answer in another.
+        let each_quorum = match cl {
+            ConsistencyLevel::EachQuorum => each_quorum_block_for(replication),
+            _ => Default::default(),
+        };
         loop {
             let received = digests.len() + usize::from(data.is_some());
-            if data.is_some() && received >= block_for {
+            let every_dc = || {
+                each_quorum.iter().all(|(dc, &need)| {
+                    let answered = data.iter().map(|(h, _)| h).chain(digests.iter().map(|(h, _)| h));
+                    answered.filter(|&&h| topology.data_center(h) == dc).count() >= need
+                })
+            };
+            if data.is_some() && received >= block_for && every_dc() {
                 break;
             }
             if let Some(e) = &error {
