@@ -19,7 +19,7 @@
 //! A failure prints its seed, the last events and the command that replays it exactly:
 //! `HAYATE_SEED=<seed> HAYATE_SIM_OPS=<ops> cargo test -p hayate-cluster --test coordinator_sim`
 //! (`HAYATE_SIM_LOG=all` prints every event). A longer soak:
-//! `HAYATE_SIM_SEEDS=1000 HAYATE_SIM_OPS=600 cargo test --release -p hayate-cluster --test coordinator_sim -- --nocapture`
+//! `HAYATE_SIM_SEEDS=1000 HAYATE_SIM_OPS=600 cargo test -p hayate-cluster --test coordinator_sim -- --nocapture`
 //! (`HAYATE_SIM_SEED_BASE` moves the first seed).
 
 mod sim;
@@ -27,9 +27,9 @@ mod sim;
 use sim::{run, Params};
 
 /// The seeds every `cargo test` runs.
-const SEEDS: &[u64] = &[1, 2, 3, 4, 5, 6, 7, 8];
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=32;
 /// Operations per seed in the default run.
-const OPS: usize = 200;
+const OPS: usize = 300;
 /// The seed whose run is made twice to show that a seed replays exactly.
 const REPLAY_SEED: u64 = 11;
 
@@ -52,7 +52,7 @@ fn seeds() -> Vec<u64> {
             let base = env_number("HAYATE_SIM_SEED_BASE").unwrap_or(1000);
             (base..base + count).collect()
         }
-        None => SEEDS.to_vec(),
+        None => SEEDS.collect(),
     }
 }
 

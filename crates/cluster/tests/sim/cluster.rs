@@ -62,6 +62,7 @@ pub struct Node {
     pub clock: Arc<ManualClock>,
     pub engine: Arc<Engine>,
     pub coordinator: Arc<Coordinator>,
+    pub messaging: Arc<Messaging>,
     pub liveness: Arc<SimLiveness>,
 }
 
@@ -134,7 +135,7 @@ impl Cluster {
                     placement: placement(i),
                     replica: engine.clone(),
                     clock: clock.clone(),
-                    messaging: Some(messaging),
+                    messaging: Some(messaging.clone()),
                     liveness: liveness.clone(),
                     hints: Some(Arc::new(hints)),
                     config: CoordinatorConfig::default(),
@@ -146,6 +147,7 @@ impl Cluster {
                     clock,
                     engine,
                     coordinator: Arc::new(coordinator),
+                    messaging,
                     liveness,
                 }
             })
