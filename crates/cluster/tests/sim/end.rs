@@ -22,6 +22,8 @@ use super::Sim;
 const SETTLE_MAX: Duration = Duration::from_secs(600);
 /// Rounds of hint replay at the end before hints that will not go are a failure.
 const FINAL_REPLAY_ROUNDS_MAX: usize = 5;
+/// A key's writes listed when its replicas differ from the model: the latest ones.
+const WRITES_SHOWN_MAX: usize = 8;
 
 /// Ends every fault, replays every hint, and checks that every replica holds what the model
 /// says, before and after a read of every key at ALL.
@@ -180,15 +182,17 @@ fn check_replicas(sim: &Sim, when: &str) -> Result<(), String> {
                 None
             };
             if has != want {
-                let writes: Vec<String> = model
+                let mut writes: Vec<String> = model
                     .writes
                     .iter()
                     .enumerate()
                     .filter(|(_, w)| w.key == *key)
                     .map(|(id, w)| format!("#{id} {:?} {} {:?}", w.kind, version(&w.row), w.outcome))
                     .collect();
+                let older = writes.len().saturating_sub(WRITES_SHOWN_MAX);
+                writes.drain(..older);
                 problems.push(format!(
-                    "{key} on n{i}: holds {:?}, should hold {:?}; writes of the key: {}",
+                    "{key} on n{i}: holds {:?}, should hold {:?}; the key's last writes: {}",
                     has.map(version),
                     want.map(version),
                     writes.join("; ")

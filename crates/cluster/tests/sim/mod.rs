@@ -239,14 +239,14 @@ async fn simulate(params: Params) -> Result<Summary, String> {
     let model = Model::new(keys, &cluster.replication, &cluster.data_centers);
     let clients = rng.random_range(2..=6usize);
     let network = cluster.network.clone();
-    network.set_drop_probability(pick(
-        &mut rng,
-        &[(0.0, 2), (0.01, 2), (0.05, 1), (0.2, 1), (0.3, 1)],
-    ));
+    let drop = pick(&mut rng, &[(0.0, 2), (0.01, 2), (0.05, 1), (0.2, 1), (0.3, 1)]);
     let delay_ms_max = pick(&mut rng, &[(0, 1), (5, 2), (20, 2), (50, 2), (200, 1)]);
+    let duplicate = pick(&mut rng, &[(0.0, 2), (0.02, 1)]);
+    let ordered = rng.random_bool(0.3);
+    network.set_drop_probability(drop);
     network.set_delay_ms(0, delay_ms_max);
-    network.set_duplicate_probability(pick(&mut rng, &[(0.0, 2), (0.02, 1)]));
-    network.set_ordered(rng.random_bool(0.3));
+    network.set_duplicate_probability(duplicate);
+    network.set_ordered(ordered);
     let sim = Rc::new(Sim {
         layout: layout.clone(),
         cluster,
@@ -267,7 +267,8 @@ async fn simulate(params: Params) -> Result<Summary, String> {
     sim.sync_clocks();
     let setup = format!(
         "seed {} ops {}: {} nodes {:?}, {:?}, {} tokens each, skews {:?} us, {} partitions x {} rows, \
-         {} clients, network drop/delay/dup/ordered as drawn",
+         {} clients; network: drop {drop}, delay 0..={delay_ms_max} ms, duplicates {duplicate}, \
+         ordered {ordered}",
         params.seed,
         params.ops,
         n,
