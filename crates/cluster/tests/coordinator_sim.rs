@@ -120,7 +120,7 @@ mod scenarios {
 
     use hayate_cluster::consistency::{ConsistencyLevel, Replication};
     use hayate_cluster::coordinator::{
-        CoordinatorError, ReadRequest, SpeculativeRetry, WriteRequest, WriteType,
+        CoordinatorConfig, CoordinatorError, ReadRequest, SpeculativeRetry, WriteRequest, WriteType,
     };
     use hayate_cluster::replica::{Mutation, MutationKind, PartitionRead, ReadCommand};
     use hayate_storage::token::token;
@@ -179,6 +179,7 @@ mod scenarios {
                 replication: Replication::NetworkTopology { factors },
                 tokens_per_node: 4,
                 token_offset: 0,
+                config: CoordinatorConfig::default(),
             };
             let dir = tempfile::tempdir().expect("a temporary folder");
             let cluster = Cluster::new(&layout, 1, dir.path());

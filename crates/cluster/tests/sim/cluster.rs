@@ -4,14 +4,15 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use hayate_cluster::consistency::Replication;
-use hayate_cluster::coordinator::messaging::Messaging;
+use hayate_cluster::coordinator::messaging::{Messaging, RequestHandler};
 use hayate_cluster::coordinator::service::ReplicaService;
 use hayate_cluster::coordinator::{Coordinator, CoordinatorConfig, CoordinatorParts, Liveness, Topology};
 use hayate_cluster::hints::{HintStore, HintsConfig};
+use hayate_cluster::message::Message;
 use hayate_cluster::node::{HostId, Placement};
 use hayate_cluster::ring::{initial_tokens, RingNode, TokenRing};
 use hayate_cluster::transport::SimNetwork;
@@ -56,6 +57,19 @@ impl Liveness for SimLiveness {
     }
 }
 
+/// The messaging's handle on the replica service. The service holds the messaging it answers
+/// through, so a strong handle both ways would be a cycle that keeps every engine (and its
+/// three threads) alive after a run: the node owns the service, the messaging only this.
+struct ServiceHandle(Weak<ReplicaService>);
+
+impl RequestHandler for ServiceHandle {
+    fn handle(&self, from: HostId, message: Message) {
+        if let Some(service) = self.0.upgrade() {
+            service.handle(from, message);
+        }
+    }
+}
+
 pub struct Node {
     pub host: HostId,
     pub data_center: String,
@@ -64,6 +78,7 @@ pub struct Node {
     pub coordinator: Arc<Coordinator>,
     pub messaging: Arc<Messaging>,
     pub liveness: Arc<SimLiveness>,
+    _service: Arc<ReplicaService>,
 }
 
 pub struct Cluster {
@@ -82,6 +97,8 @@ pub struct Layout {
     pub replication: Replication,
     pub tokens_per_node: usize,
     pub token_offset: i64,
+    /// Timeouts and the hint replay rate, the same on every node.
+    pub config: CoordinatorConfig,
 }
 
 pub fn host(i: usize) -> HostId {
@@ -125,7 +142,8 @@ impl Cluster {
                     Engine::open_with_clock(config, clock.clone()).expect("open an engine in memory"),
                 );
                 let messaging = Messaging::new(host);
-                messaging.set_handler(ReplicaService::new(engine.clone(), messaging.clone(), false));
+                let service = ReplicaService::new(engine.clone(), messaging.clone(), false);
+                messaging.set_handler(Arc::new(ServiceHandle(Arc::downgrade(&service))));
                 messaging.set_transport(network.join(host, messaging.clone()));
                 let hints = HintStore::open(&hints_dir.join(format!("n{i}")), HintsConfig::default())
                     .expect("open a hint store in the temporary folder");
@@ -138,7 +156,7 @@ impl Cluster {
                     messaging: Some(messaging.clone()),
                     liveness: liveness.clone(),
                     hints: Some(Arc::new(hints)),
-                    config: CoordinatorConfig::default(),
+                    config: layout.config.clone(),
                 });
                 coordinator.set_topology(Topology::new(ring.clone()));
                 Node {
@@ -149,6 +167,7 @@ impl Cluster {
                     coordinator: Arc::new(coordinator),
                     messaging,
                     liveness,
+                    _service: service,
                 }
             })
             .collect();
@@ -161,10 +180,25 @@ impl Cluster {
         }
     }
 
+    /// Handles on the engines, to check after a run that nothing keeps them alive.
+    pub fn engines(&self) -> Vec<Weak<Engine>> {
+        self.nodes.iter().map(|n| Arc::downgrade(&n.engine)).collect()
+    }
+
     pub fn index_of(&self, host: HostId) -> usize {
         self.nodes
             .iter()
             .position(|n| n.host == host)
             .expect("a host of the ring")
+    }
+}
+
+impl Drop for Cluster {
+    /// Takes every node off the network, which holds their messaging as their inbox while
+    /// their messaging holds the network.
+    fn drop(&mut self) {
+        for node in &self.nodes {
+            self.network.leave(node.host);
+        }
     }
 }

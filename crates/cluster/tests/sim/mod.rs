@@ -17,11 +17,13 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
+use std::sync::Weak;
 use std::time::Duration;
 
 use hayate_cluster::consistency::Replication;
+use hayate_cluster::coordinator::CoordinatorConfig;
 use hayate_storage::token::token;
-use hayate_storage::Clock;
+use hayate_storage::{Clock, Engine};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::task::JoinHandle;
@@ -59,7 +61,18 @@ pub fn run(params: Params) -> Result<Summary, String> {
         .build()
         .expect("build a current-thread runtime");
     let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, simulate(params))
+    let mut engines = Vec::new();
+    let result = local.block_on(&runtime, simulate(params, &mut engines));
+    // Tasks still asleep hold parts of the cluster until the runtime goes.
+    drop(local);
+    drop(runtime);
+    let alive = engines.iter().filter(|e| e.strong_count() > 0).count();
+    assert_eq!(
+        alive, 0,
+        "seed {}: {alive} engines outlive their run; each keeps three threads, and a soak runs out",
+        params.seed
+    );
+    result
 }
 
 /// The command that replays a run.
@@ -203,16 +216,32 @@ fn draw_layout(rng: &mut StdRng) -> Layout {
         replication,
         tokens_per_node: pick(rng, &[(1, 1), (4, 2), (8, 2)]),
         token_offset: rng.random(),
+        config: draw_config(rng),
     }
 }
 
-async fn simulate(params: Params) -> Result<Summary, String> {
+/// Cassandra's timeouts in most runs; in others, timeouts short enough that answers delayed
+/// by the network come after them (late acknowledgements, hints for replicas that did apply,
+/// read repairs that time out), and a hint replay slow enough to be throttled.
+fn draw_config(rng: &mut StdRng) -> CoordinatorConfig {
+    let ms = Duration::from_millis;
+    CoordinatorConfig {
+        write_timeout: pick(rng, &[(ms(2000), 3), (ms(500), 1), (ms(100), 1)]),
+        read_timeout: pick(rng, &[(ms(5000), 3), (ms(1000), 1), (ms(200), 1)]),
+        range_timeout: pick(rng, &[(ms(10_000), 3), (ms(1000), 1), (ms(300), 1)]),
+        hint_replay_bytes_per_s: pick(rng, &[(4 << 20, 3), (2 << 10, 1)]),
+        ..CoordinatorConfig::default()
+    }
+}
+
+async fn simulate(params: Params, engines: &mut Vec<Weak<Engine>>) -> Result<Summary, String> {
     let wall = std::time::Instant::now();
     let mut rng = StdRng::seed_from_u64(params.seed);
     let layout = draw_layout(&mut rng);
     let skew_max_us: i64 = pick(&mut rng, &[(0, 2), (5_000, 1), (200_000, 1), (2_000_000, 1)]);
     let hints_dir = tempfile::tempdir().expect("a temporary folder for hints");
     let cluster = Cluster::new(&layout, rng.random(), hints_dir.path());
+    *engines = cluster.engines();
     let n = cluster.nodes.len();
     let skew_us: Vec<i64> = (0..n)
         .map(|_| {
@@ -268,7 +297,7 @@ async fn simulate(params: Params) -> Result<Summary, String> {
     let setup = format!(
         "seed {} ops {}: {} nodes {:?}, {:?}, {} tokens each, skews {:?} us, {} partitions x {} rows, \
          {} clients; network: drop {drop}, delay 0..={delay_ms_max} ms, duplicates {duplicate}, \
-         ordered {ordered}",
+         ordered {ordered}; timeouts: write {:?}, read {:?}, range {:?}; hint replay {} bytes/s",
         params.seed,
         params.ops,
         n,
@@ -278,7 +307,11 @@ async fn simulate(params: Params) -> Result<Summary, String> {
         skew_us,
         partitions,
         clusterings,
-        clients
+        clients,
+        layout.config.write_timeout,
+        layout.config.read_timeout,
+        layout.config.range_timeout,
+        layout.config.hint_replay_bytes_per_s,
     );
     sim.log(setup.clone());
 
