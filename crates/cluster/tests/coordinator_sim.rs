@@ -136,7 +136,7 @@ mod scenarios {
     };
     use hayate_cluster::replica::{Mutation, MutationKind, PartitionRead, ReadCommand};
     use hayate_storage::token::token;
-    use hayate_storage::{Cell, Row};
+    use hayate_storage::{Cell, Deletion, Row};
 
     use super::sim::cluster::{host, Cluster, Layout, EPOCH_US};
     use super::sim::model::{COLUMN, TABLE};
@@ -245,6 +245,90 @@ mod scenarios {
                 }
                 Err(e) => assert!(matches!(e, CoordinatorError::ReadTimeout { .. }), "{e:?}"),
             }
+        });
+    }
+
+    /// Cassandra's semantics, which a range delete does not have yet: `MutationKind::DeleteRange`
+    /// writes a row tombstone over the rows each replica holds when it arrives, so a row that
+    /// reaches a replica after the delete (here by hint replay, older than the delete) is not
+    /// shadowed there, and a read at ONE after a range delete acknowledged at ALL returns it
+    /// (1 + 3 > 3). A read at ALL merges the others' tombstone over it and repairs it, but once
+    /// that tombstone is purged after its grace period the row would be back for good. Range
+    /// tombstones, which shadow rows that arrive later, are the fix; run this with `--ignored`
+    /// when they land.
+    #[test]
+    #[ignore = "range tombstones are not implemented: a range delete shadows only rows already there"]
+    fn a_range_delete_shadows_a_row_that_arrives_after_it() {
+        runtime().block_on(async {
+            let layout = Layout {
+                node_dcs: vec!["dc1".to_string(); 3],
+                replication: Replication::Simple { factor: 3 },
+                tokens_per_node: 4,
+                token_offset: 0,
+                config: CoordinatorConfig::default(),
+            };
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let cluster = Cluster::new(&layout, 1, dir.path());
+            let replication = &cluster.replication;
+            let key = b"k".as_slice();
+            // Only n0 takes the row: its messages to the others are cut, and they get hints.
+            cluster.network.partition(host(0), host(1));
+            cluster.network.partition(host(0), host(2));
+            cluster.nodes[0]
+                .coordinator
+                .write(WriteRequest {
+                    replication,
+                    consistency: ConsistencyLevel::One,
+                    mutations: vec![upsert(key, EPOCH_US + 10, 1)],
+                    write_type: WriteType::Simple,
+                })
+                .await
+                .expect("ONE is met by n0 itself");
+            cluster.network.heal_all();
+            let delete = Mutation {
+                table: TABLE,
+                token: token(key),
+                partition: key.to_vec(),
+                kind: MutationKind::DeleteRange {
+                    start: Bound::Unbounded,
+                    end: Bound::Unbounded,
+                    deletion: Deletion {
+                        timestamp_us: EPOCH_US + 20,
+                        deleted_at_s: (EPOCH_US / 1_000_000) as u32,
+                    },
+                },
+            };
+            cluster.nodes[1]
+                .coordinator
+                .write(WriteRequest {
+                    replication,
+                    consistency: ConsistencyLevel::All,
+                    mutations: vec![delete],
+                    write_type: WriteType::Simple,
+                })
+                .await
+                .expect("a range delete at ALL with every node up");
+            // The row's write times out on n1 and n2; n0 keeps hints and replays them.
+            tokio::time::sleep(cluster.nodes[0].coordinator.config().write_timeout * 2).await;
+            for target in [1, 2] {
+                cluster.nodes[0].coordinator.replay_hints(host(target)).await;
+            }
+            let result = cluster.nodes[1]
+                .coordinator
+                .read(ReadRequest {
+                    replication,
+                    consistency: ConsistencyLevel::One,
+                    command: point(key),
+                    speculative_retry: SpeculativeRetry::Never,
+                })
+                .await
+                .expect("a read at ONE with every node up");
+            let now_s = (EPOCH_US / 1_000_000) as u32;
+            assert!(
+                result.rows.iter().all(|r| !r.row.is_live(now_s)),
+                "a row deleted by a range delete acknowledged at ALL came back: {:?}",
+                result.rows
+            );
         });
     }
 }
