@@ -1,14 +1,14 @@
 //! The coordinator over several in-process replicas, under faults, from a seed.
 //!
-//! Each seed builds a cluster of 3 to 5 nodes (SimpleStrategy RF 2 or 3, or
-//! NetworkTopologyStrategy over two data centers), each node with its own in-memory engine as
-//! its replica, its own clock (skewed by up to 2 s in some seeds), its own hint store and its
-//! own failure detector, all talking through one simulated network; some seeds shorten the
-//! timeouts below the network's delays and throttle hint replay. Clients write, delete and read
-//! rows of a small key space (so that writes collide) at every level (LOCAL_ and EACH_QUORUM
-//! with two data centers), against random coordinators, while the network drops, delays,
-//! reorders and duplicates messages, pairs of nodes are partitioned, a node stops and comes
-//! back, failure detectors are late or wrong, and clocks jump.
+//! Each seed builds a cluster of 3 to 5 nodes (SimpleStrategy RF 2 or 3), or of 4 to 7 over
+//! two data centers (NetworkTopologyStrategy, up to 3 replicas in each), each node with its own
+//! in-memory engine as its replica, its own clock (skewed by up to 2 s in some seeds), its own
+//! hint store and its own failure detector, all talking through one simulated network; some
+//! seeds shorten the timeouts below the network's delays and throttle hint replay. Clients
+//! write, delete and read rows of a small key space (so that writes collide) at every level
+//! (LOCAL_ and EACH_QUORUM with two data centers), against random coordinators, while the
+//! network drops, delays, reorders and duplicates messages, pairs of nodes are partitioned, a
+//! node stops and comes back, failure detectors are late or wrong, and clocks jump.
 //!
 //! Checked as each operation returns:
 //! - a read at level R that started after a write was acknowledged at level W, with R + W > RF

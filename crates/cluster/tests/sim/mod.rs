@@ -196,15 +196,20 @@ impl Sim {
 
 /// Draws a cluster layout and the network's faults from the seed.
 fn draw_layout(rng: &mut StdRng) -> Layout {
-    let nodes = rng.random_range(3..=5usize);
+    let mut nodes = rng.random_range(3..=5usize);
     let two_dcs = nodes >= 4 && rng.random_bool(0.35);
     let (node_dcs, replication) = if two_dcs {
+        // Some two-data-center seeds have three replicas in each, so that a read at
+        // EACH_QUORUM has a spare replica in both to speculate with.
+        if rng.random_bool(0.3) {
+            nodes += 2;
+        }
         let dc1 = nodes.div_ceil(2);
         let node_dcs: Vec<String> = (0..nodes)
             .map(|i| if i < dc1 { "dc1" } else { "dc2" }.to_string())
             .collect();
         let f1 = rng.random_range(2..=dc1.min(3));
-        let f2 = rng.random_range(1..=2usize);
+        let f2 = rng.random_range(1..=(nodes - dc1).min(3));
         let factors = [("dc1".to_string(), f1), ("dc2".to_string(), f2)]
             .into_iter()
             .collect();
