@@ -239,7 +239,7 @@ impl Coordinator {
         // The replicas disagree: read them all in full, merge, repair.
         add(&self.metrics.read_repairs, 1);
         let mut responses: Vec<(HostId, ReadResponse)> = vec![(data_from, data)];
-        let mut full_asked = 0usize;
+        let mut full_asked: Vec<HostId> = Vec::with_capacity(digests.len());
         for &(host, _) in &digests {
             if host == self.local {
                 match self.replica.read(&request.command) {
@@ -247,24 +247,28 @@ impl Coordinator {
                     Err(e) => return Err(CoordinatorError::Replica(e)),
                 }
             } else if send(host, false, &mut waiting) {
-                full_asked += 1;
+                full_asked.push(host);
             }
         }
-        while full_asked > 0 {
+        while !full_asked.is_empty() {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some((from, Message::ReadResponse { result, .. }))) => match result {
-                    Ok(ReadReply::Data(r)) => {
-                        if let Some(slot) = responses.iter_mut().find(|(h, _)| *h == from) {
-                            slot.1 = r;
-                        } else {
-                            full_asked -= 1;
+                Ok(Some((from, Message::ReadResponse { result, .. }))) => {
+                    // Only this round's answers count. A late answer from the first round (the
+                    // replica a speculative retry stood in for) stands in for none of them: the
+                    // replica it would replace could go unmerged and unrepaired, and EACH_QUORUM
+                    // lose a data center's quorum.
+                    let Some(i) = full_asked.iter().position(|&h| h == from) else {
+                        continue;
+                    };
+                    match result {
+                        Ok(ReadReply::Data(r)) => {
+                            full_asked.swap_remove(i);
                             responses.push((from, r));
                         }
+                        Ok(ReadReply::Digest { .. }) => {}
+                        Err(e) => return Err(CoordinatorError::Replica(e)),
                     }
-                    // A late digest from the first round.
-                    Ok(ReadReply::Digest { .. }) => {}
-                    Err(e) => return Err(CoordinatorError::Replica(e)),
-                },
+                }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => return Err(timeout(responses.len(), true)),
             }

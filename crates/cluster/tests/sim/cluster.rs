@@ -15,7 +15,7 @@ use hayate_cluster::hints::{HintStore, HintsConfig};
 use hayate_cluster::message::Message;
 use hayate_cluster::node::{HostId, Placement};
 use hayate_cluster::ring::{initial_tokens, RingNode, TokenRing};
-use hayate_cluster::transport::SimNetwork;
+use hayate_cluster::transport::{SimNetwork, SimTransport, Transport};
 use hayate_storage::{Engine, ManualClock, NamespaceConfig};
 use tokio::time::Instant;
 
@@ -111,6 +111,17 @@ pub fn host(i: usize) -> HostId {
 impl Cluster {
     /// Builds the nodes. Call inside the runtime: the network's scheduler is a task there.
     pub fn new(layout: &Layout, network_seed: u64, hints_dir: &Path) -> Cluster {
+        Cluster::with_transports(layout, network_seed, hints_dir, |_, t| t)
+    }
+
+    /// Builds the nodes, each sending through what `wrap` makes of its simulated transport
+    /// (a scenario holds back one node's messages this way).
+    pub fn with_transports(
+        layout: &Layout,
+        network_seed: u64,
+        hints_dir: &Path,
+        wrap: impl Fn(usize, Arc<SimTransport>) -> Arc<dyn Transport>,
+    ) -> Cluster {
         let network = SimNetwork::new(network_seed);
         let tokens = initial_tokens(layout.node_dcs.len(), layout.tokens_per_node, layout.token_offset);
         let placement = |i: usize| Placement {
@@ -144,7 +155,7 @@ impl Cluster {
                 let messaging = Messaging::new(host);
                 let service = ReplicaService::new(engine.clone(), messaging.clone(), false);
                 messaging.set_handler(Arc::new(ServiceHandle(Arc::downgrade(&service))));
-                messaging.set_transport(network.join(host, messaging.clone()));
+                messaging.set_transport(wrap(i, network.join(host, messaging.clone())));
                 let hints = HintStore::open(&hints_dir.join(format!("n{i}")), HintsConfig::default())
                     .expect("open a hint store in the temporary folder");
                 let liveness = Arc::new(SimLiveness::default());
