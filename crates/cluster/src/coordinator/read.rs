@@ -169,11 +169,16 @@ impl Coordinator {
         // Answers: the data, and every digest with its node.
         let mut data: Option<(HostId, ReadResponse)> = None;
         let mut digests: Vec<(HostId, [u8; 16])> = Vec::new();
+        // Some replica behind a digest stopped at the limit: it may hold rows past the last.
+        let mut digest_more = false;
         let mut error: Option<ReplicaError> = None;
         if targets.contains(&self.local) {
             match self.replica.read(&request.command) {
                 Ok(response) if data_host == self.local => data = Some((self.local, response)),
-                Ok(response) => digests.push((self.local, digest(&response))),
+                Ok(response) => {
+                    digest_more |= response.more;
+                    digests.push((self.local, digest(&response)));
+                }
                 Err(e) => error = Some(e),
             }
         }
@@ -210,8 +215,14 @@ impl Coordinator {
                     self.record_replica_latency(started.elapsed());
                     match result {
                         Ok(ReadReply::Data(r)) if data.is_none() => data = Some((from, r)),
-                        Ok(ReadReply::Data(r)) => digests.push((from, digest(&r))),
-                        Ok(ReadReply::Digest { digest: d, .. }) => digests.push((from, d)),
+                        Ok(ReadReply::Data(r)) => {
+                            digest_more |= r.more;
+                            digests.push((from, digest(&r)));
+                        }
+                        Ok(ReadReply::Digest { digest: d, more }) => {
+                            digest_more |= more;
+                            digests.push((from, d));
+                        }
                         Err(e) => error = Some(e),
                     }
                 }
@@ -234,7 +245,11 @@ impl Coordinator {
         let (data_from, data) = data.expect("the loop ends with data");
         let data_digest = digest(&data);
         if digests.iter().all(|(_, d)| *d == data_digest) {
-            return Ok(ReadResult::from(data));
+            // The same rows everywhere; but a replica that stopped at the limit may hold more
+            // after them, even if the data replica has nothing more.
+            let mut result = ReadResult::from(data);
+            result.more |= digest_more;
+            return Ok(result);
         }
         // The replicas disagree: read them all in full, merge, repair.
         add(&self.metrics.read_repairs, 1);
