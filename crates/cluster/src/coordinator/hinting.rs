@@ -8,9 +8,13 @@
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
+// The throttle measures time on the clock it sleeps on: with a real clock here and tokio's
+// for the sleep, a test on paused time slept by how fast the machine ran, and a simulation's
+// seed did not replay exactly.
+use tokio::time::Instant;
 
 use super::messaging::{Messaging, Waiting};
 use super::metrics::{add, CoordinatorMetrics};

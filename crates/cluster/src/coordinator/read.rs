@@ -185,11 +185,16 @@ impl Coordinator {
         // Answers: the data, and every digest with its node.
         let mut data: Option<(HostId, ReadResponse)> = None;
         let mut digests: Vec<(HostId, [u8; 16])> = Vec::new();
+        // Some replica behind a digest stopped at the limit: it may hold rows past the last.
+        let mut digest_more = false;
         let mut error: Option<ReplicaError> = None;
         if targets.contains(&self.local) {
             match self.replica.read(&request.command) {
                 Ok(response) if data_host == self.local => data = Some((self.local, response)),
-                Ok(response) => digests.push((self.local, digest(&response))),
+                Ok(response) => {
+                    digest_more |= response.more;
+                    digests.push((self.local, digest(&response)));
+                }
                 Err(e) => error = Some(e),
             }
         }
@@ -198,9 +203,21 @@ impl Coordinator {
         let mut speculate_at = self
             .speculation_delay(request.speculative_retry)
             .map(|d| started + d);
+        // EACH_QUORUM counts answers per data center: a speculative extra replica in one data
+        // center does not stand in for a missing answer in another.
+        let each_quorum = match cl {
+            ConsistencyLevel::EachQuorum => each_quorum_block_for(replication),
+            _ => Default::default(),
+        };
         loop {
             let received = digests.len() + usize::from(data.is_some());
-            if data.is_some() && received >= block_for {
+            let every_dc = || {
+                each_quorum.iter().all(|(dc, &need)| {
+                    let answered = data.iter().map(|(h, _)| h).chain(digests.iter().map(|(h, _)| h));
+                    answered.filter(|&&h| topology.data_center(h) == dc).count() >= need
+                })
+            };
+            if data.is_some() && received >= block_for && every_dc() {
                 break;
             }
             if asked.is_empty() {
@@ -218,8 +235,14 @@ impl Coordinator {
                     }
                     match result {
                         Ok(ReadReply::Data(r)) if data.is_none() => data = Some((from, r)),
-                        Ok(ReadReply::Data(r)) => digests.push((from, digest(&r))),
-                        Ok(ReadReply::Digest { digest: d, .. }) => digests.push((from, d)),
+                        Ok(ReadReply::Data(r)) => {
+                            digest_more |= r.more;
+                            digests.push((from, digest(&r)));
+                        }
+                        Ok(ReadReply::Digest { digest: d, more }) => {
+                            digest_more |= more;
+                            digests.push((from, d));
+                        }
                         Err(e) => {
                             // Another replica answers in its place, if there is one.
                             failures += 1;
@@ -251,12 +274,16 @@ impl Coordinator {
         let (data_from, data) = data.expect("the loop ends with data");
         let data_digest = digest(&data);
         if digests.iter().all(|(_, d)| *d == data_digest) {
-            return Ok(ReadResult::from(data));
+            // The same rows everywhere; but a replica that stopped at the limit may hold more
+            // after them, even if the data replica has nothing more.
+            let mut result = ReadResult::from(data);
+            result.more |= digest_more;
+            return Ok(result);
         }
         // The replicas disagree: read them all in full, merge, repair.
         add(&self.metrics.read_repairs, 1);
         let mut responses: Vec<(HostId, ReadResponse)> = vec![(data_from, data)];
-        let mut full_asked = 0usize;
+        let mut full_asked: Vec<HostId> = Vec::with_capacity(digests.len());
         for &(host, _) in &digests {
             if host == self.local {
                 match self.replica.read(&request.command) {
@@ -264,24 +291,28 @@ impl Coordinator {
                     Err(e) => return Err(read_failure(e, cl, responses.len(), block_for, 1, true)),
                 }
             } else if send(host, false, &mut waiting) {
-                full_asked += 1;
+                full_asked.push(host);
             }
         }
-        while full_asked > 0 {
+        while !full_asked.is_empty() {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some((from, Message::ReadResponse { result, .. }))) => match result {
-                    Ok(ReadReply::Data(r)) => {
-                        if let Some(slot) = responses.iter_mut().find(|(h, _)| *h == from) {
-                            slot.1 = r;
-                        } else {
-                            full_asked -= 1;
+                Ok(Some((from, Message::ReadResponse { result, .. }))) => {
+                    // Only this round's answers count. A late answer from the first round (the
+                    // replica a speculative retry stood in for) stands in for none of them: the
+                    // replica it would replace could go unmerged and unrepaired, and EACH_QUORUM
+                    // lose a data center's quorum.
+                    let Some(i) = full_asked.iter().position(|&h| h == from) else {
+                        continue;
+                    };
+                    match result {
+                        Ok(ReadReply::Data(r)) => {
+                            full_asked.swap_remove(i);
                             responses.push((from, r));
                         }
+                        Ok(ReadReply::Digest { .. }) => {}
+                        Err(e) => return Err(read_failure(e, cl, responses.len(), block_for, 1, true)),
                     }
-                    // A late digest from the first round.
-                    Ok(ReadReply::Digest { .. }) => {}
-                    Err(e) => return Err(read_failure(e, cl, responses.len(), block_for, 1, true)),
-                },
+                }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => return Err(timeout(responses.len(), true)),
             }
