@@ -136,11 +136,13 @@ impl Messaging {
     pub fn fail_requests_to(&self, host: HostId) {
         let failed: Vec<(RequestId, Pending)> = {
             let mut pending = self.pending.lock().expect("pending lock poisoned");
-            let ids: Vec<RequestId> = pending
+            let mut ids: Vec<RequestId> = pending
                 .iter()
                 .filter(|(_, p)| p.to == host)
                 .map(|(id, _)| *id)
                 .collect();
+            // In the order they were sent, whatever the map's: a simulation replays exactly.
+            ids.sort_unstable();
             ids.into_iter()
                 .filter_map(|id| pending.remove(&id).map(|p| (id, p)))
                 .collect()

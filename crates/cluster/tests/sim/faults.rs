@@ -41,6 +41,11 @@ fn refresh_later(sim: &Rc<Sim>, observer: usize, target: usize, delay: Duration)
             ));
             if alive {
                 start_replay(&sim, observer, target);
+            } else {
+                // What a node does when gossip convicts a peer: its requests there fail now.
+                sim.cluster.nodes[observer]
+                    .messaging
+                    .fail_requests_to(host(target));
             }
         }
     });
@@ -132,6 +137,7 @@ pub(super) async fn nemesis(sim: Rc<Sim>) {
             Fault::Suspect => {
                 // A failure detector that is wrong for a while.
                 sim.cluster.nodes[a].liveness.set(host(b), false);
+                sim.cluster.nodes[a].messaging.fail_requests_to(host(b));
                 sim.log(format!("fault: n{a} wrongly suspects n{b}"));
                 let d = random_delay(&sim, 500, 5000);
                 refresh_later(&sim, a, b, d);
