@@ -292,6 +292,10 @@ impl Coordinator {
                 }
             } else if send(host, false, &mut waiting) {
                 full_asked.push(host);
+            } else {
+                // Not sent (too many requests wait for answers): the round cannot have the
+                // answers the level needs.
+                return Err(timeout(responses.len(), true));
             }
         }
         while !full_asked.is_empty() {
