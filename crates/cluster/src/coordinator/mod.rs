@@ -5,11 +5,11 @@
 //! the replicas on the ring ([`topology`]), refuses with `Unavailable` before sending anything
 //! if too few are alive, and waits for as many answers as the level needs:
 //! - a write goes to every live replica and returns after `blockFor` acknowledgements
-//!   ([`write`]); replicas that are down, or do not answer in time, get a hint ([`hinting`]);
+//!   (`write.rs`); replicas that are down, or do not answer in time, get a hint ([`hinting`]);
 //! - a read asks one replica for data and the others it needs for digests; on a mismatch it
 //!   reads them all in full, merges by last-write-wins and repairs the replicas that were
-//!   behind before it answers ([`read`], [`merge`]); a token-range read asks every replica it
-//!   needs for data, range by range ([`range`]).
+//!   behind before it answers (`read.rs`, `merge.rs`); a token-range read asks every replica it
+//!   needs for data, range by range (`range.rs`).
 //!
 //! Waiting is async: a request waiting for other nodes holds no thread. The local replica is
 //! called inline on the service thread that runs the request, as every device read is in this

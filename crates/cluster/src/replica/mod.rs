@@ -1,6 +1,6 @@
 //! What one replica does for the coordinator: apply mutations and answer reads, with the
 //! tombstones a merge across replicas needs. The storage engine implements [`Replica`]
-//! ([`local`]); a test can put several in-process replicas behind a simulated transport.
+//! (`local.rs`); a test can put several in-process replicas behind a simulated transport.
 //!
 //! Reads come in two shapes, the two the query layer plans a SELECT into: a slice of one
 //! partition ([`PartitionRead`]) and a run of the table in token order ([`RangeRead`]). Both
