@@ -29,6 +29,20 @@ pub trait SchemaLog: Send + Sync {
     fn data_centers(&self) -> Vec<String>;
 }
 
+/// True for the statements that change the schema (and so go through the metadata log).
+pub fn is_schema_statement(stmt: &Statement) -> bool {
+    matches!(
+        stmt,
+        Statement::CreateKeyspace { .. }
+            | Statement::AlterKeyspace { .. }
+            | Statement::DropKeyspace { .. }
+            | Statement::CreateTable(_)
+            | Statement::AlterTable { .. }
+            | Statement::DropTable { .. }
+            | Statement::Truncate { .. }
+    )
+}
+
 /// Runs a schema statement; `cql` is its text, which the log carries.
 pub async fn run(
     ctx: &Context<'_>,
@@ -36,15 +50,8 @@ pub async fn run(
     stmt: &Statement,
     cql: &str,
 ) -> QueryResult<ResultBody> {
-    match stmt {
-        Statement::CreateKeyspace { .. }
-        | Statement::AlterKeyspace { .. }
-        | Statement::DropKeyspace { .. }
-        | Statement::CreateTable(_)
-        | Statement::AlterTable { .. }
-        | Statement::DropTable { .. }
-        | Statement::Truncate { .. } => {}
-        other => return Err(invalid(format!("{} is not a schema statement", other.kind()))),
+    if !is_schema_statement(stmt) {
+        return Err(invalid(format!("{} is not a schema statement", stmt.kind())));
     }
     let command = statement_command(cql, ctx.keyspace, &log.data_centers());
     let answer = log.propose(command).await?;

@@ -121,6 +121,8 @@ pub async fn replay(
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut waiting = Waiting::new(messaging.clone());
         let mut in_flight = 0usize;
+        // Hints of this segment sent (each is acknowledged before the segment is finished).
+        let mut sent = 0usize;
         let mut ok = true;
         let started = Instant::now();
         let mut sent_bytes = 0u64;
@@ -136,16 +138,8 @@ pub async fn replay(
                     continue;
                 }
             };
-            while in_flight >= REPLAY_IN_FLIGHT_MAX {
-                if !await_ack(&mut rx).await {
-                    ok = false;
-                    break;
-                }
-                in_flight -= 1;
-                delivered += 1;
-                add(replayed, 1);
-            }
-            if !ok {
+            if !drain(&mut rx, &mut in_flight, REPLAY_IN_FLIGHT_MAX - 1).await {
+                ok = false;
                 break;
             }
             // The throttle: never ahead of bytes_per_s since the segment began.
@@ -161,6 +155,7 @@ pub async fn replay(
                 Some(id) => {
                     waiting.push(id);
                     in_flight += 1;
+                    sent += 1;
                 }
                 None => {
                     ok = false;
@@ -168,25 +163,38 @@ pub async fn replay(
                 }
             }
         }
-        while ok && in_flight > 0 {
-            if !await_ack(&mut rx).await {
-                ok = false;
-                break;
-            }
-            in_flight -= 1;
-            delivered += 1;
-            add(replayed, 1);
-        }
+        ok = ok && drain(&mut rx, &mut in_flight, 0).await;
         drop(waiting);
         if !ok {
+            // Kept whole, to be sent again: a replica merges a repeated row update into what it
+            // has, so the hints already acknowledged do no harm the second time, and they are
+            // counted as replayed only once, with the segment.
             store.give_back(segment);
             return delivered;
         }
+        delivered += sent;
+        add(replayed, sent as u64);
         if let Err(e) = store.finish(segment) {
             tracing::error!("{e}");
             return delivered;
         }
     }
+}
+
+/// Waits for acknowledgements until at most `until` hints are in flight; false if one failed
+/// or did not come in time.
+async fn drain(
+    rx: &mut mpsc::UnboundedReceiver<(HostId, Message)>,
+    in_flight: &mut usize,
+    until: usize,
+) -> bool {
+    while *in_flight > until {
+        if !await_ack(rx).await {
+            return false;
+        }
+        *in_flight -= 1;
+    }
+    true
 }
 
 /// Waits for one acknowledgement; false if it failed or did not come in time.

@@ -37,13 +37,14 @@ pub use error::{CoordinatorError, WriteType};
 pub use metrics::{CoordinatorMetrics, MetricsSnapshot};
 pub use topology::{AllAlive, Liveness, Topology};
 
-use crate::consistency::{ConsistencyLevel, Replication};
+use crate::consistency::{assure_sufficient_live, ConsistencyLevel, Replication};
 use crate::hints::HintStore;
 use crate::node::{HostId, Placement};
 use crate::replica::{Mutation, ReadCommand, ReadResponse, Replica, ReplicaRow};
 use hinting::Hinter;
 use latency::LatencyTracker;
 use messaging::Messaging;
+use metrics::add;
 
 /// A write to coordinate.
 pub struct WriteRequest<'a> {
@@ -289,6 +290,29 @@ impl Coordinator {
 
     fn is_alive(&self, host: HostId) -> bool {
         host == self.local || self.liveness.is_alive(host)
+    }
+
+    /// Refuses with `Unavailable`, before anything is sent, if too few of `replicas` are alive
+    /// for `cl`.
+    fn check_live(
+        &self,
+        topology: &Topology,
+        replicas: &[HostId],
+        cl: ConsistencyLevel,
+        replication: &Replication,
+    ) -> Result<(), CoordinatorError> {
+        let states = topology.states(replicas, self.local, &*self.liveness);
+        assure_sufficient_live(cl, replication, &self.local_dc, &states).map_err(|u| {
+            add(&self.metrics.unavailable, 1);
+            CoordinatorError::Unavailable(u)
+        })
+    }
+
+    /// Counts a request this node coordinates without being a replica of its token.
+    fn count_not_replica(&self, replicas: &[HostId]) {
+        if !replicas.contains(&self.local) {
+            add(&self.metrics.not_replica, 1);
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use super::messaging::{Reply, Waiting};
 use super::metrics::add;
 use super::read::read_failure;
 use super::{Coordinator, CoordinatorError, ReadRequest, ReadResult};
-use crate::consistency::{assure_sufficient_live, block_for, ConsistencyLevel, Replication};
+use crate::consistency::{block_for, ConsistencyLevel, Replication};
 use crate::message::{Message, ReadReply};
 use crate::node::HostId;
 use crate::replica::{RangeRead, RangeStart, ReadCommand, ReadResponse};
@@ -34,11 +34,7 @@ impl Coordinator {
         let block_for = block_for(cl, replication, &self.local_dc);
         let mut pieces: Vec<(i64, Vec<HostId>)> = Vec::new();
         let mut plan = |end: i64, replicas: &[HostId]| -> Result<(), CoordinatorError> {
-            let states = topology.states(replicas, self.local, &*self.liveness);
-            if let Err(u) = assure_sufficient_live(cl, replication, &self.local_dc, &states) {
-                add(&self.metrics.unavailable, 1);
-                return Err(CoordinatorError::Unavailable(u));
-            }
+            self.check_live(&topology, replicas, cl, replication)?;
             let candidates = self.candidates(&topology, replicas, cl);
             let mut targets = self.contacts(&topology, &candidates, cl, replication, block_for);
             targets.sort_unstable();

@@ -13,9 +13,7 @@ use super::messaging::{Reply, Waiting};
 use super::metrics::add;
 use super::topology::Topology;
 use super::{check_read_level, Coordinator, CoordinatorError, ReadRequest, ReadResult, SpeculativeRetry};
-use crate::consistency::{
-    assure_sufficient_live, block_for, each_quorum_block_for, ConsistencyLevel, Replication,
-};
+use crate::consistency::{block_for, each_quorum_block_for, ConsistencyLevel, Replication};
 use crate::message::{digest, Message, ReadReply};
 use crate::node::HostId;
 use crate::replica::{ReadCommand, ReadResponse, ReplicaError, ReplicaErrorKind};
@@ -120,14 +118,8 @@ impl Coordinator {
             map = topology.map(replication);
             map.replicas(p.token)
         };
-        let states = topology.states(replicas, self.local, &*self.liveness);
-        if let Err(u) = assure_sufficient_live(cl, replication, &self.local_dc, &states) {
-            add(&self.metrics.unavailable, 1);
-            return Err(CoordinatorError::Unavailable(u));
-        }
-        if !replicas.contains(&self.local) {
-            add(&self.metrics.not_replica, 1);
-        }
+        self.check_live(&topology, replicas, cl, replication)?;
+        self.count_not_replica(replicas);
         let block_for = block_for(cl, replication, &self.local_dc);
         if replicas.len() == 1 && replicas[0] == self.local {
             // One replica, and it is this node: nothing to compare.

@@ -11,9 +11,7 @@ use super::messaging::{Messaging, Reply, Waiting};
 use super::metrics::add;
 use super::topology::Topology;
 use super::{check_write_level, counts, Coordinator, CoordinatorError, WriteRequest, WriteType};
-use crate::consistency::{
-    assure_sufficient_live, block_for, each_quorum_block_for, ConsistencyLevel, Replication,
-};
+use crate::consistency::{block_for, each_quorum_block_for, ConsistencyLevel, Replication};
 use crate::message::Message;
 use crate::node::HostId;
 use crate::replica::{Mutation, ReplicaError, ReplicaErrorKind};
@@ -123,14 +121,8 @@ impl Coordinator {
             }
         }
         for (replicas, _) in &groups {
-            let states = topology.states(replicas, self.local, &*self.liveness);
-            if let Err(u) = assure_sufficient_live(cl, replication, &self.local_dc, &states) {
-                add(&self.metrics.unavailable, 1);
-                return Err(CoordinatorError::Unavailable(u));
-            }
-            if !replicas.contains(&self.local) {
-                add(&self.metrics.not_replica, 1);
-            }
+            self.check_live(&topology, replicas, cl, replication)?;
+            self.count_not_replica(replicas);
         }
         if groups.len() == 1 {
             let (replicas, mutations) = groups.pop().expect("one group");

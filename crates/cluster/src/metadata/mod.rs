@@ -100,6 +100,20 @@ pub struct ClusterMetadata {
 }
 
 impl ClusterMetadata {
+    /// The token ring the members make.
+    pub fn ring(&self) -> Result<crate::ring::TokenRing, crate::ring::RingError> {
+        crate::ring::TokenRing::new(
+            self.members
+                .values()
+                .map(|r| crate::ring::RingNode {
+                    host: r.info.host_id,
+                    placement: r.info.placement.clone(),
+                    tokens: r.tokens.clone(),
+                })
+                .collect(),
+        )
+    }
+
     /// The member that owns `token`, if any.
     pub fn token_owner(&self, token: i64) -> Option<HostId> {
         self.members

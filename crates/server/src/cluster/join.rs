@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use hayate_cluster::membership::NodeStatus;
 use hayate_cluster::metadata::{CommandResult, MemberRecord, MemberStatus, Metadata};
 use hayate_cluster::node::{HostId, NodeInfo};
-use hayate_cluster::ring::{allocate_tokens_in, initial_tokens, RingNode, TokenRing};
+use hayate_cluster::ring::{allocate_tokens_in, initial_tokens};
 use serde::{Deserialize, Serialize};
 
 use super::rpc::{self, TAG_JOIN};
@@ -245,16 +245,7 @@ async fn add(metadata: &Metadata, schema: &Arc<SchemaStore>, request: JoinReques
             ),
         };
     }
-    let nodes: Vec<RingNode> = current
-        .members
-        .values()
-        .map(|r| RingNode {
-            host: r.info.host_id,
-            placement: r.info.placement.clone(),
-            tokens: r.tokens.clone(),
-        })
-        .collect();
-    let ring = match TokenRing::new(nodes) {
+    let ring = match current.ring() {
         Ok(r) => r,
         Err(e) => {
             return JoinAnswer::Retry {

@@ -4,7 +4,7 @@
 
 use hayate_cluster::membership::NodeStatus;
 use hayate_cluster::node::HostId;
-use hayate_cluster::ring::{RingNode, TokenRing};
+use hayate_cluster::ring::TokenRing;
 use serde_json::{json, Value};
 
 use super::ClusterNode;
@@ -65,19 +65,7 @@ impl ClusterNode {
 
     /// The ring as the metadata log agrees it.
     pub fn ring(&self) -> Option<TokenRing> {
-        let metadata = self.metadata.current();
-        TokenRing::new(
-            metadata
-                .members
-                .values()
-                .map(|r| RingNode {
-                    host: r.info.host_id,
-                    placement: r.info.placement.clone(),
-                    tokens: r.tokens.clone(),
-                })
-                .collect(),
-        )
-        .ok()
+        self.metadata.current().ring().ok()
     }
 
     /// The document `hayate status` prints: every member, its state, load, tokens and

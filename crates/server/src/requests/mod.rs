@@ -208,13 +208,9 @@ impl Session {
             }
             Statement::Unsupported { what } => Err(invalid(format!("hayate does not support {what} yet"))),
             Statement::Describe(d) => crate::system::describe::run(ctx, &node.config.cluster_name, d),
-            Statement::CreateKeyspace { .. }
-            | Statement::AlterKeyspace { .. }
-            | Statement::DropKeyspace { .. }
-            | Statement::CreateTable(_)
-            | Statement::AlterTable { .. }
-            | Statement::DropTable { .. }
-            | Statement::Truncate { .. } => crate::admin::run(ctx, &*node.schema_log, statement, text).await,
+            s if crate::admin::is_schema_statement(s) => {
+                crate::admin::run(ctx, &*node.schema_log, statement, text).await
+            }
             other => crate::roles::run(ctx, &node.roles, other),
         }
     }
