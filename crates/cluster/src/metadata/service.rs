@@ -135,6 +135,19 @@ fn voters_of(m: &RaftMetrics<u64, RaftPeer>) -> Vec<(u64, HostId)> {
         .collect()
 }
 
+/// What a failed append or membership change tells the node that asked for it.
+fn write_error(e: RaftError<u64, ClientWriteError<u64, RaftPeer>>) -> ForwardError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => not_leader(f),
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => ForwardError::MembershipChange {
+            reason: e.to_string(),
+        },
+        RaftError::Fatal(f) => ForwardError::Stopped {
+            reason: f.to_string(),
+        },
+    }
+}
+
 fn not_leader(f: ForwardToLeader<u64, RaftPeer>) -> ForwardError {
     ForwardError::NotLeader {
         leader: f.leader_node.map(|peer| peer.host_id),
@@ -669,15 +682,7 @@ impl Metadata {
                 index: response.log_id.index,
                 result: response.data,
             }),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => Err(not_leader(f)),
-            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => {
-                Err(ForwardError::MembershipChange {
-                    reason: e.to_string(),
-                })
-            }
-            Ok(Err(RaftError::Fatal(f))) => Err(ForwardError::Stopped {
-                reason: f.to_string(),
-            }),
+            Ok(Err(e)) => Err(write_error(e)),
             Err(_) => Err(ForwardError::Timeout {
                 timeout_ms: millis(self.inner.config.propose_timeout),
             }),
@@ -692,15 +697,7 @@ impl Metadata {
     ) -> Result<u64, ForwardError> {
         match timeout_at(deadline, self.inner.raft.change_membership(change, false)).await {
             Ok(Ok(response)) => Ok(response.log_id.index),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => Err(not_leader(f)),
-            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => {
-                Err(ForwardError::MembershipChange {
-                    reason: e.to_string(),
-                })
-            }
-            Ok(Err(RaftError::Fatal(f))) => Err(ForwardError::Stopped {
-                reason: f.to_string(),
-            }),
+            Ok(Err(e)) => Err(write_error(e)),
             Err(_) => Err(ForwardError::Timeout {
                 timeout_ms: millis(self.inner.config.propose_timeout),
             }),
