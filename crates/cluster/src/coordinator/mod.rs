@@ -132,8 +132,9 @@ pub struct CoordinatorConfig {
     pub range_timeout: Duration,
     /// `max_hint_window`: no new hints for a node down longer than this.
     pub max_hint_window: Duration,
-    /// Hints replayed to one node per second at most (`hinted_handoff_throttle`), so that a
-    /// replay does not crowd out foreground requests.
+    /// Bytes of hints replayed per second (`hinted_handoff_throttle`), so that a replay does
+    /// not crowd out foreground requests. As Cassandra's, it is divided by the number of other
+    /// nodes, since that many may be replaying to the same node at once.
     pub hint_replay_bytes_per_s: u64,
 }
 
@@ -144,7 +145,7 @@ impl Default for CoordinatorConfig {
             read_timeout: Duration::from_secs(5),
             range_timeout: Duration::from_secs(10),
             max_hint_window: Duration::from_secs(3 * 3600),
-            hint_replay_bytes_per_s: 4 << 20,
+            hint_replay_bytes_per_s: 1 << 20,
         }
     }
 }
@@ -259,11 +260,12 @@ impl Coordinator {
             return 0;
         };
         let clock = self.clock.clone();
+        let others = self.topology().ring().nodes().len().saturating_sub(1).max(1) as u64;
         hinting::replay(
             &hinter.store,
             messaging,
             target,
-            self.config.hint_replay_bytes_per_s,
+            (self.config.hint_replay_bytes_per_s / others).max(1),
             move || clock.now_us(),
             &self.metrics.hints_replayed,
         )

@@ -34,7 +34,8 @@ pub struct ClusterConfig {
     pub range_request_timeout_ms: u64,
     /// No new hints for a node down longer than this (Cassandra's `max_hint_window`, 3 h).
     pub max_hint_window_ms: u64,
-    /// Hints replayed to one node per second at most (Cassandra's `hinted_handoff_throttle`).
+    /// Bytes of hints replayed per second, divided by the number of other nodes (Cassandra's
+    /// `hinted_handoff_throttle`, the same default).
     #[serde(rename = "hinted_handoff_throttle")]
     pub hinted_handoff_throttle_bytes: ByteSize,
     /// Hints kept for one node at most (Cassandra's `max_hints_size_per_host`).
@@ -57,7 +58,7 @@ impl Default for ClusterConfig {
             read_request_timeout_ms: 5000,
             range_request_timeout_ms: 10_000,
             max_hint_window_ms: 3 * 3600 * 1000,
-            hinted_handoff_throttle_bytes: ByteSize(4 << 20),
+            hinted_handoff_throttle_bytes: ByteSize(1 << 20),
             max_hints_size_per_host_bytes: ByteSize(1 << 30),
             formation_wait_ms: 10_000,
         }

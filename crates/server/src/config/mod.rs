@@ -960,7 +960,7 @@ mod tests {
             read_request_timeout_ms = 3000
             range_request_timeout_ms = 6000
             max_hint_window_ms = 60000
-            hinted_handoff_throttle = "1MiB"
+            hinted_handoff_throttle = "2MiB"
             max_hints_size_per_host = "100MiB"
             formation_wait_ms = 500
         "#;
@@ -985,7 +985,7 @@ mod tests {
         );
         assert_eq!(config.cluster.num_tokens, 8);
         assert_eq!(config.cluster.write_timeout(), std::time::Duration::from_secs(1));
-        assert_eq!(config.cluster.hinted_handoff_throttle_bytes, ByteSize(1 << 20));
+        assert_eq!(config.cluster.hinted_handoff_throttle_bytes, ByteSize(2 << 20));
         assert_eq!(config.log_level, "debug");
         assert_eq!(config.limits.max_frame_bytes, ByteSize(1 << 20));
         assert_eq!(config.limits.max_connections, 100);
