@@ -149,6 +149,21 @@ mod scenarios {
     use super::sim::cluster::{host, Cluster, Layout, EPOCH_US};
     use super::sim::model::{COLUMN, TABLE};
 
+    /// Three nodes in dc1 holding 3 replicas, two in dc2 holding `dc2_replicas`.
+    fn two_data_centers(dc2_replicas: usize) -> Layout {
+        let dcs = ["dc1", "dc1", "dc1", "dc2", "dc2"];
+        let factors = [("dc1".to_string(), 3), ("dc2".to_string(), dc2_replicas)]
+            .into_iter()
+            .collect();
+        Layout {
+            node_dcs: dcs.iter().map(|d| d.to_string()).collect(),
+            replication: Replication::NetworkTopology { factors },
+            tokens_per_node: 4,
+            token_offset: 0,
+            config: CoordinatorConfig::default(),
+        }
+    }
+
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -190,17 +205,7 @@ mod scenarios {
     #[test]
     fn each_quorum_read_waits_for_a_quorum_in_every_data_center() {
         runtime().block_on(async {
-            let dcs = ["dc1", "dc1", "dc1", "dc2", "dc2"];
-            let factors = [("dc1".to_string(), 3), ("dc2".to_string(), 2)]
-                .into_iter()
-                .collect();
-            let layout = Layout {
-                node_dcs: dcs.iter().map(|d| d.to_string()).collect(),
-                replication: Replication::NetworkTopology { factors },
-                tokens_per_node: 4,
-                token_offset: 0,
-                config: CoordinatorConfig::default(),
-            };
+            let layout = two_data_centers(2);
             let dir = tempfile::tempdir().expect("a temporary folder");
             let cluster = Cluster::new(&layout, 1, dir.path());
             let replication = &cluster.replication;
@@ -295,17 +300,7 @@ mod scenarios {
     #[test]
     fn a_late_first_round_answer_does_not_stand_in_for_a_second_round_one() {
         runtime().block_on(tokio::task::LocalSet::new().run_until(async {
-            let dcs = ["dc1", "dc1", "dc1", "dc2", "dc2"];
-            let factors = [("dc1".to_string(), 3), ("dc2".to_string(), 1)]
-                .into_iter()
-                .collect();
-            let layout = Layout {
-                node_dcs: dcs.iter().map(|d| d.to_string()).collect(),
-                replication: Replication::NetworkTopology { factors },
-                tokens_per_node: 4,
-                token_offset: 0,
-                config: CoordinatorConfig::default(),
-            };
+            let layout = two_data_centers(1);
             let dir = tempfile::tempdir().expect("a temporary folder");
             let holding: Arc<Mutex<Vec<Arc<Holding>>>> = Arc::default();
             let made = holding.clone();
@@ -323,7 +318,7 @@ mod scenarios {
             let replicas = cluster.ring.replicas_for(&replication, token(key));
             let in_dc = |dc: &str| -> Vec<usize> {
                 (0..5)
-                    .filter(|&i| dcs[i] == dc && replicas.contains(&host(i)))
+                    .filter(|&i| layout.node_dcs[i] == dc && replicas.contains(&host(i)))
                     .collect()
             };
             let (dc1, dc2) = (in_dc("dc1"), in_dc("dc2"));

@@ -262,28 +262,27 @@ impl Cluster {
         (runtime, metadata, app)
     }
 
-    /// Stops node `i` cleanly.
-    async fn shut_down(&mut self, i: usize) {
+    /// Takes node `i` off the network; returns its runtime, still running.
+    fn detach(&mut self, i: usize) -> Runtime {
         let node = &mut self.nodes[i];
         self.router
             .nodes
             .lock()
             .expect("not poisoned")
             .remove(&node.host());
-        let runtime = node.runtime.take().expect("running");
-        on(&runtime, node.metadata.clone().shutdown()).await;
+        node.runtime.take().expect("running")
+    }
+
+    /// Stops node `i` cleanly.
+    async fn shut_down(&mut self, i: usize) {
+        let runtime = self.detach(i);
+        on(&runtime, self.nodes[i].metadata.clone().shutdown()).await;
         runtime.shutdown_background();
     }
 
     /// Stops node `i` as a crash would: its runtime goes, wherever its tasks are.
     async fn crash(&mut self, i: usize) {
-        let node = &mut self.nodes[i];
-        self.router
-            .nodes
-            .lock()
-            .expect("not poisoned")
-            .remove(&node.host());
-        let runtime = node.runtime.take().expect("running");
+        let runtime = self.detach(i);
         // Blocking file writes already under way finish (a process would be killed mid-write;
         // the torn record that leaves is made by hand below).
         tokio::task::spawn_blocking(move || runtime.shutdown_timeout(Duration::from_secs(2)))
