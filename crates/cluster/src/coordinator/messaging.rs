@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use tokio::sync::mpsc;
 
@@ -78,8 +78,11 @@ impl Messaging {
         self.handler.write().expect("handler lock poisoned").take();
     }
 
-    fn transport(&self) -> Option<Arc<dyn Transport>> {
-        self.transport.read().expect("transport lock poisoned").clone()
+    /// The transport, read under its lock (which only `close` ever contends) rather than
+    /// cloned, so that a message costs no reference count; `None` before the node made it or
+    /// after it stopped.
+    fn transport(&self) -> RwLockReadGuard<'_, Option<Arc<dyn Transport>>> {
+        self.transport.read().expect("transport lock poisoned")
     }
 
     /// Sends a request made by `make` from a fresh id; its answer goes to `reply_to`. The
@@ -92,7 +95,8 @@ impl Messaging {
         reply_to: &mpsc::UnboundedSender<Reply>,
         make: impl FnOnce(RequestId) -> Message,
     ) -> Option<RequestId> {
-        let transport = self.transport()?;
+        let transport = self.transport();
+        let transport = transport.as_ref()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let message = make(id);
         {
@@ -118,7 +122,7 @@ impl Messaging {
 
     /// Answers a request.
     pub fn respond(&self, to: HostId, lane: Lane, message: Message) {
-        if let Some(t) = self.transport() {
+        if let Some(t) = self.transport().as_ref() {
             t.send(to, lane, message);
         }
     }
@@ -198,7 +202,7 @@ impl Inbox for Messaging {
                 }
             }
             Message::Ping { id } => self.respond(from, Lane::Requests, Message::Pong { id: *id }),
-            _ => match self.handler.read().expect("handler lock poisoned").clone() {
+            _ => match self.handler.read().expect("handler lock poisoned").as_ref() {
                 Some(h) => h.handle(from, message),
                 None => tracing::debug!(%from, "dropping a request that arrived before the node was ready"),
             },

@@ -16,7 +16,7 @@ use super::{check_read_level, Coordinator, CoordinatorError, ReadRequest, ReadRe
 use crate::consistency::{block_for, each_quorum_block_for, ConsistencyLevel, Replication};
 use crate::message::{digest, Message, ReadReply};
 use crate::node::HostId;
-use crate::replica::{ReadCommand, ReadResponse, ReplicaError, ReplicaErrorKind};
+use crate::replica::{ReadCommand, ReadResponse, ReplicaError};
 use crate::transport::Lane;
 
 impl Coordinator {
@@ -121,24 +121,22 @@ impl Coordinator {
         self.check_live(&topology, replicas, cl, replication)?;
         self.count_not_replica(replicas);
         let block_for = block_for(cl, replication, &self.local_dc);
-        if replicas.len() == 1 && replicas[0] == self.local {
-            // One replica, and it is this node: nothing to compare.
-            return self
-                .replica
+        let read_here = || {
+            self.replica
                 .read(&request.command)
                 .map(ReadResult::from)
-                .map_err(CoordinatorError::Replica);
+                .map_err(CoordinatorError::Replica)
+        };
+        if replicas == [self.local] {
+            // One replica, and it is this node: nothing to compare.
+            return read_here();
         }
         let candidates = self.candidates(&topology, replicas, cl);
         let targets = self.contacts(&topology, &candidates, cl, replication, block_for);
         if targets == [self.local] && request.speculative_retry != SpeculativeRetry::Always {
             // The level needs one answer and this node is a replica (a token-aware driver at
             // ONE or LOCAL_ONE): its own read is the answer, with nothing to compare.
-            return self
-                .replica
-                .read(&request.command)
-                .map(ReadResult::from)
-                .map_err(CoordinatorError::Replica);
+            return read_here();
         }
         let block_for = targets.len().max(1);
         let started = Instant::now();
@@ -339,14 +337,14 @@ pub(super) fn read_failure(
     failures: usize,
     data_present: bool,
 ) -> CoordinatorError {
-    match e.kind {
-        ReplicaErrorKind::Refused | ReplicaErrorKind::Invalid => CoordinatorError::Replica(e),
-        _ => CoordinatorError::ReadFailure {
-            consistency,
-            received,
-            block_for,
-            failures,
-            data_present,
-        },
+    if e.is_refusal() {
+        return CoordinatorError::Replica(e);
+    }
+    CoordinatorError::ReadFailure {
+        consistency,
+        received,
+        block_for,
+        failures,
+        data_present,
     }
 }

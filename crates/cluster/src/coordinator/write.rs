@@ -74,9 +74,7 @@ impl<'a> Acks<'a> {
     /// as it is (device full), or Cassandra's write failure.
     fn failure(&mut self, write_type: WriteType) -> CoordinatorError {
         match self.error.take() {
-            Some(e) if matches!(e.kind, ReplicaErrorKind::Refused | ReplicaErrorKind::Invalid) => {
-                CoordinatorError::Replica(e)
-            }
+            Some(e) if e.is_refusal() => CoordinatorError::Replica(e),
             _ => CoordinatorError::WriteFailure {
                 consistency: self.cl,
                 received: self.received,

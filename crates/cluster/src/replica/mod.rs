@@ -164,6 +164,12 @@ impl ReplicaError {
             message: message.into(),
         }
     }
+
+    /// A refusal the client must hear as it is (the device is full, a key is too large),
+    /// rather than as a read or write failure of the level.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self.kind, ReplicaErrorKind::Refused | ReplicaErrorKind::Invalid)
+    }
 }
 
 impl std::fmt::Display for ReplicaError {
