@@ -63,12 +63,11 @@ impl MetadataConfig {
 
     /// The openraft configuration these settings make, validated.
     pub(crate) fn raft_config(&self) -> Result<openraft::Config, MetadataError> {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         if self.heartbeat_interval.is_zero() || self.election_timeout_min <= self.heartbeat_interval {
             return Err(MetadataError::Config(format!(
                 "the election timeout ({} ms) must be longer than the heartbeat interval ({} ms)",
-                ms(self.election_timeout_min),
-                ms(self.heartbeat_interval)
+                millis(self.election_timeout_min),
+                millis(self.heartbeat_interval)
             )));
         }
         if self.snapshot_every_entries == 0 {
@@ -78,10 +77,10 @@ impl MetadataConfig {
         }
         let config = openraft::Config {
             cluster_name: "hayate-metadata".to_owned(),
-            heartbeat_interval: ms(self.heartbeat_interval),
-            election_timeout_min: ms(self.election_timeout_min),
-            election_timeout_max: ms(self.election_timeout_max),
-            install_snapshot_timeout: ms(self.snapshot_send_timeout),
+            heartbeat_interval: millis(self.heartbeat_interval),
+            election_timeout_min: millis(self.election_timeout_min),
+            election_timeout_max: millis(self.election_timeout_max),
+            install_snapshot_timeout: millis(self.snapshot_send_timeout),
             max_payload_entries: ENTRIES_PER_MESSAGE_MAX,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every_entries),
             max_in_snapshot_log_to_keep: self.log_kept_after_snapshot_entries,
@@ -92,4 +91,9 @@ impl MetadataConfig {
             .validate()
             .map_err(|e| MetadataError::Config(e.to_string()))
     }
+}
+
+/// A duration in whole milliseconds, for settings and errors that speak in them.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -233,16 +233,6 @@ pub enum RpcError {
     Failed { host: HostId, reason: String },
 }
 
-impl RpcError {
-    pub fn host(&self) -> HostId {
-        match self {
-            RpcError::Unreachable { host, .. }
-            | RpcError::Timeout { host, .. }
-            | RpcError::Failed { host, .. } => *host,
-        }
-    }
-}
-
 impl fmt::Display for RpcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -20,13 +20,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, InitializeError, RaftError};
 use openraft::{ChangeMembers, RaftMetrics, ServerState};
 use tokio::sync::{watch, Mutex};
 use tokio::time::{timeout_at, Instant};
 
+use super::config::millis;
 use super::error::quorum_of;
 use super::log_store::LogStore;
 use super::network::{self, encode, Applied, ForwardError, Network, Request, Response};
@@ -116,8 +116,10 @@ enum Patience {
     WaitForLeader,
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+/// Whether the membership the log holds names any node (none before `initialize` or the first
+/// entries from a leader).
+fn has_nodes(metrics: &RaftMetrics<u64, RaftPeer>) -> bool {
+    metrics.membership_config.membership().nodes().next().is_some()
 }
 
 fn host_of(m: &RaftMetrics<u64, RaftPeer>, id: u64) -> Option<HostId> {
@@ -222,10 +224,7 @@ impl Metadata {
         if self.inner.was_member {
             return true;
         }
-        let metrics = self.inner.raft.metrics();
-        let m = metrics.borrow();
-        let has_nodes = m.membership_config.membership().nodes().next().is_some();
-        has_nodes
+        has_nodes(&self.inner.raft.metrics().borrow())
     }
 
     /// Fails with [`MetadataError::NotMember`] unless this node is a member, or becomes one
@@ -235,14 +234,7 @@ impl Metadata {
         let until = Instant::now() + self.inner.config.election_timeout_max;
         let mut metrics = self.inner.raft.metrics();
         loop {
-            let is_member = metrics
-                .borrow_and_update()
-                .membership_config
-                .membership()
-                .nodes()
-                .next()
-                .is_some();
-            if is_member {
+            if has_nodes(&metrics.borrow_and_update()) {
                 return Ok(());
             }
             match timeout_at(until, metrics.changed()).await {
@@ -668,10 +660,14 @@ impl Metadata {
                     reason: f.to_string(),
                 }),
                 // A quorum answered, but this node did not apply the entries before it in time.
-                Err(_) => Err(ForwardError::Timeout {
-                    timeout_ms: millis(self.inner.config.propose_timeout),
-                }),
+                Err(_) => Err(self.propose_timed_out()),
             };
+        }
+    }
+
+    fn propose_timed_out(&self) -> ForwardError {
+        ForwardError::Timeout {
+            timeout_ms: millis(self.inner.config.propose_timeout),
         }
     }
 
@@ -683,9 +679,7 @@ impl Metadata {
                 result: response.data,
             }),
             Ok(Err(e)) => Err(write_error(e)),
-            Err(_) => Err(ForwardError::Timeout {
-                timeout_ms: millis(self.inner.config.propose_timeout),
-            }),
+            Err(_) => Err(self.propose_timed_out()),
         }
     }
 
@@ -698,9 +692,7 @@ impl Metadata {
         match timeout_at(deadline, self.inner.raft.change_membership(change, false)).await {
             Ok(Ok(response)) => Ok(response.log_id.index),
             Ok(Err(e)) => Err(write_error(e)),
-            Err(_) => Err(ForwardError::Timeout {
-                timeout_ms: millis(self.inner.config.propose_timeout),
-            }),
+            Err(_) => Err(self.propose_timed_out()),
         }
     }
 
