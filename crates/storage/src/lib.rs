@@ -24,6 +24,7 @@ pub mod device;
 mod engine;
 pub mod error;
 pub(crate) mod expiry;
+pub mod files;
 pub mod format;
 pub mod index;
 pub(crate) mod recovery;

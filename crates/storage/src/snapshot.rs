@@ -18,6 +18,8 @@
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
+
+use crate::files::{sync_dir, tmp_path};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
@@ -76,7 +78,7 @@ pub(crate) fn save(inner: &Inner, path: &Path) -> io::Result<()> {
         .iter()
         .map(|(id, t)| (*id, Arc::clone(t)))
         .collect();
-    let tmp = path.with_extension("index.tmp");
+    let tmp = tmp_path(path);
     let file = File::create(&tmp)?;
     let mut w = CrcWriter {
         inner: BufWriter::with_capacity(1 << 20, file),
@@ -111,13 +113,6 @@ pub(crate) fn save(inner: &Inner, path: &Path) -> io::Result<()> {
     file.sync_all()?;
     fs::rename(&tmp, path)?;
     sync_dir(path)
-}
-
-fn sync_dir(path: &Path) -> io::Result<()> {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => File::open(dir)?.sync_all(),
-        _ => Ok(()),
-    }
 }
 
 /// Loads a snapshot if it exists and is current; on success the block table and `tables` are

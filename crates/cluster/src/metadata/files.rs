@@ -26,9 +26,10 @@
 //! returns only after its fsync), so it is cut off at open. A bad record with good ones after
 //! it is damage, not a crash, and the open fails.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::path::Path;
+
+use hayate_storage::files;
 
 use super::MetadataError;
 
@@ -179,40 +180,17 @@ pub(crate) fn write_single(
     match durability {
         Durability::Fsync => replace_file(path, &bytes),
         Durability::Hint => {
-            let tmp = tmp_path(path);
+            let tmp = files::tmp_path(path);
             fs::write(&tmp, &bytes).map_err(|e| MetadataError::io(&tmp, e))?;
             fs::rename(&tmp, path).map_err(|e| MetadataError::io(path, e))
         }
     }
 }
 
-fn tmp_path(path: &Path) -> std::path::PathBuf {
-    let mut tmp_name = path.file_name().expect("metadata files have names").to_owned();
-    tmp_name.push(".tmp");
-    path.with_file_name(tmp_name)
-}
-
 /// Writes `bytes` to `path` through a temporary file, fsync and rename, then fsyncs the
 /// directory so that the rename itself is durable.
 pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), MetadataError> {
-    let tmp = tmp_path(path);
-    let mut file = File::create(&tmp).map_err(|e| MetadataError::io(&tmp, e))?;
-    file.write_all(bytes).map_err(|e| MetadataError::io(&tmp, e))?;
-    file.sync_all().map_err(|e| MetadataError::io(&tmp, e))?;
-    drop(file);
-    fs::rename(&tmp, path).map_err(|e| MetadataError::io(path, e))?;
-    sync_dir(path)
-}
-
-/// Fsyncs the directory holding `path`, so that a file created or renamed there survives a
-/// crash.
-pub(crate) fn sync_dir(path: &Path) -> Result<(), MetadataError> {
-    let dir = path.parent().expect("metadata files live in a directory");
-    let handle = OpenOptions::new()
-        .read(true)
-        .open(dir)
-        .map_err(|e| MetadataError::io(dir, e))?;
-    handle.sync_all().map_err(|e| MetadataError::io(dir, e))
+    files::write_atomically(path, bytes).map_err(|e| MetadataError::io(path, e))
 }
 
 /// Reads a file written by [`write_single`]: `None` if it does not exist.

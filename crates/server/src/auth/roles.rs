@@ -27,8 +27,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::fs::File;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 use hayate_cql::error::ErrorCode;
+use hayate_storage::files::write_atomically;
 use serde::{Deserialize, Serialize};
 
 use super::{AuthError, AuthenticatedRole};
@@ -704,27 +705,6 @@ fn read_roles_file(path: &Path) -> Result<Option<BTreeMap<String, Role>>, RoleSt
     Ok(Some(roles))
 }
 
-/// Replaces `path` with `bytes` so that a crash at any point leaves the old file or the new
-/// one: write a temporary file beside it, sync it, rename it over, sync the directory (the
-/// rename is only durable once the directory is).
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    fs::create_dir_all(dir)?;
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".tmp");
-    let tmp = dir.join(tmp_name);
-    {
-        let mut file = File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-    }
-    fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()
-}
-
 /// Logins verified recently, so that a driver opening many connections with the same
 /// credentials pays for one password check, not one per connection.
 ///
@@ -1028,6 +1008,7 @@ impl From<RoleStoreError> for RoleError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn open(dir: &Path) -> RoleStore {
         RoleStore::open_with_cost(&dir.join("roles.json"), true, HashCost::CHEAP).expect("open roles")

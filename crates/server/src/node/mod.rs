@@ -12,6 +12,7 @@ use hayate_cluster::coordinator::Coordinator;
 use hayate_cluster::hints::HintStore;
 use hayate_cql::response::event::{ChangeType, SchemaTarget};
 use hayate_cql::response::{Event, SchemaChange};
+use hayate_storage::files::write_atomically;
 use hayate_storage::{Engine, TableId};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
@@ -72,16 +73,10 @@ impl LocalNode {
         };
         let last = u64::try_from(local.generation).unwrap_or(0);
         local.generation = i32::try_from(crate::cluster::next_generation(last)).unwrap_or(i32::MAX);
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec_pretty(&local).map_err(std::io::Error::other)?,
+        write_atomically(
+            &path,
+            &serde_json::to_vec_pretty(&local).map_err(std::io::Error::other)?,
         )?;
-        std::fs::File::open(&tmp)?.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        if let Some(dir) = path.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
         Ok(local)
     }
 }
