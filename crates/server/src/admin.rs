@@ -12,7 +12,7 @@ use std::pin::Pin;
 use hayate_cql::response::result::ResultBody;
 use hayate_cql::statement::Statement;
 
-use crate::error::{invalid, QueryResult};
+use crate::error::QueryResult;
 use crate::query::Context;
 use crate::schema::machine::{decode_answer, statement_command};
 
@@ -43,16 +43,9 @@ pub fn is_schema_statement(stmt: &Statement) -> bool {
     )
 }
 
-/// Runs a schema statement; `cql` is its text, which the log carries.
-pub async fn run(
-    ctx: &Context<'_>,
-    log: &dyn SchemaLog,
-    stmt: &Statement,
-    cql: &str,
-) -> QueryResult<ResultBody> {
-    if !is_schema_statement(stmt) {
-        return Err(invalid(format!("{} is not a schema statement", stmt.kind())));
-    }
+/// Runs the schema statement whose text is `cql` (the caller checked it is one with
+/// [`is_schema_statement`]): the log carries the text, and every node parses and applies it.
+pub async fn run(ctx: &Context<'_>, log: &dyn SchemaLog, cql: &str) -> QueryResult<ResultBody> {
     let command = statement_command(cql, ctx.keyspace, &log.data_centers());
     let answer = log.propose(command).await?;
     Ok(match decode_answer(&answer)? {

@@ -30,7 +30,8 @@ impl ChangeType {
         }
     }
 
-    fn parse(s: &str) -> Result<ChangeType, DecodeError> {
+    /// The change type named by its wire text (`as_str`'s inverse).
+    pub fn parse(s: &str) -> Result<ChangeType, DecodeError> {
         match s {
             "CREATED" => Ok(ChangeType::Created),
             "UPDATED" => Ok(ChangeType::Updated),

@@ -120,7 +120,9 @@ impl ClusterNode {
     /// Leaves cleanly: tells the others this node is going (they mark it down at once), and
     /// closes the metadata log and the transport.
     pub async fn shutdown(&self) {
-        self.membership.shutdown();
+        let membership = self.membership.clone();
+        // The gossip thread's goodbye and join take a few hundred milliseconds.
+        let _ = tokio::task::spawn_blocking(move || membership.shutdown()).await;
         self.metadata.clone().shutdown().await;
         self.transport.shutdown().await;
     }

@@ -72,7 +72,7 @@ impl ClusterNode {
     /// ownership, and this node's view of the metadata log.
     pub fn status(&self, cluster_name: &str, schema_version: [u8; 16], load_bytes: u64) -> Value {
         let metadata = self.metadata.current();
-        let ownership = self.ring().map(|r| r.ownership(None)).unwrap_or_default();
+        let ownership = metadata.ring().map(|r| r.ownership(None)).unwrap_or_default();
         let nodes: Vec<Value> = metadata
             .members
             .values()

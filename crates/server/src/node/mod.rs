@@ -51,9 +51,6 @@ pub struct Node {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LocalNode {
     pub host_id: [u8; 16],
-    /// The tokens a node kept before its ring was agreed through the metadata log; unused now.
-    #[serde(default)]
-    pub tokens: Vec<i64>,
     /// Counts restarts, as Cassandra's gossip generation does: larger at every start.
     pub generation: i32,
 }
@@ -66,7 +63,6 @@ impl LocalNode {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => LocalNode {
                 host_id: crate::schema::random_uuid(),
-                tokens: Vec::new(),
                 generation: 0,
             },
             Err(e) => return Err(e),

@@ -51,7 +51,7 @@ async fn follow_metadata(node: Weak<Node>) {
                     .set_peer(r.info.host_id, r.info.storage_address());
             }
         }
-        if let Some(ring) = n.cluster.ring() {
+        if let Ok(ring) = metadata.ring() {
             if !ring.is_empty() {
                 n.coordinator.set_topology(Topology::new(ring));
             }

@@ -55,9 +55,7 @@ pub trait VirtualTables: Sync {
 
 /// The keyspace a statement names, or the connection's.
 pub fn keyspace_of<'a>(ctx: &'a Context<'_>, name: &'a QualifiedName) -> QueryResult<&'a str> {
-    name.keyspace.as_deref().or(ctx.keyspace).ok_or_else(|| {
-        invalid("No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename")
-    })
+    crate::schema::keyspace_in(ctx.keyspace, name)
 }
 
 /// The table a statement names.

@@ -209,7 +209,7 @@ impl Session {
             Statement::Unsupported { what } => Err(invalid(format!("hayate does not support {what} yet"))),
             Statement::Describe(d) => crate::system::describe::run(ctx, &node.config.cluster_name, d),
             s if crate::admin::is_schema_statement(s) => {
-                crate::admin::run(ctx, &*node.schema_log, statement, text).await
+                crate::admin::run(ctx, &*node.schema_log, text).await
             }
             other => crate::roles::run(ctx, &node.roles, other),
         }

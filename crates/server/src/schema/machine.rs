@@ -158,15 +158,8 @@ impl SchemaMachine {
         data_centers: &[String],
     ) -> QueryResult<Option<SchemaChange>> {
         let parsed = parse(cql).map_err(|e| syntax(e.to_string()))?;
-        let keyspace_of = |name: &QualifiedName| -> QueryResult<String> {
-            name.keyspace
-                .as_deref()
-                .or(session_keyspace)
-                .map(str::to_owned)
-                .ok_or_else(|| {
-                    invalid("No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename")
-                })
-        };
+        let keyspace_of =
+            |name: &QualifiedName| super::keyspace_in(session_keyspace, name).map(str::to_owned);
         let store = &self.store;
         let mut dropped: Vec<TableId> = Vec::new();
         let change = match &parsed.statement {
@@ -283,11 +276,11 @@ pub fn decode_answer(answer: &[u8]) -> QueryResult<Option<SchemaChange>> {
     match answer {
         SchemaAnswer::Changed { change: None } => Ok(None),
         SchemaAnswer::Changed { change: Some(c) } => {
-            let change_type = match c.change_type.as_str() {
-                "CREATED" => ChangeType::Created,
-                "UPDATED" => ChangeType::Updated,
-                _ => ChangeType::Dropped,
-            };
+            let change_type = ChangeType::parse(&c.change_type).map_err(|e| {
+                QueryError::Server(format!(
+                    "the schema log answered a change this node cannot read: {e}"
+                ))
+            })?;
             let target = if c.table.is_empty() {
                 SchemaTarget::Keyspace { keyspace: c.keyspace }
             } else {

@@ -18,9 +18,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use hayate_cluster::consistency::Replication;
+use hayate_cql::statement::QualifiedName;
 use hayate_cql::value::DataType;
 use hayate_storage::TableId;
 use serde::{Deserialize, Serialize};
+
+use crate::error::{invalid, QueryResult};
 
 pub use store::SchemaStore;
 
@@ -352,4 +355,11 @@ fn fill_random(buf: &mut [u8]) {
         x ^= x << 17;
         *b = x as u8;
     }
+}
+
+/// The keyspace `name` names, or `session`'s (the keyspace the connection has `USE`d).
+pub fn keyspace_in<'a>(session: Option<&'a str>, name: &'a QualifiedName) -> QueryResult<&'a str> {
+    name.keyspace.as_deref().or(session).ok_or_else(|| {
+        invalid("No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename")
+    })
 }
