@@ -21,7 +21,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import socket
 import time
 import urllib.request
@@ -153,9 +152,6 @@ class ClusterNode(Node):
     def status(self) -> dict:
         return fetch_status(self.host, self.metrics_port)
 
-    def host_id(self) -> str:
-        return self.status()["local"]
-
     def __repr__(self) -> str:
         return f"<{self.name} {self.host}>"
 
@@ -239,7 +235,6 @@ class Cluster:
         n = self.node(k)
         if not n.alive():
             raise ClusterError(f"{n.name} is not running")
-        n.proc.send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
         n.kill()
         return killed_at
@@ -250,11 +245,6 @@ class Cluster:
         code = n.stop()
         if code != 0:
             raise ClusterError(f"{n.name} exited with status {code} on SIGTERM.\n{n.log_tail()}")
-
-    def restart(self, k: int, *, agree: bool = True) -> ClusterNode:
-        """SIGTERM, then start node k again on its data directory."""
-        self.stop(k)
-        return self.start_node(k, agree=agree)
 
     def close(self) -> None:
         """Shuts the driver sessions down and kills every node (SIGKILL; nothing to keep)."""
@@ -360,11 +350,12 @@ class Cluster:
 
     def leader(self) -> ClusterNode:
         """The node the live nodes name as the metadata log's leader (they must agree)."""
-        leaders = {d["metadata"].get("leader") for d in self.statuses().values()}
+        docs = self.statuses()
+        leaders = {d["metadata"].get("leader") for d in docs.values()}
         if len(leaders) != 1 or None in leaders:
             raise ClusterError(f"the live nodes name different metadata leaders: {leaders}")
         (leader,) = leaders
-        for host, doc in self.statuses().items():
+        for host, doc in docs.items():
             if doc["local"] == leader:
                 return next(n for n in self.nodes if n.host == host)
         raise ClusterError(f"the metadata leader {leader} is not a live node")
@@ -394,6 +385,17 @@ class Cluster:
 
     def metric_by_node(self, name: str) -> dict[str, float]:
         return {n.host: n.metric(name) for n in self.live_nodes()}
+
+    def wait_hints_replayed(self, timeout_s: float, after: str) -> None:
+        """Waits until no live node holds hints (`hayate_hints_pending_bytes` is 0 on each)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pending = self.metric_by_node("hayate_hints_pending_bytes")
+            if not any(pending.values()):
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"hints still pending {timeout_s} s after {after}: {pending}\n{self.logs()}")
+            time.sleep(0.2)
 
     def wait_speculation_ready(self, timeout_s: float = 60) -> float:
         """Waits until every live node has timed enough replica answers to speculate.

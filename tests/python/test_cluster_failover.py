@@ -191,14 +191,7 @@ def test_rf3_quorum_survives_one_node_then_unavailable_then_hints_and_each_node_
     three.start_node(2, agree=False)
     three.start_node(3, agree=False)
     three.wait_agreement()
-    deadline = time.monotonic() + HINTS_TIMEOUT_S
-    while True:
-        pending = three.metric_by_node("hayate_hints_pending_bytes")
-        if not any(pending.values()):
-            break
-        if time.monotonic() > deadline:
-            raise ClusterError(f"hints still pending {HINTS_TIMEOUT_S} s after the restart: {pending}\n{three.logs()}")
-        time.sleep(0.2)
+    three.wait_hints_replayed(HINTS_TIMEOUT_S, after="the restart")
     replayed = three.metric_by_node("hayate_hints_replayed_total")
     print(f"hints written before node 2 was killed: {hints_written}; replayed after the restart: {replayed}")
     assert hints_written[three.node(1).host] > 0 and hints_written[three.node(2).host] > 0, (

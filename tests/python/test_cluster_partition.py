@@ -126,7 +126,7 @@ def heal() -> None:
 def scenario(result_file: Path) -> None:
     from cassandra import ConsistencyLevel
     from cassandra.concurrent import execute_concurrent_with_args
-    from hayate_cluster import Cluster, ClusterError, whitelisted
+    from hayate_cluster import Cluster, whitelisted
 
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     result: dict = {}
@@ -201,11 +201,7 @@ def scenario(result_file: Path) -> None:
         healed_at = time.monotonic()
         c.wait_agreement()
         result["heal"] = {"agreement_after_s": round(time.monotonic() - healed_at, 2)}
-        deadline = time.monotonic() + HINTS_TIMEOUT_S
-        while any(c.metric_by_node("hayate_hints_pending_bytes").values()):
-            if time.monotonic() > deadline:
-                raise ClusterError(f"hints still pending {HINTS_TIMEOUT_S} s after healing\n{c.logs()}")
-            time.sleep(0.2)
+        c.wait_hints_replayed(HINTS_TIMEOUT_S, after="healing")
         result["heal"]["hints_replayed_after_s"] = round(time.monotonic() - healed_at, 2)
         result["heal"]["hints_written"] = c.metric_by_node("hayate_hints_written_total")
         result["heal"]["hints_replayed"] = c.metric_by_node("hayate_hints_replayed_total")

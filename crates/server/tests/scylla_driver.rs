@@ -126,8 +126,12 @@ impl Node {
                     self.log_tail()
                 );
             }
-            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
-                return;
+            // A connect to a port nobody listens on can meet itself (the kernel may pick the
+            // same port as the source: TCP's simultaneous open), which is not the node.
+            if let Ok(stream) = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)) {
+                if stream.local_addr().ok() != Some(self.addr) {
+                    return;
+                }
             }
             std::thread::sleep(Duration::from_millis(50));
         }
