@@ -18,24 +18,19 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import random
 import re
 import shutil
-import socket
 import time
 import urllib.request
 from dataclasses import dataclass, field
 
-from hayate_node import Node, NodeError
+from hayate_node import Node, NodeError, free_ports
 
 # The loopback blocks this process hands out: 127.A.B.0/24 with A fixed per process (so that
 # two test runs on one machine rarely meet) and B counting up. 127.0.x.x is left to the rest of
 # the suite and to `hayate local` (127.0.0.1-N).
 _BLOCK_A = 64 + os.getpid() % 128
 _block_counter = itertools.count(1)
-# Ports are picked below Linux's ephemeral range (32768-60999), so that no outgoing connection
-# of a node that started first can take a port another node of the block is about to bind.
-PORT_RANGE = (20000, 32000)
 # How long a cluster may take to agree on its members and schema after its nodes opened their
 # CQL ports. Forming a cluster takes about a second; gossip publishes schema versions every 2 s.
 AGREE_TIMEOUT_S = 30
@@ -48,34 +43,6 @@ SPECULATION_SAMPLES_MIN = 200
 # A request timeout for driver sessions longer than the server's read timeout (5 s), so that the
 # server's own ReadTimeout or Unavailable reaches the test rather than the driver's.
 REQUEST_TIMEOUT_S = 12
-
-
-def _bindable(host: str, port: int) -> bool:
-    """Whether both TCP and UDP `host:port` can be bound right now (gossip is UDP)."""
-    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-        with socket.socket(socket.AF_INET, kind) as s:
-            if kind == socket.SOCK_STREAM:
-                # As the server binds (connections of an earlier listener in TIME-WAIT do not
-                # stop it); UDP gets no such option, so that a bound socket is seen.
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((host, port))
-            except OSError:
-                return False
-    return True
-
-
-def free_ports(hosts: list[str], count: int, rng: random.Random | None = None) -> list[int]:
-    """`count` distinct ports that are free (TCP and UDP) on every one of `hosts`."""
-    rng = rng or random.Random()
-    ports: list[int] = []
-    for _ in range(2000):
-        p = rng.randrange(*PORT_RANGE)
-        if p not in ports and all(_bindable(h, p) for h in hosts):
-            ports.append(p)
-            if len(ports) == count:
-                return ports
-    raise NodeError(f"found no {count} ports free on all of {hosts}")
 
 
 def next_block() -> str:

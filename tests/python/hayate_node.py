@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -42,11 +43,45 @@ def _kill_leftovers() -> None:
 atexit.register(_kill_leftovers)
 
 
+# Ports are picked below Linux's ephemeral range (32768-60999), never by binding port 0: a port
+# the kernel hands out is free only until the next port-0 bind or outgoing connection takes it,
+# and nodes bind their metrics port as port 0 (one once took a port another node was about to
+# bind for CQL, and the readiness check connected to the wrong process).
+PORT_RANGE = (20000, 32000)
+_port_rng = random.Random(os.getpid())
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Whether both TCP and UDP `host:port` can be bound right now (gossip is UDP)."""
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        with socket.socket(socket.AF_INET, kind) as s:
+            if kind == socket.SOCK_STREAM:
+                # As the server binds (connections of an earlier listener in TIME-WAIT do not
+                # stop it); UDP gets no such option, so that a bound socket is seen.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def free_ports(hosts: list[str], count: int, rng: random.Random | None = None) -> list[int]:
+    """`count` distinct ports that are free (TCP and UDP) on every one of `hosts`."""
+    rng = rng or _port_rng
+    ports: list[int] = []
+    for _ in range(2000):
+        p = rng.randrange(*PORT_RANGE)
+        if p not in ports and all(_bindable(h, p) for h in hosts):
+            ports.append(p)
+            if len(ports) == count:
+                return ports
+    raise NodeError(f"found no {count} ports free on all of {hosts}")
+
+
 def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that nothing holds right now (TCP or UDP)."""
+    return free_ports(["127.0.0.1"], 1)[0]
 
 
 class NodeError(Exception):
@@ -175,6 +210,8 @@ class Node(Endpoint):
         with open(self.log_path, "ab") as log:
             log.write(f"\n==== {' '.join(self.command())}\n".encode())
             log.flush()
+            # Where this start's lines begin: an earlier start's lines are not this one's.
+            self._log_start = log.tell()
             proc = subprocess.Popen(
                 self.command(),
                 stdout=log,
@@ -194,7 +231,9 @@ class Node(Endpoint):
         return self
 
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Ready means the CQL port accepts TCP, as the server's contract says."""
+        """Ready means this start's log says the node listens on its CQL address and that
+        address accepts TCP; the log line proves the listener is this process."""
+        listening = f"listening for CQL clients on {self.host}:{self.port}".encode()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             code = self.proc.poll()
@@ -203,14 +242,24 @@ class Node(Endpoint):
                     f"{self.name} exited with status {code} before opening port {self.port}.\n"
                     f"{self.log_tail()}"
                 )
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
+            if listening in self._log_since_start():
+                try:
+                    with socket.create_connection((self.host, self.port), timeout=0.5):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.05)
         raise NodeError(
             f"{self.name} did not open CQL port {self.port} within {timeout_s} s.\n{self.log_tail()}"
         )
+
+    def _log_since_start(self) -> bytes:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(getattr(self, "_log_start", 0))
+                return log.read()
+        except FileNotFoundError:
+            return b""
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
         """SIGTERM, as an operator's `systemctl stop` would; returns the exit status."""

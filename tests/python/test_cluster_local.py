@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hayate_cluster import _bindable
+from hayate_node import _bindable
 from hayate_node import HAYATE_BIN, NODES_ROOT
 
 NODES = 3

@@ -80,12 +80,6 @@ impl Node {
              [auth]\nauthenticator = \"AllowAllAuthenticator\"\n",
         )
         .expect("write the config");
-        let free_port = || {
-            TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("find a free port")
-                .port()
-        };
         let port = free_port();
         // Each test's node is a cluster of its own, with its own internode port.
         let storage_port = free_port();
@@ -114,9 +108,12 @@ impl Node {
         node
     }
 
-    /// Ready means the CQL port accepts TCP, as the server's contract says.
+    /// Ready means this node's log says it listens on its CQL address and that address accepts
+    /// TCP. The log line proves the listener is this process and not another one that happens to
+    /// hold the port.
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + START_TIMEOUT;
+        let listening = format!("listening for CQL clients on {}", self.addr);
         while Instant::now() < deadline {
             let exited = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
             if let Some(status) = exited {
@@ -126,12 +123,9 @@ impl Node {
                     self.log_tail()
                 );
             }
-            // A connect to a port nobody listens on can meet itself (the kernel may pick the
-            // same port as the source: TCP's simultaneous open), which is not the node.
-            if let Ok(stream) = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)) {
-                if stream.local_addr().ok() != Some(self.addr) {
-                    return;
-                }
+            let logged = fs::read_to_string(&self.log).is_ok_and(|text| text.contains(&listening));
+            if logged && TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+                return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -168,6 +162,28 @@ impl Node {
             Err(e) => panic!("the scylla driver could not connect: {e}\n{}", self.log_tail()),
         }
     }
+}
+
+/// A port on 127.0.0.1 that is free for TCP and UDP (gossip uses the internode port for both).
+///
+/// Picked below the kernel's ephemeral range (32768 and up on Linux), never by binding port 0:
+/// a port the kernel hands out is free only until the next port-0 bind or outgoing connection
+/// takes it, and the nodes of tests running in parallel bind their metrics port as port 0. One
+/// of them once took a port another test had picked for its CQL port, and that test's readiness
+/// check connected to the wrong process.
+fn free_port() -> u16 {
+    const BAND: std::ops::Range<u32> = 20_000..32_000;
+    static TRIED: AtomicU32 = AtomicU32::new(0);
+    let seed = std::process::id().wrapping_mul(2_654_435_761);
+    for _ in 0..2_000 {
+        let n = TRIED.fetch_add(1, Ordering::Relaxed);
+        let port = (BAND.start + seed.wrapping_add(n.wrapping_mul(7_919)) % BAND.len() as u32) as u16;
+        let tcp = TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if tcp && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("found no free port on 127.0.0.1 in {BAND:?}");
 }
 
 impl Drop for Node {
