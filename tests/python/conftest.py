@@ -73,7 +73,7 @@ def _shared():
     shared = SharedNode()
     yield shared
     shared.drop_session()
-    shared.node.kill()
+    shared.node.discard()
 
 
 @pytest.fixture
@@ -164,4 +164,4 @@ def node_factory(request):
         except Exception:
             pass
     for n in made:
-        n.kill()
+        n.discard()

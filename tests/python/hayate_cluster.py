@@ -222,7 +222,7 @@ class Cluster:
                 pass
         self._drivers.clear()
         for n in self.nodes:
-            n.kill()
+            n.discard()
         # A cluster's devices take 256 MiB a node, and a run makes a few dozen nodes: free the
         # space, keeping the logs (HAYATE_KEEP_DATA=1 keeps everything).
         if os.environ.get("HAYATE_KEEP_DATA") != "1":

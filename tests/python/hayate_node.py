@@ -12,6 +12,7 @@ import atexit
 import itertools
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +29,11 @@ START_TIMEOUT_S = 30
 # How long a node may take to exit after SIGTERM before the test calls it hung.
 STOP_TIMEOUT_S = 20
 
+# Each node's write buffer (the shared-memory copy of blocks not yet on its device) lives in a
+# directory of its own under this one, so that a node killed at the end of a test does not leave
+# its buffer in RAM: `Node.discard` and the exit hook remove them.
+SHM_ROOT = Path("/dev/shm") / f"hayate-tests-{os.getpid()}"
+
 _live_processes: set[subprocess.Popen] = set()
 _node_counter = itertools.count()
 
@@ -38,6 +44,7 @@ def _kill_leftovers() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    shutil.rmtree(SHM_ROOT, ignore_errors=True)
 
 
 atexit.register(_kill_leftovers)
@@ -140,6 +147,9 @@ class ExternalNode(Endpoint):
     def kill(self) -> None:
         pass
 
+    def discard(self) -> None:
+        pass
+
     def log_tail(self, lines: int = 30) -> str:
         return f"(external server {self.host}:{self.port}: no log)"
 
@@ -160,6 +170,7 @@ class Node(Endpoint):
         data_dir: Path | None = None,
         port: int | None = None,
         device_size: str = "256MiB",
+        write_buffer: bool = True,
     ):
         self.name = name
         self.host = "127.0.0.1"
@@ -175,9 +186,13 @@ class Node(Endpoint):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.dir / "node.log"
         self.config_path = self.dir / "hayate.toml"
+        self.write_buffer_dir = SHM_ROOT / self.dir.name if write_buffer else None
+        if self.write_buffer_dir:
+            self.write_buffer_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(
             "[storage]\n"
             f'device_size = "{device_size}"\n'
+            f'write_buffer_dir = "{self.write_buffer_dir or ""}"\n'
             "[metrics]\n"
             f"port = {metrics_port}\n"
             "[auth]\n"
@@ -278,12 +293,18 @@ class Node(Endpoint):
         return code
 
     def kill(self) -> None:
-        """SIGKILL: a crash, or power lost to the process."""
+        """SIGKILL: a process crash (the write buffer in shared memory outlives it)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
         if self.proc is not None:
             _live_processes.discard(self.proc)
+
+    def discard(self) -> None:
+        """Kills the node for good at the end of a test, and frees its write buffer's RAM."""
+        self.kill()
+        if self.write_buffer_dir:
+            shutil.rmtree(self.write_buffer_dir, ignore_errors=True)
 
     def restart(self) -> "Node":
         code = self.stop()

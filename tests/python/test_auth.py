@@ -34,7 +34,7 @@ def auth_node(request):
     n = Node("auth", authenticator="PasswordAuthenticator")
     n.start()
     yield n
-    n.kill()
+    n.discard()
 
 
 def login(node, user, password):

@@ -74,10 +74,15 @@ impl Node {
         let data = dir.path().join("data");
         fs::create_dir_all(&data).expect("create the data directory");
         let config = dir.path().join("hayate.toml");
+        // The write buffer in the node's own directory rather than /dev/shm, so that the node
+        // killed at the end does not leave it in RAM.
         fs::write(
             &config,
-            "[storage]\ndevice_size = \"256MiB\"\n[metrics]\nport = 0\n\
-             [auth]\nauthenticator = \"AllowAllAuthenticator\"\n",
+            format!(
+                "[storage]\ndevice_size = \"256MiB\"\nwrite_buffer_dir = \"{}\"\n\
+                 [metrics]\nport = 0\n[auth]\nauthenticator = \"AllowAllAuthenticator\"\n",
+                dir.path().display()
+            ),
         )
         .expect("write the config");
         let port = free_port();

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 pub const BLOCK_SIZE_MIN_BYTES: u32 = 128 << 10;
 pub const BLOCK_SIZE_MAX_BYTES: u32 = 8 << 20;
+/// Where a file namespace keeps its write buffer by default: RAM that outlives the process.
+pub const WRITE_BUFFER_DIR_DEFAULT: &str = "/dev/shm";
 
 #[derive(Clone, Debug)]
 pub struct DeviceConfig {
@@ -49,6 +51,13 @@ pub struct NamespaceConfig {
     pub direct_io: bool,
     /// Where a clean shutdown saves the index for a fast restart; `None` disables it.
     pub index_snapshot_path: Option<PathBuf>,
+    /// A directory on a RAM file system for the write buffer: a copy of the blocks not yet on
+    /// the device that survives a process crash ([`crate::write_buffer`]). `None` (or
+    /// `commit_to_device`, which does not need it) goes without: a process crash may then lose
+    /// up to `flush_interval_ms` of acknowledged writes, as a power failure may either way.
+    pub write_buffer_dir: Option<PathBuf>,
+    /// Write blocks the buffer holds: how many may wait for the device before writers wait.
+    pub write_buffer_blocks: u32,
 }
 
 impl NamespaceConfig {
@@ -60,6 +69,7 @@ impl NamespaceConfig {
                 size_bytes,
             }],
             index_snapshot_path: Some(dir.join(format!("{name}.index"))),
+            write_buffer_dir: Some(PathBuf::from(WRITE_BUFFER_DIR_DEFAULT)),
             // Bug fixed here: this inherited `data_in_memory = true` from `in_memory`, so every
             // file namespace kept all its blocks in RAM, never evicted them and never read the
             // device (a damaged record on the device went unnoticed). Aerospike's default, and
@@ -87,6 +97,8 @@ impl NamespaceConfig {
             expiry_period_ms: 60_000,
             direct_io: true,
             index_snapshot_path: None,
+            write_buffer_dir: None,
+            write_buffer_blocks: 8,
         }
     }
 
@@ -116,6 +128,13 @@ impl NamespaceConfig {
         }
         if !(1..=99).contains(&self.defrag_lwm_pct) {
             return Err(format!("defrag_lwm_pct = {}: must be 1..99", self.defrag_lwm_pct));
+        }
+        let slots_max = crate::write_buffer::SLOTS_MAX;
+        if !(2..=slots_max).contains(&self.write_buffer_blocks) {
+            return Err(format!(
+                "write_buffer_blocks = {}: must be 2..{slots_max}",
+                self.write_buffer_blocks
+            ));
         }
         if self.stop_writes_free_pct > 50 {
             return Err(format!(

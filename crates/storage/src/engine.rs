@@ -22,6 +22,7 @@ use crate::index::{
 };
 use crate::row::Row;
 use crate::token::{clustering_prefix, digest, token};
+use crate::write_buffer::WriteBuffer;
 use crate::writer::{spawn_flusher, Writer};
 use crate::{Stats, StatsSnapshot};
 
@@ -172,6 +173,13 @@ pub(crate) struct Inner {
     pub wake: (Mutex<u64>, Condvar),
 }
 
+/// Where a file namespace's write buffer lives, and the device it belongs to.
+struct BufferAt {
+    dir: std::path::PathBuf,
+    file: std::path::PathBuf,
+    device: std::path::PathBuf,
+}
+
 /// A storage namespace. Cheap to share: clone the `Arc` it comes in.
 pub struct Engine {
     pub(crate) inner: Arc<Inner>,
@@ -207,7 +215,23 @@ impl Engine {
         if in_ram_only {
             devices.push(Arc::new(NullDevice::new(config.memory_size_bytes)));
         }
-        Engine::open_on(config, devices, clock, locks, in_ram_only)
+        // A group commit makes every acknowledged write durable already: no buffer needed.
+        let buffer = match (&config.write_buffer_dir, config.devices.first()) {
+            (Some(dir), Some(first)) if !config.commit_to_device => {
+                let file =
+                    crate::write_buffer::path_for(dir, &first.path).map_err(|source| OpenError::Device {
+                        path: first.path.clone(),
+                        source,
+                    })?;
+                Some(BufferAt {
+                    dir: dir.clone(),
+                    file,
+                    device: first.path.clone(),
+                })
+            }
+            _ => None,
+        };
+        Engine::open_on(config, devices, clock, locks, in_ram_only, buffer)
     }
 
     /// Opens a namespace on devices the caller made (tests put fault-injecting devices here).
@@ -226,7 +250,7 @@ impl Engine {
         if devices.is_empty() {
             return Err(OpenError::Config("open_on_devices: no devices given".into()));
         }
-        Engine::open_on(config, devices, clock, Vec::new(), false)
+        Engine::open_on(config, devices, clock, Vec::new(), false, None)
     }
 
     fn open_on(
@@ -235,6 +259,7 @@ impl Engine {
         clock: Arc<dyn Clock>,
         locks: Vec<std::fs::File>,
         in_ram_only: bool,
+        buffer_at: Option<BufferAt>,
     ) -> Result<Engine, OpenError> {
         let devices = Arc::new(DeviceSet::new(devices, config.block_size_bytes));
         if devices.blocks() < 4 {
@@ -252,6 +277,27 @@ impl Engine {
         let stats = Arc::new(Stats::default());
         let tables = RwLock::new(HashMap::new());
 
+        // What a crashed process left in its write buffer goes to the devices before the scan.
+        if let Some(at) = &buffer_at {
+            crate::write_buffer::remove_orphans(&at.dir);
+            let replayed = crate::write_buffer::replay(&at.file, &at.device, &devices)
+                .map_err(OpenError::WriteBuffer)?;
+            if replayed.blocks > 0 || replayed.skipped > 0 {
+                tracing::info!(
+                    blocks = replayed.blocks,
+                    skipped = replayed.skipped,
+                    "replayed the write buffer {} left by a process that did not shut down cleanly",
+                    at.file.display()
+                );
+            }
+            if replayed.blocks > 0 {
+                // The devices changed under any snapshot (a clean shutdown leaves none to
+                // replay, so this is defence only).
+                if let Some(snapshot) = &config.index_snapshot_path {
+                    let _ = std::fs::remove_file(snapshot);
+                }
+            }
+        }
         let recovered = if in_ram_only {
             for b in 0..devices.blocks() {
                 blocks.release(b);
@@ -261,6 +307,26 @@ impl Engine {
             crate::recovery::recover(&config, &devices, &blocks, &cache, &tables, clock.now_s())
         };
 
+        let buffer = match &buffer_at {
+            None => None,
+            Some(at) => Some(
+                WriteBuffer::create(
+                    &at.file,
+                    &at.device,
+                    config.block_size_bytes as usize,
+                    config.write_buffer_blocks,
+                )
+                .map_err(|e| {
+                    OpenError::WriteBuffer(format!(
+                        "cannot create {} ({e}): write_buffer_dir must be a writable directory on \
+                         a RAM file system with room for write_buffer_blocks blocks; set it to \
+                         \"\" to go without (a process crash may then lose up to \
+                         flush_interval_ms of acknowledged writes)",
+                        at.file.display()
+                    ))
+                })?,
+            ),
+        };
         let writer = Arc::new(Writer::new(
             Arc::clone(&devices),
             Arc::clone(&blocks),
@@ -268,6 +334,7 @@ impl Engine {
             recovered.next_sequence,
             Duration::from_millis(config.flush_interval_ms.max(1)),
             Arc::clone(&stats),
+            buffer,
         ));
         let inner = Arc::new(Inner {
             config,
@@ -729,6 +796,7 @@ impl Engine {
         }
         inner.writer.shutdown();
         let _ = flusher.join();
+        inner.writer.remove_buffer();
     }
 }
 

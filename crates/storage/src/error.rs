@@ -18,6 +18,8 @@ pub enum OpenError {
     DeviceInUse {
         path: PathBuf,
     },
+    /// The write buffer could not be replayed or created; the message says what to do.
+    WriteBuffer(String),
 }
 
 impl fmt::Display for OpenError {
@@ -34,6 +36,7 @@ impl fmt::Display for OpenError {
                 "device {} is in use by another process (is another hayate running on the same data?)",
                 path.display()
             ),
+            OpenError::WriteBuffer(msg) => write!(f, "write buffer: {msg}"),
         }
     }
 }

@@ -32,6 +32,7 @@ pub mod row;
 pub(crate) mod snapshot;
 mod stats;
 pub mod token;
+pub mod write_buffer;
 pub mod writer;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -4,6 +4,11 @@
 //! when a `commit_to_device` writer is waiting: then it syncs the device once for every writer
 //! that has appended so far (group commit), and wakes them all.
 //!
+//! With a write buffer ([`crate::write_buffer`]), every appended record is also copied into a
+//! slot of a shared-memory file that outlives the process, and the slot is given back once its
+//! block is written: a process crash then loses nothing acknowledged. The slots bound how many
+//! blocks may wait for the device; a writer that finds none free waits for the flusher.
+//!
 //! Positions order everything ever appended: `(block sequence, end offset)`. The flusher
 //! publishes the durable position: every record that ends at or before it is on stable storage.
 //! A block is freed only once the records that replaced its contents are durable and its header
@@ -23,6 +28,7 @@ use crate::error::WriteError;
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
 use crate::format::record::{reseal_record, RECORD_ALIGN_BYTES};
 use crate::index::Location;
+use crate::write_buffer::WriteBuffer;
 
 /// Everything appended before this point: (block sequence, end offset in the block).
 pub type Position = (u64, u32);
@@ -34,6 +40,8 @@ struct OpenBlock {
     used: usize,
     /// Bytes `[0, written)` have been written to the device.
     written: usize,
+    /// Its slot in the write buffer.
+    slot: Option<usize>,
 }
 
 struct SealedBlock {
@@ -41,6 +49,14 @@ struct SealedBlock {
     sequence: u64,
     buf: Arc<AlignedBuf>,
     used: usize,
+    slot: Option<usize>,
+}
+
+/// Why a block could not be opened.
+enum OpenFailed {
+    /// Every write buffer slot holds a block the device has not taken yet.
+    NoSlot,
+    Error(WriteError),
 }
 
 struct WriterState {
@@ -71,6 +87,7 @@ pub struct Writer {
     cache: Arc<PostWriteCache>,
     flush_interval: Duration,
     stats: Arc<crate::Stats>,
+    buffer: Option<WriteBuffer>,
 }
 
 impl Writer {
@@ -81,6 +98,7 @@ impl Writer {
         next_sequence: u64,
         flush_interval: Duration,
         stats: Arc<crate::Stats>,
+        buffer: Option<WriteBuffer>,
     ) -> Writer {
         Writer {
             state: Mutex::new(WriterState {
@@ -103,6 +121,7 @@ impl Writer {
             cache,
             flush_interval,
             stats,
+            buffer,
         }
     }
 
@@ -136,14 +155,26 @@ impl Writer {
             match &st.open {
                 Some(open) if open.used + len <= block_size => break,
                 Some(_) => self.seal(&mut st),
-                None => self.open_block(&mut st, claim)?,
+                None => match self.open_block(&mut st, claim) {
+                    Ok(()) => {}
+                    Err(OpenFailed::Error(e)) => return Err(e),
+                    Err(OpenFailed::NoSlot) => {
+                        // The flusher gives slots back without this lock.
+                        drop(st);
+                        self.wait_for_slot()?;
+                        st = self.lock_state();
+                    }
+                },
             }
         }
         let open = st.open.as_mut().expect("just ensured an open block");
         let offset = open.used;
-        let slot = &mut open.buf[offset..offset + len];
-        slot.copy_from_slice(record);
-        reseal_record(slot, open.sequence);
+        let target = &mut open.buf[offset..offset + len];
+        target.copy_from_slice(record);
+        reseal_record(target, open.sequence);
+        if let (Some(buffer), Some(slot)) = (&self.buffer, open.slot) {
+            buffer.copy(slot, offset, target);
+        }
         open.used += len;
         self.blocks.add_live(open.block, len as u32);
         Ok((
@@ -152,14 +183,36 @@ impl Writer {
         ))
     }
 
-    fn open_block(&self, st: &mut WriterState, claim: Claim) -> Result<(), WriteError> {
+    fn open_block(&self, st: &mut WriterState, claim: Claim) -> Result<(), OpenFailed> {
         let Some(block) = self.blocks.take_free(claim) else {
-            return Err(WriteError::DeviceFull {
+            return Err(OpenFailed::Error(WriteError::DeviceFull {
                 free_blocks: self.blocks.free_blocks(),
                 total_blocks: u64::from(self.blocks.len()),
-            });
+            }));
         };
         let sequence = st.next_sequence;
+        let slot = match &self.buffer {
+            None => None,
+            Some(buffer) => match buffer.take(block, sequence) {
+                Ok(Some(slot)) => Some(slot),
+                Ok(None) => {
+                    self.blocks.release(block);
+                    return Err(OpenFailed::NoSlot);
+                }
+                Err(e) => {
+                    self.blocks.release(block);
+                    return Err(OpenFailed::Error(WriteError::Io {
+                        device: buffer.path().display().to_string(),
+                        source: std::io::Error::other(format!(
+                            "cannot take a slot in the write buffer ({e}): the file system of \
+                             write_buffer_dir is full; give it more room (or set \
+                             write_buffer_dir = \"\" and accept losing up to flush_interval_ms \
+                             of writes in a crash)"
+                        )),
+                    }));
+                }
+            },
+        };
         st.next_sequence += 1;
         self.blocks.set_sequence(block, sequence);
         self.blocks.set_state(block, BlockState::Open);
@@ -171,6 +224,9 @@ impl Writer {
             free: false,
         };
         buf[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
+        if let (Some(buffer), Some(slot)) = (&self.buffer, slot) {
+            buffer.copy(slot, 0, &buf[..BLOCK_HEADER_BYTES]);
+        }
         self.open_sequence.store(sequence, Ordering::Release);
         st.open = Some(OpenBlock {
             block,
@@ -178,7 +234,29 @@ impl Writer {
             buf,
             used: BLOCK_HEADER_BYTES,
             written: 0,
+            slot,
         });
+        Ok(())
+    }
+
+    /// Waits until the flusher gives a write buffer slot back, or fails as a durable wait would.
+    fn wait_for_slot(&self) -> Result<(), WriteError> {
+        {
+            let fs = self.lock_flush();
+            if let Some(e) = &fs.error {
+                return Err(WriteError::Io {
+                    device: "namespace".into(),
+                    source: std::io::Error::other(e.clone()),
+                });
+            }
+            if fs.shutdown {
+                return Err(WriteError::Closed);
+            }
+        }
+        if let Some(buffer) = &self.buffer {
+            // Bounded, so that a device error or shutdown meanwhile is seen.
+            buffer.wait_free(Duration::from_millis(100));
+        }
         Ok(())
     }
 
@@ -197,6 +275,7 @@ impl Writer {
             sequence: open.sequence,
             buf,
             used: open.used,
+            slot: open.slot,
         });
         self.flush_wake.notify_one();
     }
@@ -266,6 +345,16 @@ impl Writer {
         self.durable_wake.notify_all();
     }
 
+    /// After the flusher's last round: removes the write buffer if every block it held reached
+    /// the device. After a device error it stays, for the next start to replay.
+    pub fn remove_buffer(&self) {
+        if let Some(buffer) = &self.buffer {
+            if self.lock_flush().error.is_none() {
+                buffer.remove();
+            }
+        }
+    }
+
     /// The flusher thread's body; returns after a final flush once `shutdown` is called.
     pub fn run_flusher(&self) {
         let mut last_sync = Instant::now();
@@ -313,6 +402,11 @@ impl Writer {
             Ok(()) => {
                 self.stats.add_device_bytes_written(len as u64);
                 self.cache.mark_on_device(s.block, s.sequence);
+                // On the device, or in the kernel on its way there: a process crash can no
+                // longer lose it.
+                if let (Some(buffer), Some(slot)) = (&self.buffer, s.slot) {
+                    buffer.give_back(slot);
+                }
             }
             Err(e) => self.fail(format!(
                 "writing block {} to {} at offset {offset}: {e}",

@@ -146,10 +146,17 @@ pub struct StorageConfig {
     #[serde(rename = "write_block_size")]
     pub write_block_size_bytes: ByteSize,
     /// Acknowledge a write only once it is on the device (group commit). Off, a write is
-    /// acknowledged once it is in the write buffer, and up to `flush_interval_ms` of
-    /// acknowledged writes can be lost in a power failure (Aerospike's default, and the same
-    /// window as Cassandra's periodic commit log sync).
+    /// acknowledged once it is in the open write block and its copy in the write buffer: a
+    /// process crash loses nothing, and a power failure up to `flush_interval_ms` of
+    /// acknowledged writes (Aerospike's default; Cassandra's periodic commit log sync allows
+    /// 10 s).
     pub commit_to_device: bool,
+    /// A directory on a RAM file system for the write buffer, the copy of blocks not yet on the
+    /// device that the next start replays after a process crash. Empty goes without it (a
+    /// process crash may then lose up to `flush_interval_ms` of acknowledged writes).
+    pub write_buffer_dir: PathBuf,
+    /// Write blocks the buffer holds: how many may wait for the device before writes wait.
+    pub write_buffer_blocks: u32,
     pub flush_interval_ms: u64,
     /// RAM for recently written blocks, so fresh records are read without a device read.
     #[serde(rename = "post_write_cache")]
@@ -279,6 +286,8 @@ impl Default for StorageConfig {
             device_size_bytes: ByteSize(4 << 30),
             write_block_size_bytes: ByteSize(engine.block_size_bytes.into()),
             commit_to_device: engine.commit_to_device,
+            write_buffer_dir: PathBuf::from(hayate_storage::config::WRITE_BUFFER_DIR_DEFAULT),
+            write_buffer_blocks: engine.write_buffer_blocks,
             flush_interval_ms: engine.flush_interval_ms,
             post_write_cache_bytes: ByteSize(engine.post_write_cache_bytes),
             data_in_memory: false,
@@ -635,6 +644,9 @@ impl Config {
         ns.data_in_memory = s.data_in_memory;
         ns.flush_interval_ms = s.flush_interval_ms;
         ns.commit_to_device = s.commit_to_device;
+        ns.write_buffer_dir =
+            (!s.write_buffer_dir.as_os_str().is_empty()).then(|| s.write_buffer_dir.clone());
+        ns.write_buffer_blocks = s.write_buffer_blocks;
         ns.post_write_cache_bytes = s.post_write_cache_bytes.0;
         ns.defrag_lwm_pct = s.defrag_lwm_pct;
         ns.defrag_sleep_us = s.defrag_sleep_us;
@@ -920,6 +932,8 @@ mod tests {
             device_size = "1GiB"
             write_block_size = "128KiB"
             commit_to_device = true
+            write_buffer_dir = "/run/hayate"
+            write_buffer_blocks = 16
             flush_interval_ms = 250
             post_write_cache = "64MiB"
             data_in_memory = true
@@ -1004,6 +1018,8 @@ mod tests {
         assert_eq!(ns.devices[1].size_bytes, 256 << 20);
         assert_eq!(ns.block_size_bytes, 128 << 10);
         assert!(ns.commit_to_device);
+        assert_eq!(ns.write_buffer_dir, Some(PathBuf::from("/run/hayate")));
+        assert_eq!(ns.write_buffer_blocks, 16);
         assert_eq!(ns.flush_interval_ms, 250);
         assert_eq!(ns.post_write_cache_bytes, 64 << 20);
         assert!(ns.data_in_memory);
