@@ -20,9 +20,11 @@
 //!  then:     slot i at 4096 + i * block size, one write block each, as it will be on the device
 //! ```
 //!
-//! A slot's pages are allocated (`fallocate`) when the slot is taken, so a full RAM file system
-//! is an error on the write rather than a SIGBUS, and punched out when it is given back, so free
-//! slots cost no memory.
+//! The whole file is allocated (`fallocate`) and mapped with its pages present when it is
+//! created, so a RAM file system without room is an error at open rather than a SIGBUS on a
+//! write, and a write costs one copy with no page fault. Slots are not cleared between uses:
+//! each copy is followed by 16 zero bytes, the end of records that cold start looks for, so
+//! what a slot held before is never read as part of its block.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -38,6 +40,7 @@ use std::time::Duration;
 use crate::blocks::DeviceSet;
 use crate::device::{AlignedBuf, IO_ALIGN_BYTES};
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
+use crate::format::record::RECORD_ALIGN_BYTES;
 
 const MAGIC: [u8; 8] = *b"HYWBUF01";
 const PAGE: usize = IO_ALIGN_BYTES;
@@ -209,7 +212,8 @@ impl Header {
 /// The live buffer file, mapped shared into the process.
 pub struct WriteBuffer {
     path: PathBuf,
-    file: File,
+    /// Kept open beside the mapping, for the life of the buffer.
+    _file: File,
     map: NonNull<u8>,
     map_len: usize,
     block_size: usize,
@@ -251,6 +255,16 @@ impl WriteBuffer {
         page[16..20].copy_from_slice(&(device_bytes.len() as u32).to_le_bytes());
         page[20..20 + device_bytes.len()].copy_from_slice(device_bytes);
         file.write_all_at(&page, 0)?;
+        // SAFETY: a plain syscall on the file just created.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, map_len as libc::off_t) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            // A file system that cannot reserve space still takes the writes.
+            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                let _ = std::fs::remove_file(path);
+                return Err(e);
+            }
+        }
         // SAFETY: a fresh shared mapping of the whole file, which is `map_len` bytes long; the
         // file stays open for the mapping's life.
         let raw = unsafe {
@@ -258,7 +272,7 @@ impl WriteBuffer {
                 std::ptr::null_mut(),
                 map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
                 file.as_raw_fd(),
                 0,
             )
@@ -271,7 +285,7 @@ impl WriteBuffer {
         let map = NonNull::new(raw.cast::<u8>()).expect("mmap returned a non-null address");
         Ok(WriteBuffer {
             path: path.to_path_buf(),
-            file,
+            _file: file,
             map,
             map_len,
             block_size,
@@ -309,49 +323,34 @@ impl WriteBuffer {
         }
     }
 
-    /// A free slot for `block`, with its pages allocated, or `Ok(None)` if every slot is in
-    /// use (the device is behind: wait with [`WriteBuffer::wait_free`]).
-    pub fn take(&self, block: u32, sequence: u64) -> io::Result<Option<usize>> {
-        let Some(slot) = self.free.lock().expect("write buffer lock poisoned").pop() else {
-            return Ok(None);
-        };
-        if let Err(e) = self.fallocate(slot, 0) {
-            self.free.lock().expect("write buffer lock poisoned").push(slot);
-            return Err(e);
-        }
+    /// A free slot for `block`, holding its `header`, or `None` if every slot is in use (the
+    /// device is behind: wait with [`WriteBuffer::wait_free`]).
+    pub fn take(&self, block: u32, sequence: u64, header: &[u8]) -> Option<usize> {
+        let slot = self.free.lock().expect("write buffer lock poisoned").pop()?;
+        self.copy(slot, 0, header);
         self.set_entry(slot, block, sequence);
         fence(Ordering::Release);
         self.state(slot).store(IN_USE, Ordering::Release);
-        Ok(Some(slot))
+        Some(slot)
     }
 
-    /// Copies `bytes` into `slot` at `offset` (the same offset as in the block).
+    /// Copies `bytes` into `slot` at `offset` (the same offset as in the block), followed by
+    /// the 16 zero bytes that end a block's records, where the slot has room.
     pub fn copy(&self, slot: usize, offset: usize, bytes: &[u8]) {
-        assert!(
-            offset + bytes.len() <= self.block_size,
-            "copy past the slot's end"
-        );
-        // SAFETY: the range lies inside the slot, which only its holder writes.
+        let end = offset + bytes.len();
+        assert!(end <= self.block_size, "copy past the slot's end");
+        let zeros = RECORD_ALIGN_BYTES.min(self.block_size - end);
+        // SAFETY: both ranges lie inside the slot, which only its holder writes.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.map.as_ptr().add(self.slot_offset(slot) + offset),
-                bytes.len(),
-            );
+            let at = self.map.as_ptr().add(self.slot_offset(slot) + offset);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, bytes.len());
+            std::ptr::write_bytes(at.add(bytes.len()), 0, zeros);
         }
     }
 
-    /// Gives `slot` back once its block is on the device: marks it free, then frees its pages.
+    /// Gives `slot` back once its block is on the device.
     pub fn give_back(&self, slot: usize) {
         self.state(slot).store(FREE, Ordering::Release);
-        let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-        if self.fallocate(slot, punch).is_err() {
-            // A file system without hole punching: zero it, so the next holder starts clean.
-            // SAFETY: the slot's range lies inside the mapping and nobody holds the slot.
-            unsafe {
-                std::ptr::write_bytes(self.map.as_ptr().add(self.slot_offset(slot)), 0, self.block_size)
-            };
-        }
         self.free.lock().expect("write buffer lock poisoned").push(slot);
         self.freed.notify_all();
     }
@@ -366,27 +365,6 @@ impl WriteBuffer {
                     .expect("write buffer lock poisoned"),
             );
         }
-    }
-
-    fn fallocate(&self, slot: usize, mode: i32) -> io::Result<()> {
-        // SAFETY: a plain syscall on our open file descriptor.
-        let rc = unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                mode,
-                self.slot_offset(slot) as libc::off_t,
-                self.block_size as libc::off_t,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        // A file system that cannot reserve pages still takes the writes.
-        if mode == 0 && e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-            return Ok(());
-        }
-        Err(e)
     }
 
     /// Removes the file: every block it held is on the device (a clean shutdown).
@@ -450,13 +428,14 @@ mod tests {
     fn leave_buffer(s: &Setup, payload: &[u8]) -> PathBuf {
         let path = s.dir.path().join("buffer.wbuf");
         let buffer = WriteBuffer::create(&path, &s.device_path, BLOCK, 4).expect("create");
-        let slot = buffer.take(3, 5).expect("take").expect("a free slot");
-        buffer.copy(slot, 0, &header(3, 5, false));
-        buffer.copy(slot, BLOCK_HEADER_BYTES, payload);
-        // A slot given back (its block reached the device) is not replayed.
-        let other = buffer.take(4, 6).expect("take").expect("a free slot");
-        buffer.copy(other, 0, &header(4, 6, false));
+        // A slot given back (its block reached the device) is not replayed, and what it held
+        // before is not read as part of its next block.
+        let other = buffer.take(4, 6, &header(4, 6, false)).expect("a free slot");
+        buffer.copy(other, BLOCK_HEADER_BYTES, &[0xee; 4096]);
         buffer.give_back(other);
+        let slot = buffer.take(3, 5, &header(3, 5, false)).expect("a free slot");
+        assert_eq!(slot, other, "the slot just given back is taken again");
+        buffer.copy(slot, BLOCK_HEADER_BYTES, payload);
         path
     }
 
@@ -480,9 +459,12 @@ mod tests {
         );
         let on_device = device_block(&s, 3);
         assert_eq!(&on_device[..BLOCK_HEADER_BYTES], &header(3, 5, false));
+        let end = BLOCK_HEADER_BYTES + 25;
+        assert_eq!(&on_device[BLOCK_HEADER_BYTES..end], b"acknowledged record bytes");
         assert_eq!(
-            &on_device[BLOCK_HEADER_BYTES..BLOCK_HEADER_BYTES + 25],
-            b"acknowledged record bytes"
+            &on_device[end..end + RECORD_ALIGN_BYTES],
+            &[0; RECORD_ALIGN_BYTES],
+            "the end of records follows, over what the slot held before"
         );
         assert!(
             device_block(&s, 4).iter().all(|&b| b == 0),
@@ -532,11 +514,11 @@ mod tests {
         let s = setup();
         let buffer =
             WriteBuffer::create(&s.dir.path().join("b.wbuf"), &s.device_path, BLOCK, 2).expect("create");
-        let a = buffer.take(0, 1).expect("take").expect("slot");
-        let _b = buffer.take(1, 2).expect("take").expect("slot");
-        assert_eq!(buffer.take(2, 3).expect("take"), None);
+        let a = buffer.take(0, 1, &header(0, 1, false)).expect("slot");
+        let _b = buffer.take(1, 2, &header(1, 2, false)).expect("slot");
+        assert_eq!(buffer.take(2, 3, &header(2, 3, false)), None);
         buffer.give_back(a);
-        assert!(buffer.take(2, 3).expect("take").is_some());
+        assert!(buffer.take(2, 3, &header(2, 3, false)).is_some());
     }
 
     #[test]

@@ -191,25 +191,20 @@ impl Writer {
             }));
         };
         let sequence = st.next_sequence;
+        let header = BlockHeader {
+            sequence,
+            block_index: block,
+            block_size_bytes: self.devices.block_size_bytes(),
+            free: false,
+        }
+        .encode();
         let slot = match &self.buffer {
             None => None,
-            Some(buffer) => match buffer.take(block, sequence) {
-                Ok(Some(slot)) => Some(slot),
-                Ok(None) => {
+            Some(buffer) => match buffer.take(block, sequence, &header) {
+                Some(slot) => Some(slot),
+                None => {
                     self.blocks.release(block);
                     return Err(OpenFailed::NoSlot);
-                }
-                Err(e) => {
-                    self.blocks.release(block);
-                    return Err(OpenFailed::Error(WriteError::Io {
-                        device: buffer.path().display().to_string(),
-                        source: std::io::Error::other(format!(
-                            "cannot take a slot in the write buffer ({e}): the file system of \
-                             write_buffer_dir is full; give it more room (or set \
-                             write_buffer_dir = \"\" and accept losing up to flush_interval_ms \
-                             of writes in a crash)"
-                        )),
-                    }));
                 }
             },
         };
@@ -217,16 +212,7 @@ impl Writer {
         self.blocks.set_sequence(block, sequence);
         self.blocks.set_state(block, BlockState::Open);
         let mut buf = AlignedBuf::zeroed(self.devices.block_size_bytes() as usize);
-        let header = BlockHeader {
-            sequence,
-            block_index: block,
-            block_size_bytes: self.devices.block_size_bytes(),
-            free: false,
-        };
-        buf[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
-        if let (Some(buffer), Some(slot)) = (&self.buffer, slot) {
-            buffer.copy(slot, 0, &buf[..BLOCK_HEADER_BYTES]);
-        }
+        buf[..BLOCK_HEADER_BYTES].copy_from_slice(&header);
         self.open_sequence.store(sequence, Ordering::Release);
         st.open = Some(OpenBlock {
             block,
