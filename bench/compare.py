@@ -423,10 +423,13 @@ class Client:
         errors = sum(v for (section, metric), v in summary.items()
                      if metric.startswith("Return=") and metric != "Return=OK"
                      and metric != "Return=NOT_FOUND")
+        # Every key a run reads was loaded: a read that finds nothing is a lost row, not a miss.
+        not_found = sum(v for (section, metric), v in summary.items()
+                        if metric == "Return=NOT_FOUND")
         figures.update({
             "phase": phase, "label": label, "threads": threads, "workload": workload_file.name,
             "operations": operations, "runtime_s": runtime_s, "throughput_ops": throughput,
-            "errors": errors,
+            "errors": errors, "not_found": not_found,
             "read_p95_us": summary.get(("READ", "95thPercentileLatency(us)")),
             "update_p95_us": summary.get(("UPDATE", "95thPercentileLatency(us)")),
             "insert_p95_us": summary.get(("INSERT", "95thPercentileLatency(us)")),
@@ -587,7 +590,12 @@ def stop_nodes(nodes):
 
 
 def create_schema(nodes):
+    # Leveled compaction (the reference's choice for a 50/50 workload) and 4 KiB compression
+    # chunks: a read decompresses a whole chunk, and DataStax's CQL reference says to size chunks
+    # by "how much data is typically requested at once" and "the average size of rows" (1 KB
+    # here; 5.0 ships 16 KiB). See bench/README.md.
     compaction = (" WITH compaction = {'class': 'LeveledCompactionStrategy'}"
+                  " AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 4}"
                   if nodes.system == "cassandra" else "")
     fields = ", ".join(f"field{i} varchar" for i in range(10))
     # SimpleStrategy: one data center and one rack, where NetworkTopologyStrategy
@@ -1135,12 +1143,17 @@ def finish_profile(out, stem):
 
 # ---- the environment and the report --------------------------------------------------------
 
+def git_dirty():
+    """Tracked files changed since the last commit (untracked ones, such as results, do not
+    change the binaries)."""
+    return subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                          capture_output=True, text=True).stdout.strip()
+
+
 def git_commit():
     commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return commit + ("-dirty" if dirty else "")
+    return commit + ("-dirty" if git_dirty() else "")
 
 
 def environment(workdir):
@@ -1161,6 +1174,8 @@ def environment(workdir):
         "hayate_commit": git_commit(),
         "hayate_binary_sha256": sha256_of(REPO / "target" / "release" / "hayate"),
         "hayate_bench_binary_sha256": sha256_of(REPO / "target" / "release" / "hayate-bench"),
+        "cassandra_jar_sha256": ", ".join(f"{jar.name} {sha256_of(jar)}" for jar in
+                                          sorted(CACHE.glob("cassandra-*/lib/cassandra-all-*.jar"))),
         "kernel": " ".join(platform.uname()[:3]),
         "cpu": cpu,
         "nproc": os.cpu_count(),
@@ -1233,6 +1248,18 @@ def write_results(out, args, state, env):
         return topologies.get(topology, {}).get("systems", {}).get(system, {}).get("phases", {})
 
     lines = [f"# hayate vs Apache Cassandra: {out.name}", ""]
+    failed = [f"{system} {topology} {phase}: {record.get('errors', 0):,} errors, "
+              f"{record.get('not_found', 0):,} reads not found"
+              for topology, sitting in topologies.items()
+              for system, entry in sitting["systems"].items()
+              for phase, record in entry.get("phases", {}).items()
+              if isinstance(record, dict) and (record.get("errors") or record.get("not_found"))]
+    if failed:
+        lines += ["**This sitting had failed operations; the figures below include them:** "
+                  + "; ".join(failed) + ".", ""]
+    if str(state.get("commit", "")).endswith("-dirty"):
+        lines += ["**Built from a work tree with uncommitted changes (--allow-dirty): the commit "
+                  "named below is not the whole of what ran.**", ""]
     unlimited = [f"{system} ({topology})" for topology, sitting in topologies.items()
                  for system, record in sitting["systems"].items()
                  if "settings" in record and not record.get("cgroup")]
@@ -1349,8 +1376,8 @@ def write_results(out, args, state, env):
               "order of the topology's addresses.", "",
               "| topology | system | phase | ops | ops/s | server CPU (us/op) | client CPU (us/op) | "
               "device read (B/op) | device write (B/op) | server peak RSS (MiB) | "
-              "cgroup peak (MiB) | errors |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "cgroup peak (MiB) | errors | reads not found |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for topology, sitting in topologies.items():
         for system, record in sitting["systems"].items():
             rows = list(record.get("phases", {}).items())
@@ -1362,7 +1389,8 @@ def write_results(out, args, state, env):
                              f"{fmt(f.get('server_read_bytes_per_op'))} | "
                              f"{fmt(f.get('server_write_bytes_per_op'))} | "
                              f"{per_node(f, 'server_peak_rss_bytes')} | "
-                             f"{per_node(f, 'cgroup_peak_bytes')} | {fmt(f.get('errors'))} |")
+                             f"{per_node(f, 'cgroup_peak_bytes')} | {fmt(f.get('errors'))} | "
+                             f"{fmt(f.get('not_found'))} |")
     lines += ["", "The node-failure test's rows (kill-*) have no server figures: the killed "
               "node's counters restarted with it.", ""]
 
@@ -1778,6 +1806,9 @@ def parse_args():
                         help="without a writable cgroup, run with no memory limit (recorded) instead of refusing")
     parser.add_argument("--keep-data", action="store_true", help="keep the servers' data folders")
     parser.add_argument("--no-build", action="store_true", help="skip cargo build --release")
+    parser.add_argument("--allow-dirty", action="store_true",
+                        help="run from a work tree with uncommitted changes to tracked files "
+                             "(the results then say so at the top)")
     parser.add_argument("--work-dir", default=str(REPO / "target" / "bench-work"),
                         help="where the servers' data goes (a real disk, not tmpfs)")
     parser.add_argument("--results-dir", default=str(BENCH / "results"))
@@ -1847,6 +1878,10 @@ def on_sigterm(_signum, _frame):
 
 def main():
     args = parse_args()
+    if git_dirty() and not args.allow_dirty:
+        raise SystemExit("compare.py: the work tree has uncommitted changes, so the results could "
+                         "not name what ran; commit or stash them, or pass --allow-dirty:\n"
+                         + git_dirty())
     date = datetime.date.today().isoformat()
     out = Path(args.results_dir) / f"{date}-{args.name}"
     if out.exists():

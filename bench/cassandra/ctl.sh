@@ -15,9 +15,10 @@
 # RUNDIR/logs/system.log. RUNDIR/settings.env records the derived settings (heap, key cache,
 # write threads) for the results.
 #
-# The heap is 1/4 of --memory up to 8 GiB (DataStax's rule, which the reference used, applied to
-# the memory the server is given rather than to the machine's), as -Xms = -Xmx; the key cache is
-# 1/8 of the heap (the reference: 1 GB of 8 GB); write threads are max(32, cores).
+# The heap is what conf/cassandra-env.sh computes for the memory the server is given (--memory,
+# not the machine's): max(min(1/2 of it, 1 GiB), min(1/4 of it, 8 GiB)), 1 GiB at 2 GiB, as
+# -Xms = -Xmx; the key cache is 1/8 of the heap (the reference: 1 GB of 8 GB); read and write
+# threads follow cassandra.yaml's own rules: 16 per data drive (one here) and 8 per core.
 #
 # A cluster is several nodes started one after another, each on its own loopback address with
 # the same ports and the same --seeds (every node's address), each in its own cgroup (named by
@@ -70,7 +71,7 @@ start() {
     port_open "$host" "$cql_port" && die "something already listens on $host:$cql_port"
     port_open "$host" "$storage_port" && die "something already listens on $host:$storage_port"
 
-    local home bytes heap_mib key_cache_mib concurrent_writes options seed seed_list="" lone=()
+    local home bytes heap_mib quarter_mib key_cache_mib concurrent_reads concurrent_writes options seed seed_list="" lone=()
     local -a seed_hosts
     [[ -n "$seeds" ]] || seeds="$host"
     [[ "$token_rf" =~ ^[1-9]$ ]] || die "--token-rf must be 1 to 9, not $token_rf"
@@ -86,16 +87,21 @@ start() {
     fi
     home="$("$here/install.sh" | tail -1)"
     bytes="$(parse_size "$memory")"
-    heap_mib=$((bytes / 4 >> 20))
-    ((heap_mib > 8192)) && heap_mib=8192
-    ((heap_mib >= 256)) || die "--memory $memory gives a heap of ${heap_mib} MiB; give at least 1GiB"
+    # cassandra-env.sh's calculate_heap_sizes: max(min(1/2 ram, 1024MB), min(1/4 ram, 8GB)).
+    heap_mib=$((bytes / 2 >> 20)); ((heap_mib > 1024)) && heap_mib=1024
+    quarter_mib=$((bytes / 4 >> 20)); ((quarter_mib > 8192)) && quarter_mib=8192
+    ((quarter_mib > heap_mib)) && heap_mib=$quarter_mib
+    ((heap_mib >= 512)) || die "--memory $memory gives a heap of ${heap_mib} MiB; give at least 1GiB"
     key_cache_mib=$((heap_mib / 8))
-    concurrent_writes=$((cores > 32 ? cores : 32))
+    # cassandra.yaml: concurrent_reads "(16 * number_of_drives)", concurrent_writes
+    # "(8 * number_of_cores)"; data and commit log share one drive here.
+    concurrent_reads=16
+    concurrent_writes=$((8 * cores))
 
     mkdir -p "$rundir/conf" "$rundir/data" "$rundir/logs"
     sed -e "s|@HOST@|$host|g" -e "s|@SEEDS@|$seed_list|g" -e "s|@TOKEN_RF@|$token_rf|g" -e "s|@CQL_PORT@|$cql_port|g" -e "s|@STORAGE_PORT@|$storage_port|g" \
         -e "s|@DATA_DIR@|$rundir/data|g" -e "s|@KEY_CACHE_MIB@|$key_cache_mib|g" \
-        -e "s|@CONCURRENT_WRITES@|$concurrent_writes|g" \
+        -e "s|@CONCURRENT_READS@|$concurrent_reads|g" -e "s|@CONCURRENT_WRITES@|$concurrent_writes|g" \
         "$here/cassandra.yaml.template" >"$rundir/conf/cassandra.yaml"
     grep -qE "@[A-Z_]+@" "$rundir/conf/cassandra.yaml" && die "a placeholder was left in $rundir/conf/cassandra.yaml"
     cp "$here/logback.xml" "$rundir/conf/logback.xml"
@@ -106,7 +112,7 @@ memory_limit_bytes=$bytes
 heap_mib=$heap_mib
 key_cache_mib=$key_cache_mib
 concurrent_writes=$concurrent_writes
-concurrent_reads=32
+concurrent_reads=$concurrent_reads
 cores=$cores
 host=$host
 cql_port=$cql_port
