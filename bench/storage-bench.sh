@@ -40,6 +40,11 @@ fi
 features=(--features rocksdb)
 [ "$engine" = hayate ] && features=()
 build=(cargo build --release -p hayate-storage "${features[@]}" --bin storage-bench)
+# librocksdb-sys generates its bindings with bindgen, which loads libclang, whichever RocksDB
+# it links: a fresh machine lacks it.
+if [ "$engine" != hayate ] && ! dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null | grep -q "ok installed"; then
+    apt-get update && apt-get install -y libclang-dev
+fi
 if [ "${ROCKSDB:-bundled}" = system ] && [ "$engine" != hayate ]; then
     [ -e /usr/include/rocksdb/c.h ] || { apt-get update && apt-get install -y librocksdb-dev; }
     version=$(dpkg-query -W -f='${Version}' librocksdb-dev)
