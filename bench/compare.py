@@ -487,6 +487,8 @@ def ctl_argv(system, args, topology, host, rundir):
             # Tokens allocated for the keyspace's replication factor, as an operator would set
             # allocate_tokens_for_local_replication_factor for RF 2 (cassandra.yaml.template).
             argv += ["--seeds", ",".join(topology["hosts"]), "--token-rf", topology["rf"]]
+        if args.durability == "device":
+            argv += ["--commitlog-sync", "group"]
         return argv
     # Each node holds rf / nodes of the data set; its device three times that, as one node's.
     share = args.records * 1100 * 3 * topology["rf"] / len(topology["hosts"])
@@ -496,6 +498,8 @@ def ctl_argv(system, args, topology, host, rundir):
     if clustered:
         argv += ["--seeds", ",".join(topology["hosts"]),
                  "--storage-port", args.hayate_storage_port]
+    if args.durability == "device":
+        argv.append("--commit-to-device")
     return argv
 
 
@@ -699,6 +703,24 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                 during=during)
             if during is not None:
                 finish_profile(out, stem)
+        # Latency at equal throughput: each workload again, throttled to a share of what the
+        # first system measured on it unthrottled, so that p95 and p99 compare the same load.
+        reference = sitting["systems"].get(args.systems[0], {}).get("phases", {})
+        for name in args.workloads if args.equal_load else []:
+            base = (reference.get(name) or {}).get("throughput_ops")
+            if not base:
+                continue
+            target = max(1, round(base * args.equal_load))
+            if system == "cassandra":
+                record["settles"].append(settle(nodes, args, f"before {name} at {target} ops/s"))
+            record.setdefault("cache_drops", []).append(nodes.drop_cache())
+            phase = f"{name}-equal"
+            record["phases"][phase] = client.run(
+                "run", workload_files[name], nodes, sitting["threads"],
+                phase_dir(out, nodes, phase), label,
+                {"operationcount": 2_000_000_000, "maxexecutiontime": args.run_seconds},
+                target=target)
+            record["phases"][phase]["target_ops"] = target
         record["disk_at_end"] = nodes.disk_bytes()
         if topology == "cluster" and args.kill_test:
             for level in args.kill_consistency:
@@ -1272,7 +1294,12 @@ def write_results(out, args, state, env):
         f"{topologies[name].get('threads')} client threads" for name in topologies)
     lines += [f"{args.records:,} records of 1 KB (10 fields x 100 B), every server node in its own "
               f"{mib(args.memory_bytes):,.0f} MiB memory cgroup, {args.run_seconds} s per "
-              f"workload, client `{args.client}`. {described}.", ""]
+              f"workload, client `{args.client}`. {described}. Durability: "
+              + ("each system's default (no acknowledged write lost in a process crash; up to "
+                 "10 s for Cassandra, 1 s for hayate in a power failure)"
+                 if args.durability == "default" else
+                 "acknowledged once on the device (hayate `commit_to_device`, Cassandra "
+                 "`commitlog_sync: group` with a 15 ms window)") + ".", ""]
 
     for name in args.workloads:
         lines += [f"## Workload `{name}`: {WORKLOADS[name][0]}", "",
@@ -1359,6 +1386,9 @@ def write_results(out, args, state, env):
                              f"{o['replica']:.1%} | {ring['waited_s']} |")
     if any(line.startswith("## The cluster's ring") for line in lines):
         lines.append("")
+
+    if args.equal_load:
+        lines += equal_load_section(args, phases, topologies)
 
     kills = [(system, level, k) for sitting in topologies.values()
              for system, record in sitting["systems"].items()
@@ -1510,6 +1540,41 @@ def write_results(out, args, state, env):
     (out / "results.json").write_text(json.dumps(
         {"args": {k: v for k, v in vars(args).items()}, "state": state, "environment": env},
         indent=2, default=str) + "\n")
+
+
+def equal_load_section(args, phases, topologies):
+    """Latency with both systems at the same throughput (the `<workload>-equal` phases)."""
+    lines = ["## Latency at equal throughput", "",
+             f"Each workload again on both systems, throttled (`-target`) to {args.equal_load:.0%} "
+             f"of the throughput {args.systems[0]} reached on it unthrottled, for "
+             f"{args.run_seconds} s, so that latencies compare the same offered load rather than "
+             "restate throughput. hayate-bench spreads each thread's operations evenly over the "
+             "target's tick. Measured latency is from each request's send; intended latency "
+             "(coordinated omission corrected) from when the throttle meant it to start. Ratios "
+             "are Cassandra ÷ hayate.", "",
+             "| topology | workload | target (ops/s) | system | achieved (ops/s) | p95 read (ms) | "
+             "p99 read (ms) | p95 update (ms) | p99 update (ms) | errors |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    ratios = []
+    for topology in topologies:
+        for name in args.workloads:
+            rows = {system: phases(topology, system).get(f"{name}-equal") for system in args.systems}
+            for system, f in rows.items():
+                if not f:
+                    continue
+                lines.append(
+                    f"| {topology} | {name} | {fmt(f.get('target_ops'))} | {system} | "
+                    f"{fmt(f.get('throughput_ops'))} | {ms(f.get('read_p95_us'))} | "
+                    f"{ms(f.get('read_p99_us'))} | {ms(f.get('update_p95_us'))} | "
+                    f"{ms(f.get('update_p99_us'))} | {fmt(f.get('errors'))} |")
+            c, h = rows.get("cassandra"), rows.get("hayate")
+            if c and h:
+                ratios.append(f"- {topology} `{name}` at {fmt(c.get('target_ops'))} ops/s: p95 read "
+                              f"{ratio(c.get('read_p95_us'), h.get('read_p95_us'))}, p99 read "
+                              f"{ratio(c.get('read_p99_us'), h.get('read_p99_us'))}, p95 update "
+                              f"{ratio(c.get('update_p95_us'), h.get('update_p95_us'))}, p99 update "
+                              f"{ratio(c.get('update_p99_us'), h.get('update_p99_us'))} lower on hayate")
+    return lines + [""] + ratios + [""]
 
 
 def kill_section(kills, args):
@@ -1692,7 +1757,8 @@ def charts(out, args, state):
     groups = []
     for topology in state["topologies"]:
         prefix = "" if topology == "single" else f"{topology}-"
-        for name in ["load", *args.workloads]:
+        equal = [f"{name}-equal" for name in args.workloads] if args.equal_load else []
+        for name in ["load", *args.workloads, *equal]:
             groups.append((f"{prefix}{name}", [out / f"{prefix}{system}-{name}" for system in args.systems]))
         if topology == "cluster" and args.kill_test:
             for level in args.kill_consistency:
@@ -1763,6 +1829,15 @@ def parse_args():
     parser.add_argument("--client", choices=["hayate-bench", "ycsb"], default="hayate-bench")
     parser.add_argument("--target", type=int, default=None,
                         help="throttle every run phase to this many ops/s (the client's -target)")
+    parser.add_argument("--durability", choices=("default", "device"), default="default",
+                        help="default: both systems' defaults (neither loses an acknowledged write "
+                             "in a process crash; Cassandra up to 10 s and hayate up to 1 s in a "
+                             "power failure); device: acknowledged once synced (hayate "
+                             "commit_to_device, Cassandra commitlog_sync: group, 15 ms window)")
+    parser.add_argument("--equal-load", type=float, default=0.7,
+                        help="after the unthrottled runs, run each workload again on every system "
+                             "throttled to this share of the first system's throughput, to compare "
+                             "latency at equal load (0 skips it)")
     parser.add_argument("--systems", default="cassandra,hayate",
                         help="which servers, in order; the sweep runs on the first")
     parser.add_argument("--host", default="127.0.0.1",

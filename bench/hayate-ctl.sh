@@ -4,7 +4,7 @@
 #   bench/hayate-ctl.sh start RUNDIR [--host 127.0.0.1] [--cql-port 9042] [--metrics-port 9180]
 #                       [--memory 2GiB] [--device-size 8GiB] [--binary target/release/hayate]
 #                       [--allow-unlimited] [--seeds 127.0.0.1,127.0.0.2,127.0.0.3]
-#                       [--storage-port 7000]
+#                       [--storage-port 7000] [--commit-to-device]
 #   bench/hayate-ctl.sh stop RUNDIR
 #   bench/hayate-ctl.sh status RUNDIR
 #   bench/hayate-ctl.sh kill RUNDIR     SIGKILL, for the cluster's node-failure test
@@ -43,6 +43,7 @@ binary="$here/../target/release/hayate"
 allow_unlimited=0
 seeds=""
 storage_port=7000
+commit_to_device=false
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --host) host="$2"; shift 2 ;;
@@ -54,6 +55,7 @@ while [[ $# -gt 0 ]]; do
         --allow-unlimited) allow_unlimited=1; shift ;;
         --seeds) seeds="$2"; shift 2 ;;
         --storage-port) storage_port="$2"; shift 2 ;;
+        --commit-to-device) commit_to_device=true; shift ;;
         *) usage ;;
     esac
 done
@@ -96,6 +98,9 @@ log_level = "info"
 # Sized by compare.py to hold the data set several times over, so that defragmentation has
 # room as it would on a real device.
 device_size = "$device_size"
+# Acknowledge writes once synced to the device (compare.py --durability device); false is the
+# default.
+commit_to_device = $commit_to_device
 
 [metrics]
 listen_address = "$host"
@@ -106,6 +111,7 @@ EOF
 hayate_binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
 memory_limit_bytes=$bytes
 device_size=$device_size
+commit_to_device=$commit_to_device
 host=$host
 cql_port=$cql_port
 metrics_port=$metrics_port

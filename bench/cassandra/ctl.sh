@@ -4,6 +4,7 @@
 #   bench/cassandra/ctl.sh start RUNDIR [--host 127.0.0.1] [--cql-port 9042]
 #                          [--storage-port 7000] [--memory 2GiB] [--cores N] [--allow-unlimited]
 #                          [--seeds 127.0.0.1,127.0.0.2,127.0.0.3] [--token-rf 3]
+#                          [--commitlog-sync periodic|group]
 #   bench/cassandra/ctl.sh stop RUNDIR
 #   bench/cassandra/ctl.sh status RUNDIR
 #   bench/cassandra/ctl.sh kill RUNDIR     SIGKILL, for the cluster's node-failure test
@@ -49,6 +50,7 @@ cores="$(nproc)"
 allow_unlimited=0
 seeds=""
 token_rf=3
+commitlog_sync=periodic
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --host) host="$2"; shift 2 ;;
@@ -59,6 +61,7 @@ while [[ $# -gt 0 ]]; do
         --allow-unlimited) allow_unlimited=1; shift ;;
         --seeds) seeds="$2"; shift 2 ;;
         --token-rf) token_rf="$2"; shift 2 ;;
+        --commitlog-sync) commitlog_sync="$2"; shift 2 ;;
         *) usage ;;
     esac
 done
@@ -75,6 +78,16 @@ start() {
     local -a seed_hosts
     [[ -n "$seeds" ]] || seeds="$host"
     [[ "$token_rf" =~ ^[1-9]$ ]] || die "--token-rf must be 1 to 9, not $token_rf"
+    local sync_lines
+    case "$commitlog_sync" in
+        # Cassandra's default.
+        periodic) sync_lines='commitlog_sync: periodic\ncommitlog_sync_period: 10000ms' ;;
+        # Acknowledged once synced; the window as a Cassandra operations vendor's tooling sets
+        # it for group mode (AxonOps' Ansible collection: 15ms), where 5.0's commented default
+        # of 1000ms would put most of a second on every write. Cassandra refuses a period here.
+        group) sync_lines='commitlog_sync: group\ncommitlog_sync_group_window: 15ms' ;;
+        *) die "--commitlog-sync must be periodic or group, not $commitlog_sync" ;;
+    esac
     IFS=, read -ra seed_hosts <<<"$seeds"
     for seed in "${seed_hosts[@]}"; do
         [[ "$seed" == 127.* ]] || die "--seeds must be loopback addresses (127.x.x.x), not $seed"
@@ -101,6 +114,7 @@ start() {
     mkdir -p "$rundir/conf" "$rundir/data" "$rundir/logs"
     sed -e "s|@HOST@|$host|g" -e "s|@SEEDS@|$seed_list|g" -e "s|@TOKEN_RF@|$token_rf|g" -e "s|@CQL_PORT@|$cql_port|g" -e "s|@STORAGE_PORT@|$storage_port|g" \
         -e "s|@DATA_DIR@|$rundir/data|g" -e "s|@KEY_CACHE_MIB@|$key_cache_mib|g" \
+        -e "s|@COMMITLOG_SYNC@|$sync_lines|g" \
         -e "s|@CONCURRENT_READS@|$concurrent_reads|g" -e "s|@CONCURRENT_WRITES@|$concurrent_writes|g" \
         "$here/cassandra.yaml.template" >"$rundir/conf/cassandra.yaml"
     grep -qE "@[A-Z_]+@" "$rundir/conf/cassandra.yaml" && die "a placeholder was left in $rundir/conf/cassandra.yaml"
@@ -113,6 +127,7 @@ heap_mib=$heap_mib
 key_cache_mib=$key_cache_mib
 concurrent_writes=$concurrent_writes
 concurrent_reads=$concurrent_reads
+commitlog_sync=$commitlog_sync
 cores=$cores
 host=$host
 cql_port=$cql_port
