@@ -35,6 +35,7 @@ import re
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -692,16 +693,25 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
             if system == "cassandra" and index > 0:
                 record["settles"].append(settle(nodes, args, f"before workload {name}"))
             record.setdefault("cache_drops", []).append(nodes.drop_cache())
-            during = None
             stem = "hayate" if topology == "single" else f"{topology}-hayate"
-            if args.profile and system == "hayate" and index == 0:
-                during = lambda process: start_profile(nodes.servers[0], out, args, stem)  # noqa: E731
+            profiling = args.profile and system == "hayate" and index == 0
+            timeline = Timeline(nodes, phase_dir(out, nodes, name) / "timeline.csv", args.timeline_s)
+
+            def during(process, profiling=profiling, timeline=timeline, stem=stem):
+                timeline.start()
+                if profiling:
+                    start_profile(nodes.servers[0], out, args, stem)
+
             record["phases"][name] = client.run(
                 "run", workload_files[name], nodes, sitting["threads"],
                 phase_dir(out, nodes, name), label,
                 {"operationcount": 2_000_000_000, "maxexecutiontime": args.run_seconds},
                 during=during)
-            if during is not None:
+            record["phases"][name]["steady"] = timeline.finish()
+            first, last = p99_first_and_last(phase_dir(out, nodes, name), 300)
+            record["phases"][name]["steady"]["p99_first_us"] = first
+            record["phases"][name]["steady"]["p99_last_us"] = last
+            if profiling:
                 finish_profile(out, stem)
         # Latency at equal throughput: each workload again, throttled to a share of what the
         # first system measured on it unthrottled, so that p95 and p99 compare the same load.
@@ -747,6 +757,100 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                     shutil.copy(rundir / name, config / Path(name).name)
             if not args.keep_data:
                 shutil.rmtree(rundir, ignore_errors=True)
+
+
+# ---- steady state over a run -----------------------------------------------------------------
+
+class Timeline(threading.Thread):
+    """Samples every node every `interval_s` during a run phase, into `timeline.csv`: CPU and
+    device bytes from /proc, and for hayate its engine (blocks in use, live bytes, records moved
+    by defragmentation, device reads); for Cassandra the bytes of its data folder. Enough to show
+    whether background work (defragmentation, compaction) has reached a steady rate."""
+
+    FIELDS = ("t_s", "host", "cpu_s", "read_bytes", "write_bytes", "used_bytes", "live_bytes",
+              "defrag_moved_bytes", "device_reads", "disk_bytes")
+
+    def __init__(self, nodes, path, interval_s):
+        super().__init__(daemon=True)
+        self.nodes, self.path, self.interval_s = nodes, path, interval_s
+        self.rows = []
+        self.stopping = threading.Event()
+        self.started = time.time()
+
+    def sample(self):
+        t = round(time.time() - self.started, 1)
+        for server in self.nodes.servers:
+            row = {"t_s": t, "host": server.host}
+            try:
+                row["cpu_s"] = proc_cpu_s(server.pid)
+                row["read_bytes"], row["write_bytes"] = proc_io(server.pid)
+            except (OSError, IndexError, ValueError):
+                continue
+            if self.nodes.system == "hayate":
+                m = hayate_metrics(server.host, int(server.settings()["metrics_port"]), timeout_s=2)
+                block = m.get("hayate_storage_block_size_bytes", 0)
+                row["used_bytes"] = int(m.get("hayate_storage_used_blocks", 0) * block)
+                row["live_bytes"] = int(m.get("hayate_storage_live_bytes", 0))
+                row["defrag_moved_bytes"] = int(m.get("hayate_storage_defrag_moved_bytes_total", 0))
+                row["device_reads"] = int(m.get("hayate_storage_device_reads_total", 0))
+            else:
+                du = subprocess.run(["du", "-s", "-B1", server.rundir / "data" / "data"],
+                                    capture_output=True, text=True).stdout.split()
+                row["disk_bytes"] = int(du[0]) if du else None
+            self.rows.append(row)
+
+    def run(self):
+        while not self.stopping.is_set():
+            self.sample()
+            self.stopping.wait(self.interval_s)
+
+    def finish(self):
+        """Stops sampling (one last sample), writes timeline.csv, returns the figures of the
+        first and the last fifth of the run (at most 5 minutes each), summed over the nodes."""
+        import csv
+        self.stopping.set()
+        self.join(timeout=30)
+        self.sample()
+        with open(self.path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.FIELDS)
+            writer.writeheader()
+            writer.writerows(self.rows)
+        times = sorted({row["t_s"] for row in self.rows})
+        if len(times) < 3:
+            return {}
+        window = min(300.0, (times[-1] - times[0]) / 5)
+
+        def totals(t):
+            at = [row for row in self.rows if row["t_s"] == t]
+            return {key: sum(row.get(key) or 0 for row in at) for key in self.FIELDS[2:]}
+
+        def nearest(t):
+            return min(times, key=lambda x: abs(x - t))
+
+        def rates(a, b):
+            ta, tb = totals(a), totals(b)
+            span = max(b - a, 1e-9)
+            return {"span_s": round(span, 1),
+                    "cpu_s_per_s": round((tb["cpu_s"] - ta["cpu_s"]) / span, 3),
+                    "device_read_mib_s": round((tb["read_bytes"] - ta["read_bytes"]) / span / 2**20, 2),
+                    "device_write_mib_s": round((tb["write_bytes"] - ta["write_bytes"]) / span / 2**20, 2),
+                    "defrag_mib_s": round((tb["defrag_moved_bytes"] - ta["defrag_moved_bytes"]) / span / 2**20, 2),
+                    "used_over_live": (round(tb["used_bytes"] / tb["live_bytes"], 2)
+                                       if tb["live_bytes"] else None),
+                    "disk_bytes": tb["disk_bytes"] or None}
+
+        return {"first": rates(times[0], nearest(times[0] + window)),
+                "last": rates(nearest(times[-1] - window), times[-1])}
+
+
+def p99_first_and_last(rundir, window_s):
+    """The median per-second p99 (µs) of the client's first and last `window_s` seconds."""
+    seconds, _ = client_series(rundir)
+    ordered = [seconds[k].get("p99_us") for k in sorted(seconds) if seconds[k].get("p99_us")]
+    if len(ordered) < 4:
+        return None, None
+    n = max(1, min(int(window_s), len(ordered) // 5))
+    return statistics.median(ordered[:n]), statistics.median(ordered[-n:])
 
 
 # ---- the node-failure test (cluster) ---------------------------------------------------------
@@ -1387,6 +1491,7 @@ def write_results(out, args, state, env):
     if any(line.startswith("## The cluster's ring") for line in lines):
         lines.append("")
 
+    lines += steady_section(args, phases, topologies)
     if args.equal_load:
         lines += equal_load_section(args, phases, topologies)
 
@@ -1540,6 +1645,38 @@ def write_results(out, args, state, env):
     (out / "results.json").write_text(json.dumps(
         {"args": {k: v for k, v in vars(args).items()}, "state": state, "environment": env},
         indent=2, default=str) + "\n")
+
+
+def steady_section(args, phases, topologies):
+    """Background work early and late in each unthrottled run (from timeline.csv)."""
+    lines = ["## Steady state: the first and the last part of each run", "",
+             f"Sampled every {args.timeline_s} s on every node (`timeline.csv` in each run's "
+             "folder); first and last: the first and last fifth of the run, at most 5 minutes "
+             "each. Device MiB/s from /proc/PID/io; blocks in use ÷ live data and "
+             "defragmentation's rate from hayate's metrics (Cassandra: its data folder's size "
+             "instead); p99: the median per-second p99 of the client over the same windows. "
+             "Background work is at its steady rate when first and last agree.", "",
+             "| topology | workload | system | part | server CPU (cores) | device read (MiB/s) | "
+             "device write (MiB/s) | defrag (MiB/s) | in use ÷ live | data on disk (MiB) | "
+             "p99 (ms) |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for topology in topologies:
+        for name in args.workloads:
+            for system in args.systems:
+                steady = (phases(topology, system).get(name) or {}).get("steady") or {}
+                for part in ("first", "last"):
+                    f = steady.get(part)
+                    if not f:
+                        continue
+                    disk = f.get("disk_bytes")
+                    lines.append(
+                        f"| {topology} | {name} | {system} | {part} {f['span_s']:.0f} s | "
+                        f"{f['cpu_s_per_s']:.2f} | {f['device_read_mib_s']:.1f} | "
+                        f"{f['device_write_mib_s']:.1f} | "
+                        f"{f['defrag_mib_s']:.1f} | {fmt(f.get('used_over_live'), 2)} | "
+                        f"{fmt(disk / 2**20 if disk else None)} | "
+                        f"{ms(steady.get(f'p99_{part}_us'))} |")
+    return lines + [""]
 
 
 def equal_load_section(args, phases, topologies):
@@ -1834,6 +1971,8 @@ def parse_args():
                              "in a process crash; Cassandra up to 10 s and hayate up to 1 s in a "
                              "power failure); device: acknowledged once synced (hayate "
                              "commit_to_device, Cassandra commitlog_sync: group, 15 ms window)")
+    parser.add_argument("--timeline-s", type=int, default=10,
+                        help="seconds between the samples of each run's timeline.csv")
     parser.add_argument("--equal-load", type=float, default=0.7,
                         help="after the unthrottled runs, run each workload again on every system "
                              "throttled to this share of the first system's throughput, to compare "
