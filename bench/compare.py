@@ -821,11 +821,15 @@ class Timeline(threading.Thread):
         window = min(300.0, (times[-1] - times[0]) / 5)
 
         def totals(t):
-            at = [row for row in self.rows if row["t_s"] == t]
-            return {key: sum(row.get(key) or 0 for row in at) for key in self.FIELDS[2:]}
+            # One row per node at a time (the last, should a sample repeat the time).
+            at = {row["host"]: row for row in self.rows if row["t_s"] == t}
+            return {key: sum(row.get(key) or 0 for row in at.values()) for key in self.FIELDS[2:]}
 
-        def nearest(t):
-            return min(times, key=lambda x: abs(x - t))
+        def at_or_after(t):
+            return min((x for x in times if x >= t), default=times[-1])
+
+        def at_or_before(t):
+            return max((x for x in times if x <= t), default=times[0])
 
         def rates(a, b):
             ta, tb = totals(a), totals(b)
@@ -839,8 +843,8 @@ class Timeline(threading.Thread):
                                        if tb["live_bytes"] else None),
                     "disk_bytes": tb["disk_bytes"] or None}
 
-        return {"first": rates(times[0], nearest(times[0] + window)),
-                "last": rates(nearest(times[-1] - window), times[-1])}
+        return {"first": rates(times[0], at_or_after(times[0] + window)),
+                "last": rates(at_or_before(times[-1] - window), times[-1])}
 
 
 def p99_first_and_last(rundir, window_s):
