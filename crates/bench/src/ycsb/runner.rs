@@ -6,6 +6,7 @@
 //! A worker stops after its share of the operations, when `maxexecutiontime` passes, or on
 //! Ctrl-C (the summary is still printed; a second Ctrl-C exits at once).
 
+use std::future::Future;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -21,13 +22,11 @@ use super::db::Db;
 use super::measure::{Counts, Interval, Metric, Op, Recorder, Sample, Status};
 use super::rundir::{RunDir, RunDirError};
 use super::summary::{status_line, StatusFigures};
-use super::throttle::Schedule;
+use super::throttle::{Pacer, Throttle};
 use super::workload::{CoreWorkload, FieldSet, Transaction, Values, WorkerWorkload, WrittenValues};
 
 /// More workers than this is a typo, not a benchmark.
 pub const THREADS_MAX: u64 = 4096;
-/// The resolution of tokio's timer.
-const TIMER_SLACK: Duration = Duration::from_millis(1);
 
 #[derive(Debug, Clone)]
 pub struct PhaseConfig {
@@ -85,13 +84,19 @@ impl Stop {
     }
 
     async fn sleep_until(&self, deadline: Instant) {
+        self.unless_stopped(tokio::time::sleep_until(deadline.into()))
+            .await;
+    }
+
+    /// Runs `f` to its end, or returns `None` as soon as a stop is requested.
+    async fn unless_stopped<F: Future>(&self, f: F) -> Option<F::Output> {
         let mut rx = self.wake.subscribe();
         if *rx.borrow_and_update() {
-            return;
+            return None;
         }
         tokio::select! {
-            _ = tokio::time::sleep_until(deadline.into()) => {}
-            _ = rx.wait_for(|stopped| *stopped) => {}
+            out = f => Some(out),
+            _ = rx.wait_for(|stopped| *stopped) => None,
         }
     }
 }
@@ -120,6 +125,7 @@ pub async fn run_phase<D: Db>(
     let stop = Arc::new(Stop::new());
     let start = Instant::now();
     let start_system = SystemTime::now();
+    let pacer = Pacer::start(start, config.target_ops_per_s, config.threads);
 
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let reporter_recorder = Arc::clone(&recorder);
@@ -168,7 +174,7 @@ pub async fn run_phase<D: Db>(
             stop: Arc::clone(&stop),
             op_count: worker_op_count(config.op_count, config.threads, id),
             phase: config.phase,
-            schedule: Schedule::new(start, config.target_ops_per_s, config.threads),
+            throttle: pacer.as_ref().map(|p| p.throttle(id)),
         };
         workers.push(tokio::spawn(worker.run()));
     }
@@ -183,6 +189,7 @@ pub async fn run_phase<D: Db>(
     }
     let runtime = start.elapsed();
     let end_system = SystemTime::now();
+    drop(pacer);
     for w in watchers {
         w.abort();
     }
@@ -210,7 +217,8 @@ struct Worker<D: Db> {
     stop: Arc<Stop>,
     op_count: u64,
     phase: Phase,
-    schedule: Option<Schedule>,
+    /// With a target, when each operation is due.
+    throttle: Option<Throttle>,
 }
 
 /// The latency of one call, measured from its own start and from the intended start.
@@ -230,13 +238,9 @@ impl<D: Db> Worker<D> {
         let mut keys = self.workload.key_namer();
         let mut values = WrittenValues::default();
         let mut done: u64 = 0;
-        let mut intended: Option<Instant> = None;
-        if let Some(s) = self.schedule.filter(Schedule::needs_stagger) {
-            let delay = self.workload.rng().random_range(0..s.tick_ns());
-            self.stop
-                .sleep_until(Instant::now() + Duration::from_nanos(delay))
-                .await;
-        }
+        // The first wait is this worker's offset within the first tick, which takes the place
+        // of YCSB's random stagger.
+        let mut intended = self.until_due(done).await;
         while (self.op_count == 0 || done < self.op_count) && !self.stop.is_set() {
             let proceed = match self.phase {
                 Phase::Load => self.insert_record(&mut keys, &mut values, intended).await,
@@ -249,17 +253,9 @@ impl<D: Db> Worker<D> {
                 break;
             }
             done += 1;
-            if let Some(s) = self.schedule {
-                // Tokio's timer has millisecond resolution and wakes late, never early; asking
-                // for a wake-up one tick sooner sends the operation at most 1 ms early instead
-                // of up to 1 ms late, which would otherwise show up as client-made intended
-                // latency. An operation sent early is measured from when it was sent.
-                let due = s.due(done);
-                self.stop
-                    .sleep_until(due.checked_sub(TIMER_SLACK).unwrap_or(due))
-                    .await;
-                intended = Some(due.min(Instant::now()));
-            }
+            // As YCSB, also after the last operation: the runtime, and so the throughput
+            // reported, then covers the whole schedule.
+            intended = self.until_due(done).await;
         }
         // YCSB's per-thread `cleanup`, measured; the last worker's drop closes the session.
         let started = Instant::now();
@@ -267,6 +263,13 @@ impl<D: Db> Worker<D> {
         self.recorder
             .record(self.shard, &[sample(Op::Cleanup, None, started, started)], None);
         done
+    }
+
+    /// With a target, waits until operation `n` is due and returns its due time, from which
+    /// the intended latency is measured; `None` without a target or once stopped.
+    async fn until_due(&self, n: u64) -> Option<Instant> {
+        let throttle = self.throttle.as_ref()?;
+        self.stop.unless_stopped(throttle.until_due(n)).await
     }
 
     /// `CoreWorkload.doInsert` with its retries; false stops this worker, as in YCSB.
