@@ -29,10 +29,22 @@ START_TIMEOUT_S = 30
 # How long a node may take to exit after SIGTERM before the test calls it hung.
 STOP_TIMEOUT_S = 20
 
-# Each node's write buffer (the shared-memory copy of blocks not yet on its device) lives in a
-# directory of its own under this one, so that a node killed at the end of a test does not leave
-# its buffer in RAM: `Node.discard` and the exit hook remove them.
-SHM_ROOT = Path("/dev/shm") / f"hayate-tests-{os.getpid()}"
+# Each node's write buffer (the shared-memory copy of blocks not yet on its device, 8 MiB) lives
+# in a directory of its own under this one, so that a node killed at the end of a test does not
+# leave its buffer in RAM: `Node.discard` and the exit hook remove them. A machine whose /dev/shm
+# is small (a container's 64 MiB) could not hold a run's nodes at once: the buffers then go to
+# target/, where they survive a SIGKILL all the same (only not a power failure).
+def _shm_root() -> Path:
+    try:
+        stats = os.statvfs("/dev/shm")
+        if stats.f_bavail * stats.f_frsize >= 1 << 30:
+            return Path("/dev/shm") / f"hayate-tests-{os.getpid()}"
+    except OSError:
+        pass
+    return REPO_ROOT / "target" / "test-write-buffers" / str(os.getpid())
+
+
+SHM_ROOT = _shm_root()
 
 _live_processes: set[subprocess.Popen] = set()
 _node_counter = itertools.count()
