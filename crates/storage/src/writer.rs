@@ -75,6 +75,19 @@ struct FlushState {
     shutdown: bool,
 }
 
+impl FlushState {
+    /// Why a writer waiting on the flusher must give up: a device error, or shutdown.
+    fn refusal(&self) -> Option<WriteError> {
+        if let Some(e) = &self.error {
+            return Some(WriteError::Io {
+                device: "namespace".into(),
+                source: std::io::Error::other(e.clone()),
+            });
+        }
+        self.shutdown.then_some(WriteError::Closed)
+    }
+}
+
 pub struct Writer {
     state: Mutex<WriterState>,
     /// The open block's sequence (0: none), so that readers of other blocks skip the lock.
@@ -227,17 +240,8 @@ impl Writer {
 
     /// Waits until the flusher gives a write buffer slot back, or fails as a durable wait would.
     fn wait_for_slot(&self) -> Result<(), WriteError> {
-        {
-            let fs = self.lock_flush();
-            if let Some(e) = &fs.error {
-                return Err(WriteError::Io {
-                    device: "namespace".into(),
-                    source: std::io::Error::other(e.clone()),
-                });
-            }
-            if fs.shutdown {
-                return Err(WriteError::Closed);
-            }
+        if let Some(refused) = self.lock_flush().refusal() {
+            return Err(refused);
         }
         if let Some(buffer) = &self.buffer {
             // Bounded, so that a device error or shutdown meanwhile is seen.
@@ -300,14 +304,8 @@ impl Writer {
     pub fn wait_durable(&self, pos: Position) -> Result<(), WriteError> {
         let mut fs = self.lock_flush();
         while fs.durable < pos {
-            if let Some(e) = &fs.error {
-                return Err(WriteError::Io {
-                    device: "namespace".into(),
-                    source: std::io::Error::other(e.clone()),
-                });
-            }
-            if fs.shutdown {
-                return Err(WriteError::Closed);
+            if let Some(refused) = fs.refusal() {
+                return Err(refused);
             }
             fs.sync_requested = true;
             self.flush_wake.notify_one();
