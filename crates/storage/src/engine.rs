@@ -218,15 +218,16 @@ impl Engine {
         // A group commit makes every acknowledged write durable already: no buffer needed.
         let buffer = match (&config.write_buffer_dir, config.devices.first()) {
             (Some(dir), Some(first)) if !config.commit_to_device => {
-                let file =
-                    crate::write_buffer::path_for(dir, &first.path).map_err(|source| OpenError::Device {
-                        path: first.path.clone(),
-                        source,
-                    })?;
+                // Named after the device's canonical path, so that a restart naming the device
+                // another way finds the same buffer.
+                let device = first.path.canonicalize().map_err(|source| OpenError::Device {
+                    path: first.path.clone(),
+                    source,
+                })?;
                 Some(BufferAt {
                     dir: dir.clone(),
-                    file,
-                    device: first.path.clone(),
+                    file: crate::write_buffer::path_for(dir, &device),
+                    device,
                 })
             }
             _ => None,

@@ -53,14 +53,13 @@ pub const SLOTS_MAX: u32 = ((PAGE - SLOT_TABLE_OFFSET) / SLOT_ENTRY_BYTES) as u3
 const FREE: u32 = 0;
 const IN_USE: u32 = 1;
 
-/// The buffer file of the namespace whose first device is `device`: one per device, named from
-/// a hash of its canonical path, in `dir`.
-pub fn path_for(dir: &Path, device: &Path) -> io::Result<PathBuf> {
-    let canonical = device.canonicalize()?;
-    Ok(dir.join(format!(
+/// The buffer file of the namespace whose first device is `device` (its canonical path, as
+/// every function here takes it): one per device, named from a hash of that path, in `dir`.
+pub fn path_for(dir: &Path, device: &Path) -> PathBuf {
+    dir.join(format!(
         "hayate-{:016x}.wbuf",
-        fnv1a(canonical.as_os_str().as_bytes())
-    )))
+        fnv1a(device.as_os_str().as_bytes())
+    ))
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -96,13 +95,12 @@ pub fn replay(path: &Path, device: &Path, devices: &DeviceSet) -> Result<Replaye
         ));
     }
     let header = Header::decode(&page);
-    let ours = device.canonicalize().map_err(what)?;
-    if header.device != ours {
+    if header.device != device {
         return Err(format!(
             "the write buffer {} belongs to the device {}, not {}; move it away to start",
             path.display(),
             header.device.display(),
-            ours.display()
+            device.display()
         ));
     }
     if header.block_size != devices.block_size_bytes() as usize {
@@ -232,7 +230,6 @@ impl WriteBuffer {
     /// `slots` slots of `block_size` bytes, for the namespace whose first device is `device`.
     pub fn create(path: &Path, device: &Path, block_size: usize, slots: u32) -> io::Result<WriteBuffer> {
         let slots = slots.clamp(2, SLOTS_MAX) as usize;
-        let device = device.canonicalize()?;
         let device_bytes = device.as_os_str().as_bytes();
         if device_bytes.len() > PATH_MAX_BYTES {
             return Err(io::Error::other(format!(
@@ -403,6 +400,7 @@ mod tests {
         // The buffer names its device by path; the bytes live in `mem`.
         let device_path = dir.path().join("ns.dat");
         std::fs::write(&device_path, b"").expect("device file");
+        let device_path = device_path.canonicalize().expect("canonical device path");
         let mem = Arc::new(MemDevice::new(8 * BLOCK as u64));
         let devices = DeviceSet::new(vec![mem.clone() as Arc<dyn Device>], BLOCK as u32);
         Setup {
