@@ -123,6 +123,25 @@ def proc_io(pid):
     return io.get("read_bytes", 0), io.get("write_bytes", 0)
 
 
+def proc_counters(pid):
+    """A process's CPU seconds and block-layer bytes so far."""
+    read_bytes, write_bytes = proc_io(pid)
+    return {"cpu_s": proc_cpu_s(pid), "read_bytes": read_bytes, "write_bytes": write_bytes}
+
+
+def du_bytes(path):
+    """Bytes allocated on disk under `path`."""
+    return int(run(["du", "-s", "-B1", path], record=False).split()[0])
+
+
+def hayate_storage_bytes(metrics):
+    """hayate's blocks in use, live data and device size, in bytes, from its /metrics."""
+    block = metrics.get("hayate_storage_block_size_bytes", 0)
+    return {"used_bytes": int(metrics.get("hayate_storage_used_blocks", 0) * block),
+            "live_bytes": int(metrics.get("hayate_storage_live_bytes", 0)),
+            "device_bytes": int(metrics.get("hayate_storage_total_blocks", 0) * block)}
+
+
 def proc_hwm_bytes(pid):
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -176,9 +195,7 @@ class Server:
             pass
         if self.cgroup is not None and not self.v2:
             (self.cgroup / "memory.max_usage_in_bytes").write_text("0")
-        read_bytes, write_bytes = proc_io(self.pid)
-        return {"cpu_s": proc_cpu_s(self.pid), "read_bytes": read_bytes,
-                "write_bytes": write_bytes, "t": time.monotonic(), "pid": self.pid,
+        return {**proc_counters(self.pid), "t": time.monotonic(), "pid": self.pid,
                 "coordinator": self.coordinator_counters()}
 
     def coordinator_counters(self):
@@ -220,17 +237,12 @@ class Server:
 
     def disk_bytes(self):
         """Bytes allocated on disk under the data folder (du), and the engine's own figure."""
-        data = self.rundir / "data"
-        allocated = int(run(["du", "-s", "-B1", data], record=False).split()[0])
-        figures = {"host": self.host, "disk_allocated_bytes": allocated}
+        figures = {"host": self.host, "disk_allocated_bytes": du_bytes(self.rundir / "data")}
         if self.system == "hayate":
             metrics = hayate_metrics(self.host, int(self.settings()["metrics_port"]))
             if metrics:
-                block = metrics.get("hayate_storage_block_size_bytes", 0)
-                figures["hayate_used_bytes"] = int(metrics.get("hayate_storage_used_blocks", 0) * block)
-                figures["hayate_live_bytes"] = int(metrics.get("hayate_storage_live_bytes", 0))
-                figures["hayate_device_bytes"] = int(
-                    metrics.get("hayate_storage_total_blocks", 0) * block)
+                figures.update({f"hayate_{name}": value
+                                for name, value in hayate_storage_bytes(metrics).items()})
         return figures
 
 
@@ -780,23 +792,23 @@ class Timeline(threading.Thread):
     def sample(self):
         t = round(time.time() - self.started, 1)
         for server in self.nodes.servers:
-            row = {"t_s": t, "host": server.host}
             try:
-                row["cpu_s"] = proc_cpu_s(server.pid)
-                row["read_bytes"], row["write_bytes"] = proc_io(server.pid)
+                row = {"t_s": t, "host": server.host, **proc_counters(server.pid)}
             except (OSError, IndexError, ValueError):
                 continue
             if self.nodes.system == "hayate":
                 m = hayate_metrics(server.host, int(server.settings()["metrics_port"]), timeout_s=2)
-                block = m.get("hayate_storage_block_size_bytes", 0)
-                row["used_bytes"] = int(m.get("hayate_storage_used_blocks", 0) * block)
-                row["live_bytes"] = int(m.get("hayate_storage_live_bytes", 0))
+                storage = hayate_storage_bytes(m)
+                row["used_bytes"], row["live_bytes"] = storage["used_bytes"], storage["live_bytes"]
                 row["defrag_moved_bytes"] = int(m.get("hayate_storage_defrag_moved_bytes_total", 0))
                 row["device_reads"] = int(m.get("hayate_storage_device_reads_total", 0))
             else:
-                du = subprocess.run(["du", "-s", "-B1", server.rundir / "data" / "data"],
-                                    capture_output=True, text=True).stdout.split()
-                row["disk_bytes"] = int(du[0]) if du else None
+                # The SSTables alone (the commit log beside them has its own folder). A sample
+                # that cannot be taken is left empty rather than ending the sampling thread.
+                try:
+                    row["disk_bytes"] = du_bytes(server.rundir / "data" / "data")
+                except SystemExit:
+                    row["disk_bytes"] = None
             self.rows.append(row)
 
     def run(self):
@@ -2096,10 +2108,11 @@ def on_sigterm(_signum, _frame):
 
 def main():
     args = parse_args()
-    if git_dirty() and not args.allow_dirty:
+    dirty = git_dirty()
+    if dirty and not args.allow_dirty:
         raise SystemExit("compare.py: the work tree has uncommitted changes, so the results could "
                          "not name what ran; commit or stash them, or pass --allow-dirty:\n"
-                         + git_dirty())
+                         + dirty)
     date = datetime.date.today().isoformat()
     out = Path(args.results_dir) / f"{date}-{args.name}"
     if out.exists():
