@@ -13,6 +13,7 @@
 # (run here if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib/common.sh
 records=${1:-300000}
 target=${2:-3000}
 seconds=${3:-60}
@@ -37,11 +38,7 @@ taskset -c 0 target/release/hayate --config "$work/hayate.toml" >"$work/hayate.l
 node=$!
 trap 'kill $node 2>/dev/null; wait $node 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
-python_env="${HAYATE_BENCH_CACHE:-$HOME/.cache/hayate-bench}/pyenv/bin"
-if [[ ! -x "$python_env/cqlsh" ]]; then  # the venv compare.py makes, with the same pin
-    python3 -m venv "${python_env%/bin}" && "$python_env/pip" install -q cqlsh==6.2.2
-fi
-"$python_env/cqlsh" 127.0.0.1 $port -e "CREATE KEYSPACE ycsb WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}; CREATE TABLE ycsb.usertable (y_id varchar PRIMARY KEY, field0 varchar, field1 varchar, field2 varchar, field3 varchar, field4 varchar, field5 varchar, field6 varchar, field7 varchar, field8 varchar, field9 varchar);" 2>&1 | grep -v "built against" || true
+create_usertable 127.0.0.1 $port
 
 props=(-P workloads/workloada -p requestdistribution=uniform -p hosts=127.0.0.1 -p port=$port
        -p recordcount="$records" -p cassandra.readconsistencylevel=ONE -p cassandra.writeconsistencylevel=ONE)

@@ -13,6 +13,7 @@
 # On 2 shared cores figures move by 10-15% from run to run: compare settings in one sitting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib/common.sh
 records=${1:-200000}
 ops=${2:-600000}
 shift $(( $# < 2 ? $# : 2 ))
@@ -39,13 +40,7 @@ trap 'kill $node 2>/dev/null; wait $node 2>/dev/null || true; rm -rf "$work"' EX
 for _ in $(seq 150); do grep -q "listening for CQL clients" "$work/hayate.log" && break; sleep 0.2; done
 props=(-P workloads/workloada -p requestdistribution=uniform -p hosts=127.0.0.1 -p port=$port
        -p recordcount="$records" -p cassandra.readconsistencylevel=ONE -p cassandra.writeconsistencylevel=ONE)
-python="${HAYATE_BENCH_CACHE:-$HOME/.cache/hayate-bench}/pyenv/bin/python"
-if [[ ! -x "$python" ]]; then  # the venv compare.py makes, with the same pin
-    python3 -m venv "${python%/bin/python}" && "${python%python}pip" install -q cqlsh==6.2.2
-fi
-"$python" bench/lib/cqltool.py 127.0.0.1 $port exec \
-    "CREATE KEYSPACE ycsb WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}" \
-    "CREATE TABLE ycsb.usertable (y_id varchar PRIMARY KEY, $(printf 'field%d varchar, ' $(seq 0 8))field9 varchar)"
+create_usertable 127.0.0.1 $port
 taskset -c 1 "$bench" load cql "${props[@]}" -threads 16 >"$work/load.txt" 2>&1
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$node/stat"; }

@@ -138,3 +138,21 @@ status_server() {
         return 3
     fi
 }
+
+# bench_pyenv: the bin folder of the venv compare.py makes ($HAYATE_BENCH_CACHE/pyenv, with
+# cqlsh 6.2.2 and its cassandra-driver), made first if it is missing.
+bench_pyenv() {
+    local env="${HAYATE_BENCH_CACHE:-$HOME/.cache/hayate-bench}/pyenv"
+    if [[ ! -x "$env/bin/cqlsh" ]]; then
+        { python3 -m venv "$env" && "$env/bin/pip" install -q cqlsh==6.2.2; } >&2
+    fi
+    echo "$env/bin"
+}
+
+# create_usertable HOST PORT: YCSB's keyspace (RF 1) and table, as compare.py makes them for
+# hayate.
+create_usertable() {
+    "$(bench_pyenv)/python" "$bench_lib/cqltool.py" "$1" "$2" exec \
+        "CREATE KEYSPACE ycsb WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}" \
+        "CREATE TABLE ycsb.usertable (y_id varchar PRIMARY KEY, $(printf 'field%d varchar, ' $(seq 0 8))field9 varchar)"
+}

@@ -211,6 +211,8 @@ class Node(Endpoint):
             f'authenticator = "{authenticator}"\n'
         )
         self.proc: subprocess.Popen | None = None
+        # Where the current start's lines begin in the log: an earlier start's are not its own.
+        self._log_start = 0
 
     # ---- process control -------------------------------------------------------------------
 
@@ -237,7 +239,6 @@ class Node(Endpoint):
         with open(self.log_path, "ab") as log:
             log.write(f"\n==== {' '.join(self.command())}\n".encode())
             log.flush()
-            # Where this start's lines begin: an earlier start's lines are not this one's.
             self._log_start = log.tell()
             proc = subprocess.Popen(
                 self.command(),
@@ -283,7 +284,7 @@ class Node(Endpoint):
     def _log_since_start(self) -> bytes:
         try:
             with open(self.log_path, "rb") as log:
-                log.seek(getattr(self, "_log_start", 0))
+                log.seek(self._log_start)
                 return log.read()
         except FileNotFoundError:
             return b""
