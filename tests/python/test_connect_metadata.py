@@ -210,3 +210,54 @@ def test_schema_version_changes_with_ddl(ks):
     ks.session.execute("CREATE TABLE sv (k int PRIMARY KEY)")
     after = local_row(ks.session).schema_version
     assert before != after, "drivers detect schema changes by system.local's schema_version"
+
+
+# system_schema.tables as Cassandra 5.0 defines it (SchemaKeyspace in cassandra-all 5.0.6).
+# `read_repair_chance` and `dclocal_read_repair_chance` are no longer options but still columns,
+# always 0: the DataStax Java driver 3.x, YCSB's, reads them for every table.
+TABLES_COLUMNS_5_0 = {
+    "keyspace_name", "table_name", "additional_write_policy", "allow_auto_snapshot",
+    "bloom_filter_fp_chance", "caching", "cdc", "comment", "compaction", "compression",
+    "crc_check_chance", "dclocal_read_repair_chance", "default_time_to_live", "extensions", "flags",
+    "gc_grace_seconds", "id", "incremental_backups", "max_index_interval", "memtable",
+    "memtable_flush_period_in_ms", "min_index_interval", "read_repair", "read_repair_chance",
+    "speculative_retry",
+}
+
+
+def test_system_schema_tables_has_cassandra_5_columns(ks):
+    ks.session.execute("CREATE TABLE cols (k int PRIMARY KEY, v text)")
+    rows = ks.session.execute(
+        "SELECT * FROM system_schema.tables WHERE keyspace_name = %s AND table_name = 'cols'", [ks.name])
+    row = rows.one()
+    assert set(rows.column_names) == TABLES_COLUMNS_5_0
+    assert row.read_repair_chance == 0.0 and row.dclocal_read_repair_chance == 0.0
+    assert row.allow_auto_snapshot is True and row.incremental_backups is True
+
+
+def test_release_version_is_the_5_0_line(session):
+    """hayate claims the Cassandra release line it speaks and is checked against: 5.0."""
+    assert local_row(session).release_version.startswith("5.0.")
+
+
+def test_reading_schema_metadata_logs_no_warning(node, ks, caplog):
+    """The driver reads every keyspace, table, column and option at connect; anything it cannot
+    parse it logs (and then leaves the metadata out), which applications only notice later."""
+    ks.session.execute(
+        "CREATE TABLE wide (k int, c1 text, c2 timeuuid, v map<text, frozen<list<int>>>, s set<inet>, "
+        "PRIMARY KEY ((k), c1, c2)) WITH CLUSTERING ORDER BY (c1 DESC, c2 ASC) "
+        "AND comment = 'all kinds' AND gc_grace_seconds = 3600 AND default_time_to_live = 60 "
+        "AND allow_auto_snapshot = false")
+    caplog.set_level("WARNING", logger="cassandra")
+    cluster, _ = node.connect()
+    try:
+        cluster.refresh_schema_metadata()
+        exported = cluster.metadata.export_schema_as_string()
+    finally:
+        cluster.shutdown()
+    assert f"CREATE TABLE {ks.name}.wide" in exported
+    # The driver starts at its newest protocol (DSE v2) and warns as it steps down: it does so
+    # against Apache Cassandra too, and it is about the handshake, not the metadata.
+    complaints = [r.getMessage() for r in caplog.records
+                  if r.levelname in ("WARNING", "ERROR") and "Downgrading core protocol version" not in r.getMessage()]
+    assert not complaints, complaints

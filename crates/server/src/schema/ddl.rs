@@ -22,10 +22,12 @@ pub const NAME_LENGTH_MAX: usize = 48;
 /// A bound on the columns of one table.
 pub const TABLE_COLUMNS_MAX: usize = 4096;
 
-/// The table options Cassandra 4.1 knows, with the defaults `system_schema.tables` and
-/// DESCRIBE show for a table that did not set them. Map defaults are written as `k=v` pairs.
+/// The table options Cassandra 5.0 knows, with the defaults `system_schema.tables` and
+/// DESCRIBE show for a table that did not set them, in the order DESCRIBE lists them. Map
+/// defaults are written as `k=v` pairs.
 pub const TABLE_OPTION_DEFAULTS: &[(&str, &str)] = &[
     ("additional_write_policy", "99p"),
+    ("allow_auto_snapshot", "true"),
     ("bloom_filter_fp_chance", "0.01"),
     ("caching", "keys=ALL,rows_per_partition=NONE"),
     ("cdc", "false"),
@@ -38,12 +40,13 @@ pub const TABLE_OPTION_DEFAULTS: &[(&str, &str)] = &[
         "compression",
         "chunk_length_in_kb=16,class=org.apache.cassandra.io.compress.LZ4Compressor",
     ),
+    ("memtable", "default"),
     ("crc_check_chance", "1.0"),
     ("default_time_to_live", "0"),
     ("extensions", ""),
     ("gc_grace_seconds", "864000"),
+    ("incremental_backups", "true"),
     ("max_index_interval", "2048"),
-    ("memtable", "default"),
     ("memtable_flush_period_in_ms", "0"),
     ("min_index_interval", "128"),
     ("read_repair", "BLOCKING"),
@@ -353,6 +356,18 @@ fn parse_column_type(def: &ColumnDefinition) -> QueryResult<DataType> {
     Ok(ty)
 }
 
+/// A boolean table option as Cassandra's PropertyDefinitions reads it, stored as true or false.
+fn table_boolean(name: &str, text: &str) -> QueryResult<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        _ => Err(invalid(format!(
+            "Invalid boolean value {text} for '{name}'. Positive values can be '1', 'true' or 'yes'. \
+             Negative values can be '0', 'false' or 'no'."
+        ))),
+    }
+}
+
 /// Checks table options and turns them into what the table stores.
 fn table_options(properties: &[Property], into: &mut BTreeMap<String, OptionValue>) -> QueryResult<()> {
     for p in properties {
@@ -376,6 +391,11 @@ fn table_options(properties: &[Property], into: &mut BTreeMap<String, OptionValu
                     "Invalid value for property '{name}': {text} is not a non-negative integer"
                 )));
             }
+            let text = if ["cdc", "allow_auto_snapshot", "incremental_backups"].contains(&name) {
+                table_boolean(name, &text)?.to_string()
+            } else {
+                text
+            };
             if name == "default_time_to_live" && text.parse::<u32>().unwrap_or(0) > super::TTL_MAX_S {
                 return Err(invalid(format!(
                     "default_time_to_live must be less than or equal to {} (got {text})",

@@ -1,5 +1,5 @@
 //! The built-in keyspaces drivers read at connect: `system`, `system_schema` and
-//! `system_virtual_schema`, with the columns Cassandra 4.1 gives them. Their rows are made on
+//! `system_virtual_schema`, with the columns Cassandra 5.0 gives them. Their rows are made on
 //! demand from the node's state ([`crate::system`]); here they are only described, so that
 //! SELECT, prepared statements and the schema tables treat them like any table.
 
@@ -79,6 +79,7 @@ const TABLES: &[ColumnDef] = &[
     ("keyspace_name", "text", P),
     ("table_name", "text", C),
     ("additional_write_policy", "text", R),
+    ("allow_auto_snapshot", "boolean", R),
     ("bloom_filter_fp_chance", "double", R),
     ("caching", "frozen<map<text, text>>", R),
     ("cdc", "boolean", R),
@@ -86,16 +87,21 @@ const TABLES: &[ColumnDef] = &[
     ("compaction", "frozen<map<text, text>>", R),
     ("compression", "frozen<map<text, text>>", R),
     ("crc_check_chance", "double", R),
+    // Removed as options in Cassandra 4.0 but still columns in 5.0, always 0: the DataStax Java
+    // driver 3.x reads them for every table and logs an error when they are missing.
+    ("dclocal_read_repair_chance", "double", R),
     ("default_time_to_live", "int", R),
     ("extensions", "frozen<map<text, blob>>", R),
     ("flags", "frozen<set<text>>", R),
     ("gc_grace_seconds", "int", R),
     ("id", "uuid", R),
+    ("incremental_backups", "boolean", R),
     ("max_index_interval", "int", R),
     ("memtable", "text", R),
     ("memtable_flush_period_in_ms", "int", R),
     ("min_index_interval", "int", R),
     ("read_repair", "text", R),
+    ("read_repair_chance", "double", R),
     ("speculative_retry", "text", R),
 ];
 
@@ -151,6 +157,8 @@ const AGGREGATES: &[ColumnDef] = &[
 const VIEWS: &[ColumnDef] = &[
     ("keyspace_name", "text", P),
     ("view_name", "text", C),
+    ("additional_write_policy", "text", R),
+    ("allow_auto_snapshot", "boolean", R),
     ("base_table_id", "uuid", R),
     ("base_table_name", "text", R),
     ("bloom_filter_fp_chance", "double", R),
@@ -160,15 +168,19 @@ const VIEWS: &[ColumnDef] = &[
     ("compaction", "frozen<map<text, text>>", R),
     ("compression", "frozen<map<text, text>>", R),
     ("crc_check_chance", "double", R),
+    ("dclocal_read_repair_chance", "double", R),
     ("default_time_to_live", "int", R),
     ("extensions", "frozen<map<text, blob>>", R),
     ("gc_grace_seconds", "int", R),
     ("id", "uuid", R),
     ("include_all_columns", "boolean", R),
+    ("incremental_backups", "boolean", R),
     ("max_index_interval", "int", R),
+    ("memtable", "text", R),
     ("memtable_flush_period_in_ms", "int", R),
     ("min_index_interval", "int", R),
     ("read_repair", "text", R),
+    ("read_repair_chance", "double", R),
     ("speculative_retry", "text", R),
     ("where_clause", "text", R),
 ];

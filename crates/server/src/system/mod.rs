@@ -12,11 +12,15 @@ use crate::error::QueryResult;
 use crate::query::VirtualTables;
 use crate::schema::{ddl, ColumnKind, OptionValue, Schema, Table, VirtualKind};
 
-/// The CQL version drivers see.
-pub const CQL_VERSION: &str = "3.4.6";
-/// The Cassandra version drivers see: 4.x makes them read `system_schema` and
-/// `system_virtual_schema` (their modern schema parsers) and cqlsh describe on the server.
-pub const RELEASE_VERSION: &str = "4.1.5";
+/// The CQL version drivers see: Cassandra 5.0's.
+pub const CQL_VERSION: &str = "3.4.7";
+/// The Cassandra version drivers see: the release line whose protocol, schema tables and CQL
+/// hayate speaks and its driver suites are checked against (`HAYATE_REFERENCE`, Cassandra 5.0).
+/// 4.0 or later makes drivers read `system_schema` and `system_virtual_schema` with their
+/// modern parsers and cqlsh describe on the server; 5.0.0 is also what cqlsh 6.2 was built
+/// against, and it warns on any other version. What 5.0 has and hayate does not (vector search,
+/// SAI, triggers, materialized views) is refused with a clear error, not claimed.
+pub const RELEASE_VERSION: &str = "5.0.0";
 
 /// A node as `system.local` and `system.peers(_v2)` describe it.
 #[derive(Clone, Debug)]
