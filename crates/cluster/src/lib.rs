@@ -16,6 +16,7 @@
 //! This crate knows nothing of CQL: keys are bytes, a row is the engine's [`hayate_storage::Row`],
 //! and the schema is an opaque state machine the server supplies.
 
+pub mod batchlog;
 pub mod consistency;
 pub mod coordinator;
 pub mod hints;

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use hayate_cluster::batchlog::Batchlog;
 use hayate_cluster::coordinator::{
     Coordinator, CoordinatorConfig, CoordinatorParts, MetricsSnapshot, Topology,
 };
@@ -183,6 +184,9 @@ async fn start(
         )
         .map_err(|e| e.to_string())?,
     );
+    let (batchlog, unfinished_batches) =
+        Batchlog::open(&config.data_dir.join("batchlog"), config.storage.commit_to_device)
+            .map_err(|e| e.to_string())?;
     let coordinator = Coordinator::new(CoordinatorParts {
         local: info.host_id,
         placement: info.placement.clone(),
@@ -211,6 +215,7 @@ async fn start(
         coordinator,
         cluster,
         hints,
+        batchlog: Arc::new(batchlog),
         schema,
         schema_log,
         prepared: PreparedCache::default(),
@@ -223,6 +228,18 @@ async fn start(
     node.cluster
         .membership
         .set_schema_version(node.schema.current().version);
+    if !unfinished_batches.is_empty() {
+        // Before clients connect: a reader after a restart sees all of each batch or none.
+        let count = unfinished_batches.len();
+        let applied = query::batchlog::replay(
+            &node.batchlog,
+            unfinished_batches,
+            &node.coordinator,
+            &node.schema.current(),
+        )
+        .await;
+        tracing::info!("applied {applied} of {count} logged batches a crash interrupted");
+    }
     node::tasks::spawn(&node);
     if let Some(addr) = node.config.metrics_address() {
         // A weak reference: the endpoint's thread outlives the node, which shutdown must own

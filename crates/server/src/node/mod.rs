@@ -8,6 +8,7 @@ pub mod tasks;
 use std::path::Path;
 use std::sync::{Arc, Weak};
 
+use hayate_cluster::batchlog::Batchlog;
 use hayate_cluster::coordinator::Coordinator;
 use hayate_cluster::hints::HintStore;
 use hayate_cql::response::event::{ChangeType, SchemaTarget};
@@ -37,6 +38,8 @@ pub struct Node {
     pub coordinator: Coordinator,
     pub cluster: ClusterNode,
     pub hints: Arc<HintStore>,
+    /// Logged batches being applied, replayed whole at the next start after a crash.
+    pub batchlog: Arc<Batchlog>,
     pub schema: Arc<SchemaStore>,
     pub schema_log: Arc<dyn SchemaLog>,
     pub prepared: PreparedCache,

@@ -7,6 +7,7 @@
 //! [`cells`]. Nothing here calls the storage engine: reads and writes go to
 //! [`hayate_cluster::coordinator::Coordinator`], which the caller hands in.
 
+pub mod batchlog;
 pub mod bind;
 pub mod cells;
 pub mod functions;

@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use hayate_cluster::batchlog::Batchlog;
 use hayate_cluster::consistency::ConsistencyLevel;
 use hayate_cluster::coordinator::{Coordinator, ReadRequest, WriteRequest, WriteType};
 use hayate_cluster::replica::{self, MutationKind, PartitionRead, ReadCommand};
@@ -83,6 +84,7 @@ struct WriteTime {
 pub async fn run(
     ctx: &Context<'_>,
     coordinator: &Coordinator,
+    batchlog: Option<&Batchlog>,
     stmt: &Statement,
     binds: &Binds<'_>,
 ) -> QueryResult<ResultBody> {
@@ -93,7 +95,7 @@ pub async fn run(
         Statement::Batch(_) => WriteType::Batch,
         _ => WriteType::Simple,
     };
-    apply(ctx, coordinator, mutations, write_type).await?;
+    apply(ctx, coordinator, batchlog, mutations, write_type).await?;
     Ok(ResultBody::Void)
 }
 
@@ -817,12 +819,16 @@ fn each_row(
 
 /// Sends planned mutations to the coordinator: one write per keyspace (each has its own
 /// replication), in the order planned.
+/// Applies planned mutations through the coordinator. A logged batch of more than one write
+/// goes through `batchlog` (when the node has one), so that a crash leaves all of it or none.
 pub async fn apply(
     ctx: &Context<'_>,
     coordinator: &Coordinator,
+    batchlog: Option<&Batchlog>,
     mutations: Vec<Mutation>,
     write_type: WriteType,
 ) -> QueryResult<()> {
+    let logged = write_type == WriteType::Batch && mutations.len() > 1;
     let consistency = consistency_level(ctx.consistency);
     let mut groups: Vec<(Arc<Keyspace>, Vec<replica::Mutation>)> = Vec::new();
     for m in mutations {
@@ -868,6 +874,9 @@ pub async fn apply(
             Some((ks, group)) if Arc::ptr_eq(ks, &m.keyspace) => group.push(mutation),
             _ => groups.push((m.keyspace, vec![mutation])),
         }
+    }
+    if let Some(log) = batchlog.filter(|_| logged) {
+        return super::batchlog::apply_logged(log, coordinator, consistency, groups).await;
     }
     for (keyspace, mutations) in groups {
         coordinator

@@ -109,7 +109,7 @@ impl Db {
         let ctx = self.context(consistency, page, state);
         match &parsed.statement {
             Statement::Select(s) => select::run(&ctx, &self.coordinator, &NoVirtualTables, s, &binds).await,
-            stmt => modify::run(&ctx, &self.coordinator, stmt, &binds).await,
+            stmt => modify::run(&ctx, &self.coordinator, None, stmt, &binds).await,
         }
     }
 

@@ -1,9 +1,9 @@
 //! BATCH: several INSERT, UPDATE and DELETE statements, by text or prepared id, each with its
 //! own values. Every statement is checked before any is applied, and all share one timestamp.
 //!
-//! A logged batch is applied like an unlogged one: each row update is atomic and the
-//! coordinator applies them in order, but a crash in the middle leaves the first part applied
-//! (Cassandra's batchlog replays the rest; hayate has no batchlog yet).
+//! A logged batch of more than one write is first written to the node's batchlog, so that a
+//! crash in the middle leaves all of it or none: the next start applies the rest
+//! ([`crate::query::batchlog`]). An unlogged batch is applied write by write.
 
 use hayate_cluster::coordinator::WriteType;
 use hayate_cql::request::{Batch, BatchStatement, BatchType};
@@ -91,6 +91,13 @@ async fn run(session: &Session, b: &Batch<'_>) -> QueryResult<ResultBody> {
         BatchType::Unlogged => WriteType::UnloggedBatch,
         _ => WriteType::Batch,
     };
-    modify::apply(&ctx, &session.node.coordinator, mutations, write_type).await?;
+    modify::apply(
+        &ctx,
+        &session.node.coordinator,
+        Some(&session.node.batchlog),
+        mutations,
+        write_type,
+    )
+    .await?;
     Ok(ResultBody::Void)
 }

@@ -198,7 +198,7 @@ impl Session {
                 select::run(ctx, &node.coordinator, &system, s, binds).await
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Batch(_) => {
-                modify::run(ctx, &node.coordinator, statement, binds).await
+                modify::run(ctx, &node.coordinator, Some(&node.batchlog), statement, binds).await
             }
             Statement::Use { keyspace } => {
                 if ctx.schema.keyspace(keyspace).is_none() {
