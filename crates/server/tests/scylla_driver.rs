@@ -245,6 +245,23 @@ async fn session_sees_the_node_and_schema() {
     assert_eq!(table.partition_key, ["a", "b"]);
     assert_eq!(table.clustering_key, ["c"]);
 
+    // The driver drops a keyspace whose metadata it cannot parse (logging a warning): every
+    // keyspace and table the server lists must be in its metadata.
+    let listed = session
+        .query_unpaged("SELECT keyspace_name, table_name FROM system_schema.tables", &[])
+        .await
+        .expect("select system_schema.tables")
+        .into_rows_result()
+        .expect("rows");
+    for row in listed.rows::<(String, String)>().expect("typed rows") {
+        let (keyspace, table) = row.expect("a row");
+        let parsed = state.get_keyspace(&keyspace).and_then(|k| k.tables.get(&table));
+        assert!(
+            parsed.is_some(),
+            "the driver could not read the metadata of {keyspace}.{table}"
+        );
+    }
+
     // The driver hashes partition keys itself for token-aware routing: it must agree with the
     // server's token() for a composite key.
     let token = state
