@@ -2,7 +2,7 @@
 
 use std::ops::Bound;
 
-use hayate_storage::{Engine, ReadError, Row, RowKey, RowsFrom, RowsPage, StoredRow, TableId, WriteError};
+use hayate_storage::{Engine, ReadError, RowKey, RowsFrom, RowsPage, StoredRow, TableId, WriteError};
 
 use super::{
     Mutation, MutationKind, RangeStart, ReadCommand, ReadResponse, Replica, ReplicaError, ReplicaErrorKind,
@@ -22,25 +22,10 @@ impl Replica for Engine {
                     self.write(key, update).map_err(write_failed)?;
                 }
                 MutationKind::DeleteRange { start, end, deletion } => {
-                    let page = self
-                        .read_partition_raw(
-                            m.table,
-                            &m.partition,
-                            as_ref(&start),
-                            as_ref(&end),
-                            false,
-                            usize::MAX,
-                        )
-                        .map_err(read_failed)?;
-                    for row in page.rows {
-                        let key = RowKey {
-                            table: m.table,
-                            partition: &m.partition,
-                            clustering: &row.clustering_key,
-                        };
-                        self.write(key, Row::deleted(deletion.timestamp_us, deletion.deleted_at_s))
-                            .map_err(write_failed)?;
-                    }
+                    // One range (or partition) tombstone, which also shadows rows that reach
+                    // this replica after it.
+                    self.delete_range(m.table, &m.partition, as_ref(&start), as_ref(&end), deletion)
+                        .map_err(write_failed)?;
                 }
             }
         }
@@ -133,7 +118,9 @@ fn write_failed(e: WriteError) -> ReplicaError {
             tracing::warn!("write refused: {e}");
             ReplicaError::new(ReplicaErrorKind::Refused, e.to_string())
         }
-        WriteError::KeyTooLarge { .. } | WriteError::RecordTooLarge { .. } => {
+        WriteError::KeyTooLarge { .. }
+        | WriteError::RecordTooLarge { .. }
+        | WriteError::TooManyRangeTombstones { .. } => {
             ReplicaError::new(ReplicaErrorKind::Invalid, e.to_string())
         }
         other => {

@@ -30,10 +30,11 @@ pub enum MutationKind {
     /// Merge `update` into the row at `clustering` (empty for tables without clustering
     /// columns).
     Row { clustering: Vec<u8>, update: Row },
-    /// Delete every row of the partition whose clustering key lies between the bounds, as of
-    /// `deletion.timestamp_us`: each replica writes a row tombstone over the rows it holds
-    /// there now. (Range tombstones, which also shadow rows that arrive later, come with their
-    /// own issue.)
+    /// Delete every row of the partition whose clustering key lies between the bounds (both
+    /// open: the whole partition), as of `deletion.timestamp_us`: each replica stores one range
+    /// (or partition) tombstone, which shadows every older row in the range, those it holds now
+    /// and those that reach it later. A replica's reads merge it into the rows it covers as a
+    /// row deletion, so the coordinator's merge lets it win over a replica that missed it.
     DeleteRange {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
