@@ -606,6 +606,7 @@ mod scenarios {
             assert_eq!(stale.len(), 1, "n2 missed the delete");
             // Cut n1 off, so that a QUORUM read from n2 must use n0 and n2.
             cluster.network.partition(host(1), host(2));
+            cluster.nodes[2].liveness.set(host(1), false);
             let result = cluster.nodes[2]
                 .coordinator
                 .read(ReadRequest {
@@ -635,6 +636,105 @@ mod scenarios {
                 .read_partition(TABLE, key, Bound::Unbounded, Bound::Unbounded, false, 10)
                 .expect("a local read");
             assert!(repaired.is_empty(), "n2 was repaired: {repaired:?}");
+        });
+    }
+
+    /// The row lives only on n2 (written at ONE while n2 was cut off), and a partition delete
+    /// at QUORUM reaches only n0 and n1, which never had the row. A QUORUM read from n0 and n2
+    /// must not return it: n0's answer carries its partition tombstone, which shadows n2's
+    /// row, and the read repairs n2 with the tombstone.
+    #[test]
+    fn a_tombstone_shadows_a_row_only_another_replica_holds() {
+        runtime().block_on(async {
+            let layout = Layout {
+                node_dcs: vec!["dc1".to_string(); 3],
+                replication: Replication::Simple { factor: 3 },
+                tokens_per_node: 4,
+                token_offset: 0,
+                config: CoordinatorConfig::default(),
+            };
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let cluster = Cluster::new(&layout, 1, dir.path());
+            let replication = &cluster.replication;
+            let key = b"z".as_slice();
+            cluster.network.partition(host(2), host(0));
+            cluster.network.partition(host(2), host(1));
+            cluster.nodes[2]
+                .coordinator
+                .write(WriteRequest {
+                    replication,
+                    consistency: ConsistencyLevel::One,
+                    mutations: vec![upsert(key, EPOCH_US + 10, 1)],
+                    write_type: WriteType::Simple,
+                })
+                .await
+                .expect("ONE is met by n2 itself");
+            cluster.network.heal_all();
+            cluster.network.partition(host(0), host(2));
+            let delete = Mutation {
+                table: TABLE,
+                token: token(key),
+                partition: key.to_vec(),
+                kind: MutationKind::DeleteRange {
+                    start: Bound::Unbounded,
+                    end: Bound::Unbounded,
+                    deletion: Deletion {
+                        timestamp_us: EPOCH_US + 20,
+                        deleted_at_s: (EPOCH_US / 1_000_000) as u32,
+                    },
+                },
+            };
+            cluster.nodes[0]
+                .coordinator
+                .write(WriteRequest {
+                    replication,
+                    consistency: ConsistencyLevel::Quorum,
+                    mutations: vec![delete],
+                    write_type: WriteType::Simple,
+                })
+                .await
+                .expect("QUORUM is met by n0 and n1");
+            cluster.network.heal_all();
+            // n2 sees n1 down, so that its QUORUM read asks n0 and itself.
+            cluster.network.partition(host(1), host(2));
+            cluster.nodes[2].liveness.set(host(1), false);
+            let now_s = (EPOCH_US / 1_000_000) as u32;
+            let read = |coordinator: usize| {
+                let node = &cluster.nodes[coordinator];
+                node.coordinator.read(ReadRequest {
+                    replication,
+                    consistency: ConsistencyLevel::Quorum,
+                    command: ReadCommand::Partition(PartitionRead {
+                        table: TABLE,
+                        token: token(key),
+                        partition: key.to_vec(),
+                        start: Bound::Unbounded,
+                        end: Bound::Unbounded,
+                        reverse: false,
+                        limit: 100,
+                    }),
+                    speculative_retry: SpeculativeRetry::Never,
+                })
+            };
+            let result = read(2).await.expect("a read at QUORUM with n0 and n2 reachable");
+            assert!(
+                result.rows.iter().all(|r| !r.row.is_live(now_s)),
+                "a row older than a partition delete acknowledged at QUORUM came back: {:?}",
+                result.rows
+            );
+            assert!(
+                cluster.nodes[2]
+                    .engine
+                    .partition_tombstones(TABLE, key)
+                    .expect("a local read")
+                    .is_some(),
+                "the read repaired n2 with the partition tombstone"
+            );
+            let local = cluster.nodes[2]
+                .engine
+                .read_partition(TABLE, key, Bound::Unbounded, Bound::Unbounded, false, 10)
+                .expect("a local read");
+            assert!(local.is_empty(), "n2 no longer shows the row: {local:?}");
         });
     }
 }

@@ -12,7 +12,7 @@ use std::ops::Bound;
 
 mod local;
 
-use hayate_storage::{Deletion, Row, TableId};
+use hayate_storage::{Deletion, PartitionTombstones, Row, TableId};
 
 /// One change to one partition: a row update merged by last-write-wins, or a deletion of every
 /// row in a clustering range.
@@ -134,6 +134,18 @@ pub struct ReadResponse {
     /// True when the replica stopped at the command's limit: it may hold more rows past the
     /// last one. False means it has nothing more in the requested range.
     pub more: bool,
+    /// The range and partition tombstones of the partition a partition read names (empty for
+    /// range reads), so that the coordinator lets them shadow rows another replica returns
+    /// which this one never had, and repairs a replica that missed them.
+    pub tombstones: Vec<ReplicaTombstones>,
+}
+
+/// One partition's range and partition tombstones, as a replica holds them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaTombstones {
+    pub token: i64,
+    pub partition: Vec<u8>,
+    pub tombstones: PartitionTombstones,
 }
 
 /// Why a replica could not do what it was asked. It travels between nodes, so it carries a
