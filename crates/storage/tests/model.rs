@@ -657,11 +657,13 @@ impl Run {
             deleted_at_s: self.now_s(),
         };
         self.note(format!("delete range {p:?} {start:?}..{end:?} at {ts}"));
-        let as_ref = |b: &Bound<Vec<u8>>| match b {
-            Bound::Included(v) => Bound::Included(v.as_slice()),
-            Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+            match b {
+                Bound::Included(v) => Bound::Included(v.as_slice()),
+                Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+                Bound::Unbounded => Bound::Unbounded,
+            }
+        }
         let attempt = |engine: &Engine| engine.delete_range(LWW, &p, as_ref(&start), as_ref(&end), deletion);
         let mut result = attempt(self.engine());
         if let Err(WriteError::DeviceFull { .. }) = result {
