@@ -319,6 +319,7 @@ fn sample_record(sequence: u64, row: &Row, tombstone: bool) -> Vec<u8> {
         expiry_s: if tombstone { 50 } else { 0 },
         tombstone,
         has_deletions: row.has_deletions(),
+        range_tombstones: false,
     };
     let mut out = Vec::new();
     encode_record(&mut out, sequence, &meta, b"partition", b"clustering", &body);

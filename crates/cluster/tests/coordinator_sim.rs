@@ -464,16 +464,12 @@ mod scenarios {
         });
     }
 
-    /// Cassandra's semantics, which a range delete does not have yet: `MutationKind::DeleteRange`
-    /// writes a row tombstone over the rows each replica holds when it arrives, so a row that
-    /// reaches a replica after the delete (here by hint replay, older than the delete) is not
-    /// shadowed there, and a read at ONE after a range delete acknowledged at ALL returns it
-    /// (1 + 3 > 3). A read at ALL merges the others' tombstone over it and repairs it, but once
-    /// that tombstone is purged after its grace period the row would be back for good. Range
-    /// tombstones, which shadow rows that arrive later, are the fix; run this with `--ignored`
-    /// when they land.
+    /// Regression: `MutationKind::DeleteRange` wrote a row tombstone over the rows each replica
+    /// held when it arrived, so a row that reached a replica after the delete (here by hint
+    /// replay, older than the delete) was not shadowed there, and a read at ONE after a range
+    /// delete acknowledged at ALL returned it (1 + 3 > 3). Each replica now stores the range
+    /// tombstone itself, which shadows rows that arrive after it.
     #[test]
-    #[ignore = "range tombstones are not implemented: a range delete shadows only rows already there"]
     fn a_range_delete_shadows_a_row_that_arrives_after_it() {
         runtime().block_on(async {
             let layout = Layout {
@@ -545,6 +541,200 @@ mod scenarios {
                 "a row deleted by a range delete acknowledged at ALL came back: {:?}",
                 result.rows
             );
+        });
+    }
+
+    /// A partition delete at QUORUM that one replica missed: a read at QUORUM that asks that
+    /// replica and one that took the delete returns nothing, and repairs the stale replica,
+    /// so that a read at ONE from it afterwards returns nothing either.
+    #[test]
+    fn a_quorum_read_after_a_replica_missed_a_range_delete_does_not_resurrect() {
+        runtime().block_on(async {
+            let layout = Layout {
+                node_dcs: vec!["dc1".to_string(); 3],
+                replication: Replication::Simple { factor: 3 },
+                tokens_per_node: 4,
+                token_offset: 0,
+                config: CoordinatorConfig::default(),
+            };
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let cluster = Cluster::new(&layout, 1, dir.path());
+            let replication = &cluster.replication;
+            let key = b"q".as_slice();
+            cluster.nodes[0]
+                .coordinator
+                .write(WriteRequest {
+                    replication,
+                    consistency: ConsistencyLevel::All,
+                    mutations: vec![upsert(key, EPOCH_US + 10, 1)],
+                    write_type: WriteType::Simple,
+                })
+                .await
+                .expect("a write at ALL with every node up");
+            // n2 misses the delete: n0's messages to it are cut (and its hints are not replayed).
+            cluster.network.partition(host(0), host(2));
+            let delete = Mutation {
+                table: TABLE,
+                token: token(key),
+                partition: key.to_vec(),
+                kind: MutationKind::DeleteRange {
+                    start: Bound::Unbounded,
+                    end: Bound::Unbounded,
+                    deletion: Deletion {
+                        timestamp_us: EPOCH_US + 20,
+                        deleted_at_s: (EPOCH_US / 1_000_000) as u32,
+                    },
+                },
+            };
+            cluster.nodes[0]
+                .coordinator
+                .write(WriteRequest {
+                    replication,
+                    consistency: ConsistencyLevel::Quorum,
+                    mutations: vec![delete],
+                    write_type: WriteType::Simple,
+                })
+                .await
+                .expect("QUORUM is met by n0 and n1");
+            cluster.network.heal_all();
+            let now_s = (EPOCH_US / 1_000_000) as u32;
+            // n2 still holds the row.
+            let stale = cluster.nodes[2]
+                .engine
+                .read_partition(TABLE, key, Bound::Unbounded, Bound::Unbounded, false, 10)
+                .expect("a local read");
+            assert_eq!(stale.len(), 1, "n2 missed the delete");
+            // Cut n1 off, so that a QUORUM read from n2 must use n0 and n2.
+            cluster.network.partition(host(1), host(2));
+            cluster.nodes[2].liveness.set(host(1), false);
+            let result = cluster.nodes[2]
+                .coordinator
+                .read(ReadRequest {
+                    replication,
+                    consistency: ConsistencyLevel::Quorum,
+                    command: ReadCommand::Partition(PartitionRead {
+                        table: TABLE,
+                        token: token(key),
+                        partition: key.to_vec(),
+                        start: Bound::Unbounded,
+                        end: Bound::Unbounded,
+                        reverse: false,
+                        limit: 100,
+                    }),
+                    speculative_retry: SpeculativeRetry::Never,
+                })
+                .await
+                .expect("a read at QUORUM with two nodes reachable");
+            assert!(
+                result.rows.iter().all(|r| !r.row.is_live(now_s)),
+                "a row deleted at QUORUM came back: {:?}",
+                result.rows
+            );
+            // The read repaired n2.
+            let repaired = cluster.nodes[2]
+                .engine
+                .read_partition(TABLE, key, Bound::Unbounded, Bound::Unbounded, false, 10)
+                .expect("a local read");
+            assert!(repaired.is_empty(), "n2 was repaired: {repaired:?}");
+        });
+    }
+
+    /// The row lives only on n2 (written at ONE while n2 was cut off), and a partition delete
+    /// at QUORUM reaches only n0 and n1, which never had the row. A QUORUM read from n0 and n2
+    /// must not return it: n0's answer carries its partition tombstone, which shadows n2's
+    /// row, and the read repairs n2 with the tombstone.
+    #[test]
+    fn a_tombstone_shadows_a_row_only_another_replica_holds() {
+        runtime().block_on(async {
+            let layout = Layout {
+                node_dcs: vec!["dc1".to_string(); 3],
+                replication: Replication::Simple { factor: 3 },
+                tokens_per_node: 4,
+                token_offset: 0,
+                config: CoordinatorConfig::default(),
+            };
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let cluster = Cluster::new(&layout, 1, dir.path());
+            let replication = &cluster.replication;
+            let key = b"z".as_slice();
+            cluster.network.partition(host(2), host(0));
+            cluster.network.partition(host(2), host(1));
+            cluster.nodes[2]
+                .coordinator
+                .write(WriteRequest {
+                    replication,
+                    consistency: ConsistencyLevel::One,
+                    mutations: vec![upsert(key, EPOCH_US + 10, 1)],
+                    write_type: WriteType::Simple,
+                })
+                .await
+                .expect("ONE is met by n2 itself");
+            cluster.network.heal_all();
+            cluster.network.partition(host(0), host(2));
+            let delete = Mutation {
+                table: TABLE,
+                token: token(key),
+                partition: key.to_vec(),
+                kind: MutationKind::DeleteRange {
+                    start: Bound::Unbounded,
+                    end: Bound::Unbounded,
+                    deletion: Deletion {
+                        timestamp_us: EPOCH_US + 20,
+                        deleted_at_s: (EPOCH_US / 1_000_000) as u32,
+                    },
+                },
+            };
+            cluster.nodes[0]
+                .coordinator
+                .write(WriteRequest {
+                    replication,
+                    consistency: ConsistencyLevel::Quorum,
+                    mutations: vec![delete],
+                    write_type: WriteType::Simple,
+                })
+                .await
+                .expect("QUORUM is met by n0 and n1");
+            cluster.network.heal_all();
+            // n2 sees n1 down, so that its QUORUM read asks n0 and itself.
+            cluster.network.partition(host(1), host(2));
+            cluster.nodes[2].liveness.set(host(1), false);
+            let now_s = (EPOCH_US / 1_000_000) as u32;
+            let read = |coordinator: usize| {
+                let node = &cluster.nodes[coordinator];
+                node.coordinator.read(ReadRequest {
+                    replication,
+                    consistency: ConsistencyLevel::Quorum,
+                    command: ReadCommand::Partition(PartitionRead {
+                        table: TABLE,
+                        token: token(key),
+                        partition: key.to_vec(),
+                        start: Bound::Unbounded,
+                        end: Bound::Unbounded,
+                        reverse: false,
+                        limit: 100,
+                    }),
+                    speculative_retry: SpeculativeRetry::Never,
+                })
+            };
+            let result = read(2).await.expect("a read at QUORUM with n0 and n2 reachable");
+            assert!(
+                result.rows.iter().all(|r| !r.row.is_live(now_s)),
+                "a row older than a partition delete acknowledged at QUORUM came back: {:?}",
+                result.rows
+            );
+            assert!(
+                cluster.nodes[2]
+                    .engine
+                    .partition_tombstones(TABLE, key)
+                    .expect("a local read")
+                    .is_some(),
+                "the read repaired n2 with the partition tombstone"
+            );
+            let local = cluster.nodes[2]
+                .engine
+                .read_partition(TABLE, key, Bound::Unbounded, Bound::Unbounded, false, 10)
+                .expect("a local read");
+            assert!(local.is_empty(), "n2 no longer shows the row: {local:?}");
         });
     }
 }

@@ -426,6 +426,8 @@ fn render_storage(storage: &StatsSnapshot, out: &mut String) {
         defrag_blocks,
         defrag_bytes_moved,
         expired_entries,
+        records_read,
+        record_bytes_read,
     } = *storage;
     let used_blocks = total_blocks.saturating_sub(free_blocks);
     let figures = [
@@ -506,6 +508,18 @@ fn render_storage(storage: &StatsSnapshot, out: &mut String) {
             "counter",
             "Reads that failed: device errors or checksum mismatches.",
             read_errors,
+        ),
+        (
+            "hayate_storage_records_read_total",
+            "counter",
+            "Records read and decoded, whatever served them (device, cache, open block).",
+            records_read,
+        ),
+        (
+            "hayate_storage_record_read_bytes_total",
+            "counter",
+            "Bytes of the records read and decoded.",
+            record_bytes_read,
         ),
         (
             "hayate_storage_defrag_blocks_total",

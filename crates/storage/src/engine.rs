@@ -15,15 +15,20 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::NamespaceConfig;
 use crate::device::{align_down, align_up, AlignedBuf, Device, FileDevice, NullDevice};
 use crate::error::{OpenError, ReadError, WriteError};
-use crate::format::record::{decode_body, decode_record, encode_body, encode_record, RecordMeta, RecordView};
+use crate::format::record::{
+    decode_body, decode_record, decode_tombstones_body, encode_body, encode_record, encode_tombstones_body,
+    RecordMeta, RecordView,
+};
 use crate::format::DecodeError;
 use crate::index::{
-    Entry, IndexKey, Location, TableIndex, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER, FLAG_TOMBSTONE,
+    Entry, IndexKey, Location, TableIndex, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER, FLAG_RANGE_TOMBSTONES,
+    FLAG_TOMBSTONE,
 };
+use crate::range_tombstones::{PartitionTombstones, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 use crate::row::Row;
-use crate::token::{clustering_prefix, digest, token};
+use crate::token::{clustering_prefix, digest, token, tombstones_digest};
 use crate::write_buffer::WriteBuffer;
-use crate::writer::{spawn_flusher, Writer};
+use crate::writer::{spawn_flusher, Position, Writer};
 use crate::{Stats, StatsSnapshot};
 
 /// Cassandra's limit on a partition key, and ours on a clustering key.
@@ -369,71 +374,54 @@ impl Engine {
     /// Merges `update` into the row at `key` (read, merge, write the whole row to a new place)
     /// and, with `commit_to_device`, returns once the new version is durable.
     pub fn write(&self, key: RowKey<'_>, update: Row) -> Result<(), WriteError> {
-        if self.inner.stop.load(Ordering::Relaxed) {
-            return Err(WriteError::Closed);
-        }
-        for part in [key.partition, key.clustering] {
-            if part.len() > KEY_MAX_BYTES {
-                return Err(WriteError::KeyTooLarge {
-                    bytes: part.len(),
-                    max_bytes: KEY_MAX_BYTES,
-                });
-            }
-        }
-        let inner = &self.inner;
-        let ikey = key.index_key();
-        let index = inner.table(key.table);
-        let now_s = inner.clock.now_s();
-        let purge_before_s = now_s.saturating_sub(inner.config.tombstone_grace_s);
-
-        let pos = {
-            let _row = inner.row_lock(key.table, &ikey);
-            let previous = index.get(&ikey);
-            let mut row = match &previous {
-                Some(e) => match inner.read_entry(&index, e).map_err(WriteError::Read)? {
-                    Some(view) => view.row,
-                    None => Row::default(),
-                },
-                None => Row::default(),
-            };
-            row.merge(update, now_s, purge_before_s);
-            let (loc, pos, meta) = SCRATCH.with(|scratch| {
-                let mut scratch = scratch.borrow_mut();
-                let (record, body) = &mut *scratch;
-                let meta = encode_row(record, body, key, ikey, &row, now_s);
-                // A write that leaves the row without live data is a delete: it may dip into
-                // the reserve, so that a full namespace can be emptied.
-                let claim = if meta.tombstone {
-                    Claim::Delete
-                } else {
-                    Claim::Write
-                };
-                inner
-                    .writer
-                    .append(record, claim)
-                    .map(|(loc, pos)| (loc, pos, meta))
-            })?;
-            inner.stats.add_user_bytes_written(loc.len() as u64);
-            let entry = Entry {
-                key: ikey,
-                location: loc,
-                write_timestamp_us: meta.write_timestamp_us,
-                expiry_s: meta.expiry_s,
-                flags: if meta.tombstone { FLAG_TOMBSTONE } else { 0 }
-                    | if meta.has_deletions { FLAG_HAS_DELETIONS } else { 0 }
-                    | if previous.is_some() { FLAG_HAS_OLDER } else { 0 },
-            };
-            if let Some(replaced) = index.upsert(entry) {
-                inner
-                    .blocks
-                    .sub_live(replaced.location.block(), replaced.location.len());
-            }
-            pos
-        };
-        if inner.config.commit_to_device {
-            inner.writer.wait_durable(pos)?;
+        let pos = self.inner.write_row(key, update)?;
+        if self.inner.config.commit_to_device {
+            self.inner.writer.wait_durable(pos)?;
         }
         Ok(())
+    }
+
+    /// Deletes every row of a partition whose clustering key lies between the bounds, as of
+    /// `deletion`, with ONE range tombstone (both bounds open: a partition deletion). It
+    /// shadows every row in its range with an older timestamp, including rows that arrive
+    /// after it; see `range_tombstones.rs`.
+    pub fn delete_range(
+        &self,
+        table: TableId,
+        partition: &[u8],
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        deletion: crate::row::Deletion,
+    ) -> Result<(), WriteError> {
+        for part in [start, end] {
+            if let Bound::Included(b) | Bound::Excluded(b) = part {
+                if b.len() > KEY_MAX_BYTES {
+                    return Err(WriteError::KeyTooLarge {
+                        bytes: b.len(),
+                        max_bytes: KEY_MAX_BYTES,
+                    });
+                }
+            }
+        }
+        let tombstones =
+            PartitionTombstones::of(start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec), deletion);
+        let pos = self.inner.write_tombstones(table, partition, tombstones)?;
+        if self.inner.config.commit_to_device {
+            self.inner.writer.wait_durable(pos)?;
+        }
+        Ok(())
+    }
+
+    /// The range and partition tombstones a partition holds now (for tests and tools).
+    pub fn partition_tombstones(
+        &self,
+        table: TableId,
+        partition: &[u8],
+    ) -> Result<Option<PartitionTombstones>, ReadError> {
+        let Some(index) = self.inner.existing_table(table) else {
+            return Ok(None);
+        };
+        self.inner.tombstones_of(&index, token(partition), partition)
     }
 
     /// Deletes one row: a row tombstone at `timestamp_us`.
@@ -466,23 +454,36 @@ impl Engine {
             );
             return Ok(None);
         }
-        let row = found.row.into_visible(now_s);
+        let mut row = found.row;
+        if let Some(t) = self.inner.tombstones_of(&index, ikey.token, key.partition)? {
+            t.shadow(key.clustering, &mut row, now_s);
+        }
+        let row = row.into_visible(now_s);
         Ok(row.is_live(now_s).then_some(row))
     }
 
-    /// The stored version of a row including its tombstones, for replica merges and repair.
+    /// The stored version of a row including its tombstones (and the range or partition
+    /// tombstone that covers it, merged in as a row deletion), for replica merges and repair.
     pub fn get_with_tombstones(&self, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
         let Some(index) = self.inner.existing_table(key.table) else {
             return Ok(None);
         };
-        let Some(entry) = index.get(&key.index_key()) else {
+        let ikey = key.index_key();
+        let Some(entry) = index.get(&ikey).filter(|e| !e.is_range_tombstones()) else {
             return Ok(None);
         };
-        Ok(self
+        let Some(mut row) = self
             .inner
             .read_entry(&index, &entry)?
             .filter(|f| f.partition_key == key.partition && f.clustering_key == key.clustering)
-            .map(|f| f.row))
+            .map(|f| f.row)
+        else {
+            return Ok(None);
+        };
+        if let Some(t) = self.inner.tombstones_of(&index, ikey.token, key.partition)? {
+            t.shadow(key.clustering, &mut row, self.inner.clock.now_s());
+        }
+        Ok(Some(row))
     }
 
     /// Rows of a table in token order from `from` up to `to_token` (inclusive), at most `limit`
@@ -513,7 +514,9 @@ impl Engine {
     }
 
     /// The rows of one partition with clustering keys in `[start, end]` (bounds as given), in
-    /// clustering order (reversed if asked), at most `limit`.
+    /// clustering order (reversed if asked), at most `limit`. A forward read reads about
+    /// `limit` rows from its start bound, however large the partition (see
+    /// [`Engine::read_partition_raw`]).
     pub fn read_partition(
         &self,
         table: TableId,
@@ -526,42 +529,26 @@ impl Engine {
         let Some(index) = self.inner.existing_table(table) else {
             return Ok(Vec::new());
         };
-        let t = token(partition);
-        let from = IndexKey {
-            token: t,
-            clustering_prefix: match start {
-                Bound::Included(c) | Bound::Excluded(c) => clustering_prefix(c),
-                Bound::Unbounded => 0,
-            },
-            digest: 0,
-        };
-        let to = IndexKey {
-            token: t,
-            clustering_prefix: match end {
-                Bound::Included(c) | Bound::Excluded(c) => clustering_prefix(c),
-                Bound::Unbounded => u64::MAX,
-            },
-            digest: u64::MAX,
-        };
-        let mut rows = self.inner.read_range(
-            &index,
-            Bound::Included(from),
-            Bound::Included(to),
-            usize::MAX,
-            |f| f.partition_key == partition && in_bounds(&f.clustering_key, start, end),
-        )?;
-        rows.sort_by(|a, b| a.clustering_key.cmp(&b.clustering_key));
-        if reverse {
-            rows.reverse();
+        let now_s = self.inner.clock.now_s();
+        let mut rows = self
+            .inner
+            .partition_rows(&index, partition, start, end, reverse, limit, false)?;
+        for r in &mut rows {
+            r.row = std::mem::take(&mut r.row).into_visible(now_s);
         }
         rows.truncate(limit);
         Ok(rows)
     }
 
     /// The rows of one partition as stored (deletions and expired cells included, for replica
-    /// merges), with clustering keys between the bounds, in clustering order (reversed if
+    /// merges), with the partition's range and partition tombstones merged into the rows they
+    /// cover, with clustering keys between the bounds, in clustering order (reversed if
     /// asked), until `live_limit` of them are live at the engine's clock. Rows that are not live
     /// come along and do not count. `more` is true when the read stopped at the limit.
+    ///
+    /// A forward read starts at its start bound in the index and stops soon after `live_limit`
+    /// live rows: paging through a wide partition costs each page its own rows, not the rows
+    /// before it. (A reversed read still reads its whole range: the index walks forward only.)
     pub fn read_partition_raw(
         &self,
         table: TableId,
@@ -574,30 +561,9 @@ impl Engine {
         let Some(index) = self.inner.existing_table(table) else {
             return Ok(RowsPage::default());
         };
-        let t = token(partition);
-        let prefix = |b: Bound<&[u8]>, open: u64| match b {
-            Bound::Included(c) | Bound::Excluded(c) => clustering_prefix(c),
-            Bound::Unbounded => open,
-        };
-        let from = IndexKey {
-            token: t,
-            clustering_prefix: prefix(start, 0),
-            digest: 0,
-        };
-        let to = IndexKey {
-            token: t,
-            clustering_prefix: prefix(end, u64::MAX),
-            digest: u64::MAX,
-        };
-        let mut rows = self
+        let rows = self
             .inner
-            .read_stored(&index, Bound::Included(from), Bound::Included(to), |f| {
-                f.partition_key == partition && in_bounds(&f.clustering_key, start, end)
-            })?;
-        rows.sort_by(|a, b| a.clustering_key.cmp(&b.clustering_key));
-        if reverse {
-            rows.reverse();
-        }
+            .partition_rows(&index, partition, start, end, reverse, live_limit, true)?;
         Ok(self.inner.take_live(rows, live_limit))
     }
 
@@ -839,12 +805,23 @@ fn encode_row(
         expiry_s,
         tombstone,
         has_deletions: row.has_deletions(),
+        range_tombstones: false,
     };
     body.clear();
     encode_body(body, row, write_timestamp_us);
     record.clear();
     encode_record(record, 0, &meta, key.partition, key.clustering, body);
     meta
+}
+
+/// Where a partition's tombstones record sits in the index: first among the partition's
+/// entries (clustering prefix 0), under a digest no row has.
+pub(crate) fn tombstones_key(token: i64, partition: &[u8]) -> IndexKey {
+    IndexKey {
+        token,
+        clustering_prefix: 0,
+        digest: tombstones_digest(partition),
+    }
 }
 
 fn lock_device(path: &std::path::Path) -> Result<std::fs::File, OpenError> {
@@ -900,6 +877,179 @@ impl Inner {
         self.row_locks[stripe].lock().expect("row lock poisoned")
     }
 
+    /// Merges `update` into the row at `key` and appends the new version; returns the write
+    /// position to wait on for durability.
+    pub(crate) fn write_row(&self, key: RowKey<'_>, update: Row) -> Result<Position, WriteError> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(WriteError::Closed);
+        }
+        for part in [key.partition, key.clustering] {
+            if part.len() > KEY_MAX_BYTES {
+                return Err(WriteError::KeyTooLarge {
+                    bytes: part.len(),
+                    max_bytes: KEY_MAX_BYTES,
+                });
+            }
+        }
+        let ikey = key.index_key();
+        let index = self.table(key.table);
+        let now_s = self.clock.now_s();
+        let purge_before_s = now_s.saturating_sub(self.config.tombstone_grace_s);
+
+        let _row = self.row_lock(key.table, &ikey);
+        let previous = index.get(&ikey).filter(|e| !e.is_range_tombstones());
+        let mut row = match &previous {
+            Some(e) => match self.read_entry(&index, e).map_err(WriteError::Read)? {
+                Some(view) => view.row,
+                None => Row::default(),
+            },
+            None => Row::default(),
+        };
+        row.merge(update, now_s, purge_before_s);
+        let (loc, pos, meta) = SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let (record, body) = &mut *scratch;
+            let meta = encode_row(record, body, key, ikey, &row, now_s);
+            // A write that leaves the row without live data is a delete: it may dip into
+            // the reserve, so that a full namespace can be emptied.
+            let claim = if meta.tombstone {
+                Claim::Delete
+            } else {
+                Claim::Write
+            };
+            self.writer
+                .append(record, claim)
+                .map(|(loc, pos)| (loc, pos, meta))
+        })?;
+        self.stats.add_user_bytes_written(loc.len() as u64);
+        let entry = Entry {
+            key: ikey,
+            location: loc,
+            write_timestamp_us: meta.write_timestamp_us,
+            expiry_s: meta.expiry_s,
+            flags: if meta.tombstone { FLAG_TOMBSTONE } else { 0 }
+                | if meta.has_deletions { FLAG_HAS_DELETIONS } else { 0 }
+                | if previous.is_some() { FLAG_HAS_OLDER } else { 0 },
+        };
+        if let Some(replaced) = index.upsert(entry) {
+            self.blocks
+                .sub_live(replaced.location.block(), replaced.location.len());
+        }
+        Ok(pos)
+    }
+
+    /// Joins `added` into the partition's tombstones record (read, merge, write, as a row);
+    /// returns the write position to wait on for durability.
+    pub(crate) fn write_tombstones(
+        &self,
+        table: TableId,
+        partition: &[u8],
+        added: PartitionTombstones,
+    ) -> Result<Position, WriteError> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(WriteError::Closed);
+        }
+        if partition.len() > KEY_MAX_BYTES {
+            return Err(WriteError::KeyTooLarge {
+                bytes: partition.len(),
+                max_bytes: KEY_MAX_BYTES,
+            });
+        }
+        let ikey = tombstones_key(token(partition), partition);
+        let index = self.table(table);
+        let _row = self.row_lock(table, &ikey);
+        let previous = index.get(&ikey).filter(Entry::is_range_tombstones);
+        let mut tombstones = match &previous {
+            Some(e) => self
+                .read_tombstones_entry(&index, e)
+                .map_err(WriteError::Read)?
+                .map(|(_, t)| t)
+                .unwrap_or_default(),
+            None => PartitionTombstones::default(),
+        };
+        tombstones.merge(added);
+        if tombstones.ranges.len() > RANGE_TOMBSTONES_PER_PARTITION_MAX {
+            return Err(WriteError::TooManyRangeTombstones {
+                ranges: tombstones.ranges.len(),
+                max: RANGE_TOMBSTONES_PER_PARTITION_MAX,
+            });
+        }
+        let write_timestamp_us = tombstones.max_timestamp_us();
+        // Dated by its latest deletion, as a row tombstone is: the grace period runs from there.
+        let meta = RecordMeta {
+            table,
+            token: ikey.token,
+            digest: ikey.digest,
+            write_timestamp_us,
+            expiry_s: tombstones.latest_deleted_at_s().max(1),
+            tombstone: true,
+            has_deletions: true,
+            range_tombstones: true,
+        };
+        let (loc, pos) = SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let (record, body) = &mut *scratch;
+            body.clear();
+            encode_tombstones_body(body, &tombstones, write_timestamp_us);
+            record.clear();
+            encode_record(record, 0, &meta, partition, &[], body);
+            self.writer.append(record, Claim::Delete)
+        })?;
+        self.stats.add_user_bytes_written(loc.len() as u64);
+        let entry = Entry {
+            key: ikey,
+            location: loc,
+            write_timestamp_us,
+            expiry_s: meta.expiry_s,
+            flags: FLAG_TOMBSTONE
+                | FLAG_HAS_DELETIONS
+                | FLAG_RANGE_TOMBSTONES
+                | if previous.is_some() { FLAG_HAS_OLDER } else { 0 },
+        };
+        if let Some(replaced) = index.upsert(entry) {
+            self.blocks
+                .sub_live(replaced.location.block(), replaced.location.len());
+        }
+        Ok(pos)
+    }
+
+    /// The tombstones of one partition, if it has any.
+    pub(crate) fn tombstones_of(
+        &self,
+        index: &TableIndex,
+        token: i64,
+        partition: &[u8],
+    ) -> Result<Option<PartitionTombstones>, ReadError> {
+        if !index.may_have_range_tombstones() {
+            return Ok(None);
+        }
+        let Some(entry) = index.get(&tombstones_key(token, partition)) else {
+            return Ok(None);
+        };
+        if !entry.is_range_tombstones() {
+            return Ok(None);
+        }
+        Ok(self
+            .read_tombstones_entry(index, &entry)?
+            .filter(|(pk, _)| pk == partition)
+            .map(|(_, t)| t))
+    }
+
+    /// Reads a tombstones record: its partition key and tombstones.
+    pub(crate) fn read_tombstones_entry(
+        &self,
+        index: &TableIndex,
+        entry: &Entry,
+    ) -> Result<Option<(Vec<u8>, PartitionTombstones)>, ReadError> {
+        self.read_entry_with(index, entry, |view| {
+            if !view.meta.range_tombstones {
+                return Err(DecodeError::OtherKey);
+            }
+            let t = decode_tombstones_body(view.body, view.meta.write_timestamp_us)?;
+            Ok((view.partition_key.to_vec(), t))
+        })
+    }
+
     pub(crate) fn wake_background(&self) {
         let (lock, cv) = &self.wake;
         *lock.lock().expect("wake lock poisoned") += 1;
@@ -920,6 +1070,21 @@ impl Inner {
     /// Reads and decodes the record an index entry points to. `None` if the entry moved while
     /// we read (the caller's view is stale and the row is being rewritten).
     pub(crate) fn read_entry(&self, index: &TableIndex, entry: &Entry) -> Result<Option<Found>, ReadError> {
+        self.read_entry_with(index, entry, |view| {
+            if view.meta.range_tombstones {
+                return Err(DecodeError::OtherKey);
+            }
+            decode_found(view)
+        })
+    }
+
+    /// Reads the record an index entry points to and decodes it with `decode`.
+    fn read_entry_with<T>(
+        &self,
+        index: &TableIndex,
+        entry: &Entry,
+        decode: impl Fn(&RecordView<'_>) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, ReadError> {
         let mut entry = *entry;
         let mut last_err = None;
         for _ in 0..READ_ATTEMPTS_MAX {
@@ -932,10 +1097,13 @@ impl Inner {
                 if view.meta.digest != key.digest || view.meta.token != key.token {
                     return Err(DecodeError::OtherKey);
                 }
-                decode_found(&view)
+                decode(&view)
             });
             match decoded {
-                Ok(Ok(found)) => return Ok(Some(found)),
+                Ok(Ok(found)) => {
+                    self.stats.add_record_read(u64::from(loc.len()));
+                    return Ok(Some(found));
+                }
                 Ok(Err(detail)) => last_err = Some(self.corrupt(loc, detail)),
                 Err(e) => last_err = Some(e),
             }
@@ -1009,15 +1177,21 @@ impl Inner {
         end: Bound<IndexKey>,
         keep: impl Fn(&Found) -> bool,
     ) -> Result<Vec<StoredRow>, ReadError> {
+        let now_s = self.clock.now_s();
+        let mut shadows = Shadows::new(self, index);
         let mut out = Vec::new();
         let mut cursor = start;
         loop {
             let entries = index.range(cursor, end, STORED_BATCH_ENTRIES);
             for e in &entries {
-                let Some(found) = self.read_entry(index, e)? else {
+                if e.is_range_tombstones() {
+                    continue;
+                }
+                let Some(mut found) = self.read_entry(index, e)? else {
                     continue;
                 };
                 if keep(&found) {
+                    shadows.apply(&mut found, now_s)?;
                     out.push(StoredRow {
                         token: found.token,
                         partition_key: found.partition_key,
@@ -1061,6 +1235,7 @@ impl Inner {
         keep: impl Fn(&Found) -> bool,
     ) -> Result<Vec<StoredRow>, ReadError> {
         let now_s = self.clock.now_s();
+        let mut shadows = Shadows::new(self, index);
         let mut out = Vec::new();
         let batch = limit.clamp(16, 4096);
         loop {
@@ -1073,12 +1248,13 @@ impl Inner {
                 if !e.is_visible(now_s) {
                     continue;
                 }
-                let Some(found) = self.read_entry(index, e)? else {
+                let Some(mut found) = self.read_entry(index, e)? else {
                     continue;
                 };
                 if !keep(&found) {
                     continue;
                 }
+                shadows.apply(&mut found, now_s)?;
                 let row = found.row.into_visible(now_s);
                 if row.is_live(now_s) {
                     out.push(StoredRow {
@@ -1095,6 +1271,139 @@ impl Inner {
                 _ => return Ok(out),
             }
         }
+    }
+}
+
+impl Inner {
+    /// The rows of one partition between the bounds, in clustering order (reversed if asked),
+    /// as stored, with the partition's tombstones merged in; with `keep_dead` false, only rows
+    /// live now (still as stored: the caller makes them visible).
+    ///
+    /// The index orders a partition's rows by the first eight bytes of the clustering key, then
+    /// by digest: rows sharing those eight bytes are read whole as a group and sorted. A forward
+    /// read stops at the first group boundary once it holds more than `live_limit` live rows,
+    /// since every row after the boundary sorts after every row before it; the one row too many
+    /// tells [`Inner::take_live`] that there is more. A reversed read reads the whole range.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the read's shape, passed through from two public reads"
+    )]
+    fn partition_rows(
+        &self,
+        index: &TableIndex,
+        partition: &[u8],
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        live_limit: usize,
+        keep_dead: bool,
+    ) -> Result<Vec<StoredRow>, ReadError> {
+        let now_s = self.clock.now_s();
+        let t = token(partition);
+        let prefix = |b: Bound<&[u8]>, open: u64| match b {
+            Bound::Included(c) | Bound::Excluded(c) => clustering_prefix(c),
+            Bound::Unbounded => open,
+        };
+        let to = Bound::Included(IndexKey {
+            token: t,
+            clustering_prefix: prefix(end, u64::MAX),
+            digest: u64::MAX,
+        });
+        let mut cursor = Bound::Included(IndexKey {
+            token: t,
+            clustering_prefix: prefix(start, 0),
+            digest: 0,
+        });
+        let tombstones = self.tombstones_of(index, t, partition)?;
+        let stop_early = !reverse && live_limit < usize::MAX;
+        let batch = if stop_early {
+            live_limit.saturating_add(1).clamp(16, STORED_BATCH_ENTRIES)
+        } else {
+            STORED_BATCH_ENTRIES
+        };
+        let mut rows = Vec::new();
+        let mut live = 0usize;
+        let mut group: Option<u64> = None;
+        'walk: loop {
+            let entries = index.range(cursor, to, batch);
+            for e in &entries {
+                if group != Some(e.key.clustering_prefix) {
+                    if stop_early && live > live_limit {
+                        break 'walk;
+                    }
+                    group = Some(e.key.clustering_prefix);
+                }
+                if e.is_range_tombstones() || (!keep_dead && !e.is_visible(now_s)) {
+                    continue;
+                }
+                let Some(found) = self.read_entry(index, e)? else {
+                    continue;
+                };
+                if found.partition_key != partition || !in_bounds(&found.clustering_key, start, end) {
+                    continue;
+                }
+                let mut row = found.row;
+                if let Some(t) = &tombstones {
+                    t.shadow(&found.clustering_key, &mut row, now_s);
+                }
+                let is_live = row.is_live(now_s);
+                if !is_live && !keep_dead {
+                    continue;
+                }
+                live += usize::from(is_live);
+                rows.push(StoredRow {
+                    token: found.token,
+                    partition_key: found.partition_key,
+                    clustering_key: found.clustering_key,
+                    row,
+                    position: ScanPosition(e.key),
+                });
+            }
+            match entries.last() {
+                Some(last) if entries.len() == batch => cursor = Bound::Excluded(last.key),
+                _ => break,
+            }
+        }
+        rows.sort_by(|a, b| a.clustering_key.cmp(&b.clustering_key));
+        if reverse {
+            rows.reverse();
+        }
+        Ok(rows)
+    }
+}
+
+/// Merges a table's range and partition tombstones into the rows a read meets, looking each
+/// partition's up once (rows of a partition come together).
+struct Shadows<'a> {
+    inner: &'a Inner,
+    index: &'a TableIndex,
+    last: Option<(i64, Vec<u8>, Option<PartitionTombstones>)>,
+}
+
+impl<'a> Shadows<'a> {
+    fn new(inner: &'a Inner, index: &'a TableIndex) -> Shadows<'a> {
+        Shadows {
+            inner,
+            index,
+            last: None,
+        }
+    }
+
+    fn apply(&mut self, found: &mut Found, now_s: u32) -> Result<(), ReadError> {
+        if !self.index.may_have_range_tombstones() {
+            return Ok(());
+        }
+        let same = matches!(&self.last, Some((t, p, _)) if *t == found.token && *p == found.partition_key);
+        if !same {
+            let t = self
+                .inner
+                .tombstones_of(self.index, found.token, &found.partition_key)?;
+            self.last = Some((found.token, found.partition_key.clone(), t));
+        }
+        if let Some((_, _, Some(t))) = &self.last {
+            t.shadow(&found.clustering_key, &mut found.row, now_s);
+        }
+        Ok(())
     }
 }
 

@@ -71,6 +71,11 @@ pub enum WriteError {
         device: String,
         source: io::Error,
     },
+    /// The partition holds as many distinct range tombstones as it may.
+    TooManyRangeTombstones {
+        ranges: usize,
+        max: usize,
+    },
     /// The previous version of the row could not be read, so it was not merged.
     Read(ReadError),
     /// The engine is shutting down.
@@ -101,6 +106,11 @@ impl fmt::Display for WriteError {
                 "write to device {device} failed: {source}; the write may not be durable, check the device"
             ),
             WriteError::Read(e) => write!(f, "cannot read the current version of the row: {e}"),
+            WriteError::TooManyRangeTombstones { ranges, max } => write!(
+                f,
+                "the partition would hold {ranges} range tombstones, more than the {max} allowed; \
+                 delete the whole partition or wider ranges instead"
+            ),
             WriteError::Closed => write!(f, "the storage engine is shutting down"),
         }
     }

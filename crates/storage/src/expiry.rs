@@ -6,14 +6,22 @@
 //! reappear at cold start: if the row was ever overwritten (`has_older`), the entry is kept (an
 //! expired row turns into a tombstone) until every block older than the entry's has been freed.
 //! An expired row that carries deletions also turns into a tombstone, kept for the grace period.
+//!
+//! A partition's range and partition tombstones (`range_tombstones.rs`) past their grace period
+//! are first folded into the rows they cover: each such row is rewritten with the covering
+//! deletion, which the row merge purges at once together with the data it shadowed. Only then
+//! is the tombstones record dropped, so no shadowed row outlives the tombstone that hid it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::engine::Inner;
-use crate::index::{Entry, FLAG_TOMBSTONE, PARTITIONS};
+use std::ops::Bound;
+
+use crate::engine::{Inner, RowKey, TableId};
+use crate::index::{Entry, IndexKey, TableIndex, FLAG_TOMBSTONE, PARTITIONS};
+use crate::row::Row;
 
 pub(crate) fn spawn(inner: Arc<Inner>) -> JoinHandle<()> {
     thread::Builder::new()
@@ -26,6 +34,9 @@ pub(crate) fn spawn(inner: Arc<Inner>) -> JoinHandle<()> {
         })
         .expect("spawn expiry thread")
 }
+
+/// Index entries the fold of a partition's tombstones takes from the index at once.
+const FOLD_BATCH_ENTRIES: usize = 1024;
 
 enum Action {
     Keep,
@@ -66,11 +77,11 @@ pub(crate) fn pass(inner: &Inner) -> usize {
         .tables
         .read()
         .expect("tables lock poisoned")
-        .values()
-        .cloned()
+        .iter()
+        .map(|(id, index)| (*id, Arc::clone(index)))
         .collect();
     let mut removed = 0;
-    for index in tables {
+    for (table, index) in tables {
         for p in 0..PARTITIONS {
             if inner.stop.load(Ordering::Relaxed) {
                 return removed;
@@ -79,6 +90,11 @@ pub(crate) fn pass(inner: &Inner) -> usize {
                 match decide(&e) {
                     Action::Keep => {}
                     Action::Remove => {
+                        // A partition's range tombstones go only once the rows they shadow no
+                        // longer need them: the deletions are written into those rows first.
+                        if e.is_range_tombstones() && !fold_tombstones(inner, table, &index, &e) {
+                            continue;
+                        }
                         if index.update_if(&e, |_| None) {
                             inner.blocks.sub_live(e.location.block(), e.location.len());
                             inner.stats.add_expired();
@@ -96,4 +112,66 @@ pub(crate) fn pass(inner: &Inner) -> usize {
         }
     }
     removed
+}
+
+/// Writes each deletion of the tombstones record `e` into the rows of its partition that it
+/// still shadows (the row merge purges both, the grace period being over); returns true when
+/// every such row was rewritten and the record may go.
+fn fold_tombstones(inner: &Inner, table: TableId, index: &TableIndex, e: &Entry) -> bool {
+    let (partition, tombstones) = match inner.read_tombstones_entry(index, e) {
+        Ok(Some(found)) => found,
+        // The record moved or went while we looked: the next pass sees it again.
+        Ok(None) => return false,
+        Err(err) => {
+            tracing::warn!("could not read a partition's range tombstones to purge them: {err}");
+            return false;
+        }
+    };
+    let now_s = inner.clock.now_s();
+    let token = e.key.token;
+    let mut cursor = Bound::Included(IndexKey {
+        token,
+        ..IndexKey::MIN
+    });
+    let end = Bound::Included(IndexKey {
+        token,
+        ..IndexKey::MAX
+    });
+    loop {
+        let entries = index.range(cursor, end, FOLD_BATCH_ENTRIES);
+        for row_entry in &entries {
+            if row_entry.is_range_tombstones() || row_entry.is_tombstone() {
+                continue;
+            }
+            let found = match inner.read_entry(index, row_entry) {
+                Ok(Some(found)) => found,
+                Ok(None) => continue,
+                Err(_) => return false, // logged by the read
+            };
+            if found.partition_key != partition {
+                continue;
+            }
+            let Some(d) = tombstones.covering(&found.clustering_key) else {
+                continue;
+            };
+            let mut shadowed = found.row.clone();
+            shadowed.merge(Row::deleted(d.timestamp_us, d.deleted_at_s), now_s, 0);
+            if shadowed == found.row {
+                continue; // nothing in the row is older than the deletion
+            }
+            let key = RowKey {
+                table,
+                partition: &partition,
+                clustering: &found.clustering_key,
+            };
+            if let Err(err) = inner.write_row(key, Row::deleted(d.timestamp_us, d.deleted_at_s)) {
+                tracing::warn!("could not fold a range tombstone into a row it shadows: {err}");
+                return false;
+            }
+        }
+        match entries.last() {
+            Some(last) if entries.len() == FOLD_BATCH_ENTRIES => cursor = Bound::Excluded(last.key),
+            _ => return true,
+        }
+    }
 }

@@ -27,6 +27,7 @@ pub(crate) mod expiry;
 pub mod files;
 pub mod format;
 pub mod index;
+pub mod range_tombstones;
 pub(crate) mod recovery;
 pub mod row;
 pub(crate) mod snapshot;
@@ -42,5 +43,6 @@ pub use engine::{
     TOMBSTONES_PER_READ_MAX,
 };
 pub use error::{OpenError, ReadError, WriteError};
+pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 pub use row::{Cell, CellValue, Deletion, Liveness, Row};
 pub use stats::{Stats, StatsSnapshot};

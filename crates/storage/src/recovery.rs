@@ -18,7 +18,9 @@ use crate::device::{AlignedBuf, IO_ALIGN_BYTES};
 use crate::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES};
 use crate::format::record::{decode_record, RecordView, RECORD_ALIGN_BYTES};
 use crate::format::DecodeError;
-use crate::index::{Entry, IndexKey, Location, Offer, TableIndex, FLAG_HAS_DELETIONS, FLAG_TOMBSTONE};
+use crate::index::{
+    Entry, IndexKey, Location, Offer, TableIndex, FLAG_HAS_DELETIONS, FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
+};
 use crate::token::clustering_prefix;
 
 pub(crate) struct Recovered {
@@ -68,6 +70,11 @@ pub(crate) fn entry_for(view: &RecordView<'_>, location: Location) -> Entry {
         flags: if view.meta.tombstone { FLAG_TOMBSTONE } else { 0 }
             | if view.meta.has_deletions {
                 FLAG_HAS_DELETIONS
+            } else {
+                0
+            }
+            | if view.meta.range_tombstones {
+                FLAG_RANGE_TOMBSTONES
             } else {
                 0
             },

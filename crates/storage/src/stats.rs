@@ -12,6 +12,8 @@ pub struct Stats {
     defrag_blocks: AtomicU64,
     defrag_bytes_moved: AtomicU64,
     expired_entries: AtomicU64,
+    records_read: AtomicU64,
+    record_bytes_read: AtomicU64,
 }
 
 impl Stats {
@@ -35,6 +37,10 @@ impl Stats {
     }
     pub(crate) fn add_defrag_bytes(&self, n: u64) {
         self.defrag_bytes_moved.fetch_add(n, Relaxed);
+    }
+    pub(crate) fn add_record_read(&self, bytes: u64) {
+        self.records_read.fetch_add(1, Relaxed);
+        self.record_bytes_read.fetch_add(bytes, Relaxed);
     }
     pub(crate) fn add_expired(&self) {
         self.expired_entries.fetch_add(1, Relaxed);
@@ -67,6 +73,8 @@ impl Stats {
             defrag_blocks: self.defrag_blocks.load(Relaxed),
             defrag_bytes_moved: self.defrag_bytes_moved.load(Relaxed),
             expired_entries: self.expired_entries.load(Relaxed),
+            records_read: self.records_read.load(Relaxed),
+            record_bytes_read: self.record_bytes_read.load(Relaxed),
         }
     }
 }
@@ -95,6 +103,10 @@ pub struct StatsSnapshot {
     pub defrag_blocks: u64,
     pub defrag_bytes_moved: u64,
     pub expired_entries: u64,
+    /// Records read and decoded for reads and writes (from the device, the cache or the open
+    /// block), and their bytes: what a read cost, whatever served it.
+    pub records_read: u64,
+    pub record_bytes_read: u64,
 }
 
 impl StatsSnapshot {

@@ -117,6 +117,17 @@ pub fn digest(partition_key: &[u8], clustering_key: &[u8]) -> u64 {
     }
 }
 
+/// The identity, inside its table's index, of a partition's range and partition tombstones
+/// (one record per partition, see `range_tombstones.rs`). The length prefix carries bit 31,
+/// which no row's can (a partition key is at most 65 535 bytes), so the hashed bytes never
+/// equal those of a row and the record sits apart from every row of its partition.
+pub fn tombstones_digest(partition_key: &[u8]) -> u64 {
+    let mut buf = Vec::with_capacity(4 + partition_key.len());
+    buf.extend_from_slice(&(partition_key.len() as u32 | 1 << 31).to_le_bytes());
+    buf.extend_from_slice(partition_key);
+    murmur3_cassandra(&buf, DIGEST_SEED).0
+}
+
 /// The first eight bytes of a clustering key, zero-padded, as a big-endian number. Clustering
 /// keys are order-preserving byte strings, so this prefix orders rows within a partition.
 pub fn clustering_prefix(clustering_key: &[u8]) -> u64 {

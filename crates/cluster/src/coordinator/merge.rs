@@ -13,7 +13,9 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use hayate_storage::Row;
+use std::ops::Bound;
+
+use hayate_storage::{PartitionTombstones, Row};
 
 use super::ReadResult;
 use crate::replica::{Mutation, MutationKind, ReadCommand, ReadResponse, ReplicaRow};
@@ -68,6 +70,20 @@ pub(crate) fn merge(command: &ReadCommand, responses: Vec<ReadResponse>, now_s: 
         .min();
     let any_more = responses.iter().any(|r| r.more);
     let replicas = responses.len();
+    // The partitions' range and partition tombstones, joined across replicas: they shadow the
+    // rows of every replica, including rows a replica that took the delete never had.
+    let mut tombstones: BTreeMap<(i64, Vec<u8>), PartitionTombstones> = BTreeMap::new();
+    let mut held: Vec<BTreeMap<(i64, Vec<u8>), PartitionTombstones>> = vec![BTreeMap::new(); replicas];
+    for (i, response) in responses.iter().enumerate() {
+        for t in &response.tombstones {
+            let key = (t.token, t.partition.clone());
+            tombstones
+                .entry(key.clone())
+                .or_default()
+                .merge(t.tombstones.clone());
+            held[i].entry(key).or_default().merge(t.tombstones.clone());
+        }
+    }
     let mut versions: BTreeMap<Key, Vec<Option<Row>>> = BTreeMap::new();
     for (i, response) in responses.into_iter().enumerate() {
         for row in response.rows {
@@ -97,7 +113,10 @@ pub(crate) fn merge(command: &ReadCommand, responses: Vec<ReadResponse>, now_s: 
                 Some(m) => m.merge(version.clone(), now_s, 0),
             }
         }
-        let merged = merged.expect("every key has at least one version");
+        let mut merged = merged.expect("every key has at least one version");
+        if let Some(t) = tombstones.get(&(k.token, k.partition.clone())) {
+            t.shadow(&k.clustering, &mut merged, now_s);
+        }
         for (i, version) in rows.iter().enumerate() {
             if version.as_ref() != Some(&merged) {
                 repairs[i].push(Mutation {
@@ -118,6 +137,34 @@ pub(crate) fn merge(command: &ReadCommand, responses: Vec<ReadResponse>, now_s: 
             clustering: k.clustering,
             row: merged,
         });
+    }
+    // A replica that lacks some of the tombstones gets them all again (joining is idempotent).
+    for (i, held) in held.iter().enumerate() {
+        for (key, t) in &tombstones {
+            let mut theirs = held.get(key).cloned().unwrap_or_default();
+            let before = theirs.clone();
+            theirs.merge(t.clone());
+            if theirs == before {
+                continue;
+            }
+            let deletions = t
+                .partition
+                .map(|d| (Bound::Unbounded, Bound::Unbounded, d))
+                .into_iter()
+                .chain(
+                    t.ranges
+                        .iter()
+                        .map(|r| (r.start.clone(), r.end.clone(), r.deletion)),
+                );
+            for (start, end, deletion) in deletions {
+                repairs[i].push(Mutation {
+                    table,
+                    token: key.0,
+                    partition: key.1.clone(),
+                    kind: MutationKind::DeleteRange { start, end, deletion },
+                });
+            }
+        }
     }
     Merged { result, repairs }
 }
@@ -162,10 +209,12 @@ mod tests {
         let a = ReadResponse {
             rows: vec![row(1, 10, 1), row(2, 10, 2)],
             more: false,
+            ..ReadResponse::default()
         };
         let b = ReadResponse {
             rows: vec![row(1, 20, 9), deleted(2, 30)],
             more: false,
+            ..ReadResponse::default()
         };
         let m = merge(&range(10), vec![a, b], 1000);
         assert_eq!(m.result.rows.len(), 2);
@@ -180,10 +229,12 @@ mod tests {
         let a = ReadResponse {
             rows: vec![row(1, 10, 1), row(2, 10, 2)],
             more: true,
+            ..ReadResponse::default()
         };
         let b = ReadResponse {
             rows: vec![row(1, 10, 1), row(2, 10, 2), row(3, 10, 3)],
             more: false,
+            ..ReadResponse::default()
         };
         let m = merge(&range(2), vec![a, b], 1000);
         assert_eq!(m.result.rows.len(), 2);
@@ -200,6 +251,7 @@ mod tests {
         let b = ReadResponse {
             rows: vec![row(7, 1, 1)],
             more: false,
+            ..ReadResponse::default()
         };
         let m = merge(&range(10), vec![a, b], 1000);
         assert_eq!(m.repairs[0].len(), 1);

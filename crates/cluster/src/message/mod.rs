@@ -41,8 +41,9 @@ pub use handshake::{HandshakeError, Hello, HelloReply};
 /// Matches a response to its request; chosen by the node that sends the request.
 pub type RequestId = u64;
 
-/// The frame format version this build writes when the peer speaks it too.
-pub const VERSION: u8 = 1;
+/// The frame format version this build writes when the peer speaks it too. Version 2 added
+/// the partition's range and partition tombstones to a data reply (`payload.rs`).
+pub const VERSION: u8 = 2;
 /// The oldest frame format version this build still reads and writes.
 pub const VERSION_MIN: u8 = 1;
 
@@ -416,7 +417,7 @@ pub fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Result<usize
     wire::put_u8(out, version);
     wire::put_u8(out, message.kind() as u8);
     wire::put_u64(out, message.id());
-    if let Err(e) = payload::encode(message, out) {
+    if let Err(e) = payload::encode(message, version, out) {
         out.truncate(start);
         return Err(e);
     }
@@ -485,7 +486,7 @@ pub fn decode(frame: &[u8]) -> Result<Message, DecodeError> {
     })?;
     let mut id = wire::Reader::new(&frame[OFFSET_ID..FRAME_HEADER_BYTES]);
     let id = id.u64("request id")?;
-    payload::decode(kind, id, &frame[FRAME_HEADER_BYTES..])
+    payload::decode(kind, id, version, &frame[FRAME_HEADER_BYTES..])
 }
 
 /// Rewrites the length field and checksum of `frame` to fit its bytes as they are: for tests

@@ -16,8 +16,11 @@
 //! ReadResponse       tag u8: 0 ok, reply | 1 error, replica error
 //!   reply            tag u8
 //!                      0 data:   count u32 | replica row * count | more u8
+//!                                [count u32 | tombstones * count]     (version 2 and later)
 //!                      1 digest: digest (16 bytes) | more u8
 //!   replica row      token i64 | partition key | clustering key | row
+//!   tombstones       token i64 | partition key | base timestamp µs i64 | body length u32
+//!                    | body (the storage engine's tombstones record body)
 //! MetadataRequest,
 //! MetadataResponse   opaque bytes: the rest of the frame
 //! Ping, Pong         nothing
@@ -36,7 +39,9 @@
 
 use std::ops::Bound;
 
-use hayate_storage::format::record::{decode_body, encode_body};
+use hayate_storage::format::record::{
+    decode_body, decode_tombstones_body, encode_body, encode_tombstones_body,
+};
 use hayate_storage::{Deletion, Row};
 
 use super::wire::{put_bool, put_i64, put_u16, put_u32, put_u64, put_u8, set_u32, Reader};
@@ -46,7 +51,7 @@ use super::{
 };
 use crate::replica::{
     Mutation, MutationKind, PartitionRead, RangeRead, RangeStart, ReadCommand, ReadResponse, ReplicaError,
-    ReplicaErrorKind, ReplicaRow, RowPosition,
+    ReplicaErrorKind, ReplicaRow, ReplicaTombstones, RowPosition,
 };
 
 const MUTATION_ROW: u8 = 0;
@@ -68,7 +73,7 @@ const ERROR_FAILED: u8 = 2;
 const ERROR_UNREACHABLE: u8 = 3;
 
 /// Appends the payload of `message`.
-pub(super) fn encode(message: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     match message {
         Message::MutationRequest { mutations, .. } => {
             check_count("mutations", mutations.len(), MUTATIONS_PER_MESSAGE_MAX)?;
@@ -93,7 +98,7 @@ pub(super) fn encode(message: &Message, out: &mut Vec<u8>) -> Result<(), EncodeE
         Message::ReadResponse { result, .. } => match result {
             Ok(reply) => {
                 put_u8(out, RESULT_OK);
-                put_reply(out, reply)?;
+                put_reply(out, reply, version)?;
             }
             Err(e) => {
                 put_u8(out, RESULT_ERROR);
@@ -116,7 +121,7 @@ pub(super) fn encode(message: &Message, out: &mut Vec<u8>) -> Result<(), EncodeE
 }
 
 /// Decodes the payload of a frame of `kind`; `payload` is all of it.
-pub(super) fn decode(kind: Kind, id: RequestId, payload: &[u8]) -> Result<Message, DecodeError> {
+pub(super) fn decode(kind: Kind, id: RequestId, version: u8, payload: &[u8]) -> Result<Message, DecodeError> {
     let mut r = Reader::new(payload);
     let message = match kind {
         Kind::MutationRequest => {
@@ -152,7 +157,7 @@ pub(super) fn decode(kind: Kind, id: RequestId, payload: &[u8]) -> Result<Messag
         Kind::ReadResponse => Message::ReadResponse {
             id,
             result: match r.u8("read result tag")? {
-                RESULT_OK => Ok(get_reply(&mut r)?),
+                RESULT_OK => Ok(get_reply(&mut r, version)?),
                 RESULT_ERROR => Err(get_replica_error(&mut r)?),
                 tag => {
                     return Err(DecodeError::BadTag {
@@ -210,6 +215,11 @@ pub(super) fn size_hint_bytes(message: &Message) -> usize {
                 .iter()
                 .map(|r| 20 + r.partition.len() + r.clustering.len() + row_size_hint_bytes(&r.row))
                 .sum::<usize>()
+                + response
+                    .tombstones
+                    .iter()
+                    .map(|t| 24 + t.partition.len() + 32 * (1 + t.tombstones.ranges.len()))
+                    .sum::<usize>()
         }
         Message::ReadResponse { result: Ok(_), .. } => 18,
         Message::MutationResponse { result: Err(e), .. } | Message::ReadResponse { result: Err(e), .. } => {
@@ -530,6 +540,33 @@ pub(super) fn put_replica_row(out: &mut Vec<u8>, row: &ReplicaRow) -> Result<(),
     Ok(())
 }
 
+pub(super) fn put_replica_tombstones(out: &mut Vec<u8>, t: &ReplicaTombstones) -> Result<(), EncodeError> {
+    put_i64(out, t.token);
+    put_key(out, "partition key", &t.partition)?;
+    let base_ts = t.tombstones.max_timestamp_us();
+    put_i64(out, base_ts);
+    let len_at = out.len();
+    put_u32(out, 0); // body length, filled in below
+    encode_tombstones_body(out, &t.tombstones, base_ts);
+    let body_bytes = out.len() - len_at - 4;
+    set_u32(out, len_at, u32::try_from(body_bytes).unwrap_or(u32::MAX));
+    Ok(())
+}
+
+fn get_replica_tombstones(r: &mut Reader<'_>) -> Result<ReplicaTombstones, DecodeError> {
+    let token = r.i64("tombstones token")?;
+    let partition = get_key(r, "partition key")?;
+    let base_ts = r.i64("tombstones base timestamp")?;
+    let body = r.bytes_u32("tombstones body", FRAME_BYTES_MAX)?;
+    let tombstones =
+        decode_tombstones_body(body, base_ts).map_err(|source| DecodeError::BadRow { source })?;
+    Ok(ReplicaTombstones {
+        token,
+        partition,
+        tombstones,
+    })
+}
+
 fn get_replica_row(r: &mut Reader<'_>) -> Result<ReplicaRow, DecodeError> {
     Ok(ReplicaRow {
         token: r.i64("row token")?,
@@ -539,7 +576,10 @@ fn get_replica_row(r: &mut Reader<'_>) -> Result<ReplicaRow, DecodeError> {
     })
 }
 
-fn put_reply(out: &mut Vec<u8>, reply: &ReadReply) -> Result<(), EncodeError> {
+/// The first frame version whose data replies carry the partition's tombstones.
+const VERSION_TOMBSTONES: u8 = 2;
+
+fn put_reply(out: &mut Vec<u8>, reply: &ReadReply, version: u8) -> Result<(), EncodeError> {
     match reply {
         ReadReply::Data(response) => {
             put_u8(out, REPLY_DATA);
@@ -549,6 +589,15 @@ fn put_reply(out: &mut Vec<u8>, reply: &ReadReply) -> Result<(), EncodeError> {
                 put_replica_row(out, row)?;
             }
             put_bool(out, response.more);
+            // An older peer hears the rows alone: each carries the tombstone covering it
+            // already, merged in as a row deletion.
+            if version >= VERSION_TOMBSTONES {
+                check_count("tombstones", response.tombstones.len(), ROWS_PER_MESSAGE_MAX)?;
+                put_u32(out, response.tombstones.len() as u32);
+                for t in &response.tombstones {
+                    put_replica_tombstones(out, t)?;
+                }
+            }
         }
         ReadReply::Digest { digest, more } => {
             put_u8(out, REPLY_DIGEST);
@@ -559,7 +608,7 @@ fn put_reply(out: &mut Vec<u8>, reply: &ReadReply) -> Result<(), EncodeError> {
     Ok(())
 }
 
-fn get_reply(r: &mut Reader<'_>) -> Result<ReadReply, DecodeError> {
+fn get_reply(r: &mut Reader<'_>, version: u8) -> Result<ReadReply, DecodeError> {
     Ok(match r.u8("read reply tag")? {
         REPLY_DATA => {
             let n = r.count_u32("rows", ROWS_PER_MESSAGE_MAX)?;
@@ -568,7 +617,19 @@ fn get_reply(r: &mut Reader<'_>) -> Result<ReadReply, DecodeError> {
                 rows.push(get_replica_row(r)?);
             }
             let more = r.bool("more flag")?;
-            ReadReply::Data(ReadResponse { rows, more })
+            let mut tombstones = Vec::new();
+            if version >= VERSION_TOMBSTONES {
+                let n = r.count_u32("tombstones", ROWS_PER_MESSAGE_MAX)?;
+                tombstones.reserve(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
+                for _ in 0..n {
+                    tombstones.push(get_replica_tombstones(r)?);
+                }
+            }
+            ReadReply::Data(ReadResponse {
+                rows,
+                more,
+                tombstones,
+            })
         }
         REPLY_DIGEST => {
             let mut digest = [0u8; 16];

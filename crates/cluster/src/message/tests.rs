@@ -221,6 +221,7 @@ fn every_kind_round_trips() {
             result: Ok(ReadReply::Data(ReadResponse {
                 rows: rows.clone(),
                 more: true,
+                tombstones: vec![sample_tombstones()],
             })),
         },
         Message::ReadResponse {
@@ -230,7 +231,11 @@ fn every_kind_round_trips() {
         Message::ReadResponse {
             id: 11,
             result: Ok(ReadReply::Digest {
-                digest: digest(&ReadResponse { rows, more: false }),
+                digest: digest(&ReadResponse {
+                    rows,
+                    more: false,
+                    tombstones: Vec::new(),
+                }),
                 more: false,
             }),
         },
@@ -327,6 +332,7 @@ fn resealed_damage_is_refused_or_decodes_without_panicking() {
                 row: rich_row(),
             }],
             more: false,
+            tombstones: vec![sample_tombstones()],
         })),
     });
     for cut in FRAME_HEADER_BYTES..frame.len() {
@@ -479,8 +485,20 @@ fn digests_see_rows_but_not_the_more_flag() {
     let a = ReadResponse {
         rows: rows.clone(),
         more: false,
+        tombstones: Vec::new(),
     };
-    let b = ReadResponse { rows, more: true };
+    let b = ReadResponse {
+        rows,
+        more: true,
+        tombstones: Vec::new(),
+    };
+    let mut with_tombstones = a.clone();
+    with_tombstones.tombstones.push(sample_tombstones());
+    assert_ne!(
+        digest(&a),
+        digest(&with_tombstones),
+        "a replica that missed a range delete answers with another digest"
+    );
     assert_eq!(digest(&a), digest(&b));
     assert_eq!(
         digest(&a),
@@ -508,6 +526,7 @@ fn digests_see_rows_but_not_the_more_flag() {
     let mut x = ReadResponse {
         rows: vec![a.rows[0].clone()],
         more: false,
+        tombstones: Vec::new(),
     };
     let y = x.clone();
     x.rows[0].row.cells[0].value = CellValue::Live {
@@ -717,6 +736,11 @@ fn random_message(rng: &mut StdRng) -> Message {
                         })
                         .collect(),
                     more: rng.random(),
+                    tombstones: if rng.random() {
+                        vec![sample_tombstones()]
+                    } else {
+                        Vec::new()
+                    },
                 })),
                 1 => Ok(ReadReply::Digest {
                     digest: rng.random(),
@@ -876,4 +900,54 @@ fn a_hello_from_another_cluster_or_protocol_is_refused() {
     let last = latin1.len() - 1;
     latin1[last] = 0xff;
     assert_eq!(Hello::decode(&latin1), Err(HandshakeError::BadUtf8));
+}
+
+fn sample_tombstones() -> crate::replica::ReplicaTombstones {
+    let mut t = hayate_storage::PartitionTombstones::of(
+        std::ops::Bound::Unbounded,
+        std::ops::Bound::Unbounded,
+        Deletion {
+            timestamp_us: 50,
+            deleted_at_s: 7,
+        },
+    );
+    t.merge(hayate_storage::PartitionTombstones::of(
+        std::ops::Bound::Included(b"a".to_vec()),
+        std::ops::Bound::Excluded(b"c".to_vec()),
+        Deletion {
+            timestamp_us: 90,
+            deleted_at_s: 8,
+        },
+    ));
+    crate::replica::ReplicaTombstones {
+        token: 3,
+        partition: b"p".to_vec(),
+        tombstones: t,
+    }
+}
+
+/// A peer that speaks only version 1 hears a data reply without the tombstones (its rows carry
+/// the deletions covering them already); version 2 carries them.
+#[test]
+fn a_version_1_data_reply_leaves_the_tombstones_out() {
+    let message = Message::ReadResponse {
+        id: 4,
+        result: Ok(ReadReply::Data(ReadResponse {
+            rows: Vec::new(),
+            more: false,
+            tombstones: vec![sample_tombstones()],
+        })),
+    };
+    let mut v1 = Vec::new();
+    encode(&message, 1, &mut v1).expect("encodes");
+    match decode(&v1).expect("decodes") {
+        Message::ReadResponse {
+            result: Ok(ReadReply::Data(r)),
+            ..
+        } => assert!(r.tombstones.is_empty()),
+        other => panic!("unexpected {other:?}"),
+    }
+    let mut v2 = Vec::new();
+    encode(&message, 2, &mut v2).expect("encodes");
+    assert_eq!(decode(&v2).expect("decodes"), message);
 }

@@ -2,11 +2,11 @@
 
 use std::ops::Bound;
 
-use hayate_storage::{Engine, ReadError, Row, RowKey, RowsFrom, RowsPage, StoredRow, TableId, WriteError};
+use hayate_storage::{Engine, ReadError, RowKey, RowsFrom, RowsPage, StoredRow, TableId, WriteError};
 
 use super::{
-    Mutation, MutationKind, RangeStart, ReadCommand, ReadResponse, Replica, ReplicaError, ReplicaErrorKind,
-    ReplicaRow,
+    Mutation, MutationKind, PartitionRead, RangeStart, ReadCommand, ReadResponse, Replica, ReplicaError,
+    ReplicaErrorKind, ReplicaRow, ReplicaTombstones,
 };
 
 impl Replica for Engine {
@@ -22,25 +22,10 @@ impl Replica for Engine {
                     self.write(key, update).map_err(write_failed)?;
                 }
                 MutationKind::DeleteRange { start, end, deletion } => {
-                    let page = self
-                        .read_partition_raw(
-                            m.table,
-                            &m.partition,
-                            as_ref(&start),
-                            as_ref(&end),
-                            false,
-                            usize::MAX,
-                        )
-                        .map_err(read_failed)?;
-                    for row in page.rows {
-                        let key = RowKey {
-                            table: m.table,
-                            partition: &m.partition,
-                            clustering: &row.clustering_key,
-                        };
-                        self.write(key, Row::deleted(deletion.timestamp_us, deletion.deleted_at_s))
-                            .map_err(write_failed)?;
-                    }
+                    // One range (or partition) tombstone, which also shadows rows that reach
+                    // this replica after it.
+                    self.delete_range(m.table, &m.partition, as_ref(&start), as_ref(&end), deletion)
+                        .map_err(write_failed)?;
                 }
             }
         }
@@ -69,18 +54,26 @@ impl Replica for Engine {
                             })
                             .into_iter()
                             .collect();
-                        return Ok(ReadResponse { rows, more: false });
+                        return Ok(ReadResponse {
+                            rows,
+                            more: false,
+                            tombstones: self.tombstones_of(p)?,
+                        });
                     }
                 }
-                self.read_partition_raw(
-                    p.table,
-                    &p.partition,
-                    as_ref(&p.start),
-                    as_ref(&p.end),
-                    p.reverse,
-                    p.limit,
-                )
-                .map_err(read_failed)?
+                let page = self
+                    .read_partition_raw(
+                        p.table,
+                        &p.partition,
+                        as_ref(&p.start),
+                        as_ref(&p.end),
+                        p.reverse,
+                        p.limit,
+                    )
+                    .map_err(read_failed)?;
+                let mut response = response(page);
+                response.tombstones = self.tombstones_of(p)?;
+                return Ok(response);
             }
             ReadCommand::Range(r) => {
                 let from = match &r.start {
@@ -107,6 +100,27 @@ fn response(page: RowsPage) -> ReadResponse {
     ReadResponse {
         rows: page.rows.into_iter().map(replica_row).collect(),
         more: page.more,
+        tombstones: Vec::new(),
+    }
+}
+
+trait TombstonesOf {
+    fn tombstones_of(&self, p: &PartitionRead) -> Result<Vec<ReplicaTombstones>, ReplicaError>;
+}
+
+impl TombstonesOf for Engine {
+    /// The partition's tombstones, for the coordinator's merge.
+    fn tombstones_of(&self, p: &PartitionRead) -> Result<Vec<ReplicaTombstones>, ReplicaError> {
+        let t = self
+            .partition_tombstones(p.table, &p.partition)
+            .map_err(read_failed)?;
+        Ok(t.map(|tombstones| ReplicaTombstones {
+            token: p.token,
+            partition: p.partition.clone(),
+            tombstones,
+        })
+        .into_iter()
+        .collect())
     }
 }
 
@@ -133,7 +147,9 @@ fn write_failed(e: WriteError) -> ReplicaError {
             tracing::warn!("write refused: {e}");
             ReplicaError::new(ReplicaErrorKind::Refused, e.to_string())
         }
-        WriteError::KeyTooLarge { .. } | WriteError::RecordTooLarge { .. } => {
+        WriteError::KeyTooLarge { .. }
+        | WriteError::RecordTooLarge { .. }
+        | WriteError::TooManyRangeTombstones { .. } => {
             ReplicaError::new(ReplicaErrorKind::Invalid, e.to_string())
         }
         other => {

@@ -12,7 +12,7 @@ use std::ops::Bound;
 
 mod local;
 
-use hayate_storage::{Deletion, Row, TableId};
+use hayate_storage::{Deletion, PartitionTombstones, Row, TableId};
 
 /// One change to one partition: a row update merged by last-write-wins, or a deletion of every
 /// row in a clustering range.
@@ -30,10 +30,11 @@ pub enum MutationKind {
     /// Merge `update` into the row at `clustering` (empty for tables without clustering
     /// columns).
     Row { clustering: Vec<u8>, update: Row },
-    /// Delete every row of the partition whose clustering key lies between the bounds, as of
-    /// `deletion.timestamp_us`: each replica writes a row tombstone over the rows it holds
-    /// there now. (Range tombstones, which also shadow rows that arrive later, come with their
-    /// own issue.)
+    /// Delete every row of the partition whose clustering key lies between the bounds (both
+    /// open: the whole partition), as of `deletion.timestamp_us`: each replica stores one range
+    /// (or partition) tombstone, which shadows every older row in the range, those it holds now
+    /// and those that reach it later. A replica's reads merge it into the rows it covers as a
+    /// row deletion, so the coordinator's merge lets it win over a replica that missed it.
     DeleteRange {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
@@ -133,6 +134,18 @@ pub struct ReadResponse {
     /// True when the replica stopped at the command's limit: it may hold more rows past the
     /// last one. False means it has nothing more in the requested range.
     pub more: bool,
+    /// The range and partition tombstones of the partition a partition read names (empty for
+    /// range reads), so that the coordinator lets them shadow rows another replica returns
+    /// which this one never had, and repairs a replica that missed them.
+    pub tombstones: Vec<ReplicaTombstones>,
+}
+
+/// One partition's range and partition tombstones, as a replica holds them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaTombstones {
+    pub token: i64,
+    pub partition: Vec<u8>,
+    pub tombstones: PartitionTombstones,
 }
 
 /// Why a replica could not do what it was asked. It travels between nodes, so it carries a

@@ -6,10 +6,9 @@
 //! writes only cells, so a row whose cells are all deleted disappears, as in Cassandra.
 //! Setting a whole non-frozen collection first deletes the column (at the write's timestamp
 //! minus one) and then writes the elements. Deleting a range of rows, or a partition of a table
-//! with clustering columns, deletes on each replica every row the range holds there now (there
-//! are no range tombstones yet, so a row written later with an older timestamp is not
-//! shadowed). A list operation by index or by value reads the list first, at the request's
-//! consistency level.
+//! with clustering columns, writes one range (or partition) tombstone on each replica, which
+//! also shadows rows written later with an older timestamp. A list operation by index or by
+//! value reads the list first, at the request's consistency level.
 
 use std::sync::Arc;
 

@@ -24,6 +24,8 @@ pub enum DecodeError {
     BadVarint,
     TooMany(usize),
     TrailingBytes,
+    /// A flags byte with a combination the format does not define.
+    BadFlags(u8),
     /// A valid record, but of another key than the index expected there.
     OtherKey,
 }
@@ -43,6 +45,7 @@ impl fmt::Display for DecodeError {
             }
             DecodeError::BadVarint => write!(f, "malformed varint"),
             DecodeError::TooMany(n) => write!(f, "count {n} exceeds the format's bound"),
+            DecodeError::BadFlags(b) => write!(f, "undefined flag combination {b:#04x}"),
             DecodeError::TrailingBytes => write!(f, "bytes left over after the row body"),
             DecodeError::OtherKey => write!(f, "the record there belongs to another key"),
         }

@@ -26,6 +26,7 @@
 //! timestamps as zig-zag varint deltas from the record's write timestamp.
 
 use super::{read_i64, read_u16, read_u32, read_u64, Cursor, DecodeError};
+use crate::range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 use crate::row::{Cell, CellValue, Deletion, Liveness, Row};
 
 pub const RECORD_MAGIC: [u8; 2] = *b"HR";
@@ -35,6 +36,10 @@ pub const RECORD_HEADER_BYTES: usize = 52;
 pub const RECORD_ALIGN_BYTES: usize = 16;
 pub const FLAG_TOMBSTONE: u8 = 1;
 pub const FLAG_DELETIONS: u8 = 2;
+/// The record holds a partition's range and partition tombstones, not a row: its body is
+/// [`encode_tombstones_body`]'s, its clustering key is empty, and its digest is
+/// [`crate::token::tombstones_digest`]'s.
+pub const FLAG_RANGE_TOMBSTONES: u8 = 4;
 
 const OFFSET_VERSION: usize = 2;
 const OFFSET_FLAGS: usize = 3;
@@ -61,6 +66,8 @@ pub struct RecordMeta {
     /// The row carries deletions (a row or column deletion, or a cell tombstone), which must
     /// outlive its live content until their grace period ends.
     pub has_deletions: bool,
+    /// The record is a partition's tombstones ([`FLAG_RANGE_TOMBSTONES`]).
+    pub range_tombstones: bool,
 }
 
 /// A decoded record that borrows its bytes from the block.
@@ -102,7 +109,13 @@ pub fn encode_record(
     out.extend_from_slice(&RECORD_MAGIC);
     out.push(RECORD_VERSION);
     out.push(
-        if meta.tombstone { FLAG_TOMBSTONE } else { 0 } | if meta.has_deletions { FLAG_DELETIONS } else { 0 },
+        if meta.tombstone { FLAG_TOMBSTONE } else { 0 }
+            | if meta.has_deletions { FLAG_DELETIONS } else { 0 }
+            | if meta.range_tombstones {
+                FLAG_RANGE_TOMBSTONES
+            } else {
+                0
+            },
     );
     out.extend_from_slice(&(len as u32).to_le_bytes());
     out.extend_from_slice(&[0u8; 4]); // crc, filled in below
@@ -174,6 +187,7 @@ pub fn decode_record(b: &[u8], block_sequence: u64) -> Result<RecordView<'_>, De
             expiry_s: read_u32(b, OFFSET_EXPIRY),
             tombstone: b[OFFSET_FLAGS] & FLAG_TOMBSTONE != 0,
             has_deletions: b[OFFSET_FLAGS] & FLAG_DELETIONS != 0,
+            range_tombstones: b[OFFSET_FLAGS] & FLAG_RANGE_TOMBSTONES != 0,
         },
         partition_key: &b[RECORD_HEADER_BYTES..pk_end],
         clustering_key: &b[pk_end..ck_end],
@@ -345,6 +359,90 @@ pub fn decode_body(body: &[u8], base_ts: i64) -> Result<Row, DecodeError> {
     Ok(row)
 }
 
+// Body of a partition's tombstones (record flag bit 2).
+//
+//   u8 flags        bit 0 partition deletion
+//   [partition]     zigzag ts delta, u32 deleted-at
+//   varint n        range tombstones, each:
+//                     u8 bounds (bits 0-1 start, bits 2-3 end: 0 open, 1 inclusive, 2 exclusive),
+//                     start: varint len, bytes (unless open); end: the same,
+//                     zigzag ts delta, u32 deleted-at
+const TOMBSTONES_PARTITION: u8 = 1;
+const BOUND_OPEN: u8 = 0;
+const BOUND_INCLUSIVE: u8 = 1;
+const BOUND_EXCLUSIVE: u8 = 2;
+
+pub fn encode_tombstones_body(out: &mut Vec<u8>, t: &PartitionTombstones, base_ts: i64) {
+    let put_deletion = |out: &mut Vec<u8>, d: &Deletion| {
+        put_zigzag(out, d.timestamp_us.wrapping_sub(base_ts));
+        out.extend_from_slice(&d.deleted_at_s.to_le_bytes());
+    };
+    out.push(if t.partition.is_some() {
+        TOMBSTONES_PARTITION
+    } else {
+        0
+    });
+    if let Some(d) = &t.partition {
+        put_deletion(out, d);
+    }
+    put_varint(out, t.ranges.len() as u64);
+    let kind = |b: &std::ops::Bound<Vec<u8>>| match b {
+        std::ops::Bound::Unbounded => BOUND_OPEN,
+        std::ops::Bound::Included(_) => BOUND_INCLUSIVE,
+        std::ops::Bound::Excluded(_) => BOUND_EXCLUSIVE,
+    };
+    for r in &t.ranges {
+        out.push(kind(&r.start) | kind(&r.end) << 2);
+        for b in [&r.start, &r.end] {
+            if let std::ops::Bound::Included(v) | std::ops::Bound::Excluded(v) = b {
+                put_varint(out, v.len() as u64);
+                out.extend_from_slice(v);
+            }
+        }
+        put_deletion(out, &r.deletion);
+    }
+}
+
+pub fn decode_tombstones_body(body: &[u8], base_ts: i64) -> Result<PartitionTombstones, DecodeError> {
+    let mut cur = Cursor::new(body);
+    let flags = cur.u8()?;
+    let deletion = |cur: &mut Cursor<'_>| -> Result<Deletion, DecodeError> {
+        Ok(Deletion {
+            timestamp_us: base_ts.wrapping_add(cur.zigzag()?),
+            deleted_at_s: cur.u32()?,
+        })
+    };
+    let mut t = PartitionTombstones::default();
+    if flags & TOMBSTONES_PARTITION != 0 {
+        t.partition = Some(deletion(&mut cur)?);
+    }
+    let n = cur.count(RANGE_TOMBSTONES_PER_PARTITION_MAX)?;
+    t.ranges.reserve(n);
+    for _ in 0..n {
+        let kinds = cur.u8()?;
+        let mut bound = |kind: u8| -> Result<std::ops::Bound<Vec<u8>>, DecodeError> {
+            match kind {
+                BOUND_OPEN => Ok(std::ops::Bound::Unbounded),
+                BOUND_INCLUSIVE => Ok(std::ops::Bound::Included(cur.bytes()?.to_vec())),
+                BOUND_EXCLUSIVE => Ok(std::ops::Bound::Excluded(cur.bytes()?.to_vec())),
+                _ => Err(DecodeError::BadFlags(kinds)),
+            }
+        };
+        let start = bound(kinds & 3)?;
+        let end = bound(kinds >> 2 & 3)?;
+        let d = deletion(&mut cur)?;
+        t.ranges.push(RangeTombstone {
+            start,
+            end,
+            deletion: d,
+        });
+    }
+    if !cur.is_empty() {
+        return Err(DecodeError::TrailingBytes);
+    }
+    Ok(t)
+}
+
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -411,6 +509,7 @@ mod tests {
             expiry_s: 0,
             tombstone: false,
             has_deletions: false,
+            range_tombstones: false,
         };
         let mut out = Vec::new();
         let len = encode_record(&mut out, 3, &meta, b"pk", b"ck", &body);
@@ -436,6 +535,7 @@ mod tests {
             expiry_s: 0,
             tombstone: false,
             has_deletions: false,
+            range_tombstones: false,
         };
         encode_record(&mut out, 3, &meta, b"k", b"", &[0]);
         assert!(matches!(
@@ -459,6 +559,7 @@ mod tests {
             expiry_s: 0,
             tombstone: false,
             has_deletions: false,
+            range_tombstones: false,
         };
         let mut out = Vec::new();
         let len = encode_record(&mut out, 1, &meta, b"pk", b"", &body);
@@ -470,5 +571,49 @@ mod tests {
             damaged[i] ^= 0x10;
             assert!(decode_record(&damaged, 1).is_err(), "flip at byte {i}");
         }
+    }
+
+    #[test]
+    fn partition_tombstones_round_trip_and_reject_damage() {
+        use std::ops::Bound;
+        let mut t = PartitionTombstones::of(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Deletion {
+                timestamp_us: 500,
+                deleted_at_s: 9,
+            },
+        );
+        t.merge(PartitionTombstones::of(
+            Bound::Included(vec![1, 2]),
+            Bound::Excluded(vec![3]),
+            Deletion {
+                timestamp_us: 900,
+                deleted_at_s: 10,
+            },
+        ));
+        t.merge(PartitionTombstones::of(
+            Bound::Unbounded,
+            Bound::Included(vec![0]),
+            Deletion {
+                timestamp_us: 1_000,
+                deleted_at_s: 11,
+            },
+        ));
+        let mut body = Vec::new();
+        encode_tombstones_body(&mut body, &t, 1_000);
+        assert_eq!(decode_tombstones_body(&body, 1_000).expect("valid"), t);
+        for cut in 0..body.len() {
+            assert!(
+                decode_tombstones_body(&body[..cut], 1_000).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut bad = body.clone();
+        bad.push(0);
+        assert_eq!(
+            decode_tombstones_body(&bad, 1_000),
+            Err(DecodeError::TrailingBytes)
+        );
     }
 }

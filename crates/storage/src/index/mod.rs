@@ -16,6 +16,7 @@
 mod page_vec;
 
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Mutex;
 
 use page_vec::PageVec;
@@ -111,6 +112,9 @@ const FLAG_REMOVED: u32 = 4;
 /// The row carries deletions: when its live content expires it becomes a tombstone, kept for
 /// the grace period, rather than being dropped.
 pub const FLAG_HAS_DELETIONS: u32 = 8;
+/// The entry is a partition's range and partition tombstones (`range_tombstones.rs`), not a
+/// row: reads of rows skip it and look it up by its own key instead.
+pub const FLAG_RANGE_TOMBSTONES: u32 = 16;
 
 /// One row in the index: 48 bytes, so that with the partition arrays' slack an entry stays
 /// within DESIGN.md's budget of 64 bytes of RAM per record, all in.
@@ -142,6 +146,10 @@ impl Entry {
 
     pub fn has_deletions(&self) -> bool {
         self.flags & FLAG_HAS_DELETIONS != 0
+    }
+
+    pub fn is_range_tombstones(&self) -> bool {
+        self.flags & FLAG_RANGE_TOMBSTONES != 0
     }
 
     pub fn has_older(&self) -> bool {
@@ -349,6 +357,9 @@ fn search(v: &[Entry], key: &IndexKey) -> Result<usize, usize> {
 
 pub struct TableIndex {
     partitions: Box<[Mutex<Partition>]>,
+    /// Set once any partition of the table has range or partition tombstones (never cleared
+    /// while the engine runs): until then a read need not look for them.
+    range_tombstones: AtomicBool,
 }
 
 impl Default for TableIndex {
@@ -368,6 +379,7 @@ impl TableIndex {
             partitions: (0..PARTITIONS)
                 .map(|_| Mutex::new(Partition::default()))
                 .collect(),
+            range_tombstones: AtomicBool::new(false),
         }
     }
 
@@ -381,8 +393,20 @@ impl TableIndex {
         self.partition(key.token).get_mut(key).map(|e| *e)
     }
 
+    /// True if some partition of the table may have range or partition tombstones.
+    pub fn may_have_range_tombstones(&self) -> bool {
+        self.range_tombstones.load(AtomicOrdering::Acquire)
+    }
+
+    fn note(&self, entry: &Entry) {
+        if entry.is_range_tombstones() && !self.may_have_range_tombstones() {
+            self.range_tombstones.store(true, AtomicOrdering::Release);
+        }
+    }
+
     /// Inserts or replaces; returns the entry replaced.
     pub fn upsert(&self, entry: Entry) -> Option<Entry> {
+        self.note(&entry);
         let mut p = self.partition(entry.key.token);
         if let Some(e) = p.get_mut(&entry.key) {
             return Some(std::mem::replace(e, entry));
@@ -394,6 +418,7 @@ impl TableIndex {
     /// Inserts `entry` unless the index already has a version that `is_newer` prefers; returns
     /// what happened for the caller's accounting. Used by cold start.
     pub fn offer(&self, entry: Entry, is_newer: impl Fn(&Entry, &Entry) -> bool) -> Offer {
+        self.note(&entry);
         let mut p = self.partition(entry.key.token);
         if let Some(e) = p.get_mut(&entry.key) {
             if is_newer(&entry, e) {
