@@ -315,6 +315,7 @@ async fn serve(node: Arc<Node>) -> Result<(), String> {
     let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let max_connections = node.config.limits.max_connections as usize;
     let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let clients = Arc::new(connection::Clients::new(&node));
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -332,8 +333,9 @@ async fn serve(node: Arc<Node>) -> Result<(), String> {
                     continue;
                 };
                 let node = node.clone();
+                let clients = clients.clone();
                 tasks.spawn(async move {
-                    connection::serve(node, stream, peer).await;
+                    connection::serve(node, clients, stream, peer).await;
                     drop(permit);
                 });
             }

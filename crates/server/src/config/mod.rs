@@ -47,6 +47,14 @@ pub const MAX_FRAME_MIN_BYTES: u64 = 64 << 10;
 /// connection can have more requests in flight than this.
 pub const REQUESTS_IN_FLIGHT_PER_CONNECTION_MAX: u32 = 32_768;
 
+/// The default of `limits.max_request_data_in_flight`.
+pub const REQUEST_DATA_IN_FLIGHT_DEFAULT_BYTES: u64 = 256 << 20;
+/// The default of `limits.max_request_data_in_flight_per_ip`.
+pub const REQUEST_DATA_IN_FLIGHT_PER_IP_DEFAULT_BYTES: u64 = 64 << 20;
+/// The smallest request data limit accepted: below it, routine requests of a driver's
+/// connection setup would already count as overload.
+pub const REQUEST_DATA_IN_FLIGHT_MIN_BYTES: u64 = 1 << 10;
+
 /// A bound on connections that still leaves room for file descriptors of the devices.
 pub const CONNECTIONS_MAX: u32 = 1 << 20;
 /// An upper bound on `limits.service_threads`: each is an OS thread with its own stack.
@@ -203,6 +211,14 @@ pub struct LimitsConfig {
     /// Threads that read sockets and run requests to completion, device reads included, as
     /// Aerospike's service threads; 0 picks [`LimitsConfig::service_threads`]'s default.
     pub service_threads: u32,
+    /// Bytes of request bodies the whole node may hold while their requests run, as
+    /// Cassandra's `native_transport_max_request_data_in_flight`.
+    #[serde(rename = "max_request_data_in_flight")]
+    pub max_request_data_in_flight_bytes: ByteSize,
+    /// The same, for the connections of one client address, as Cassandra's
+    /// `native_transport_max_request_data_in_flight_per_ip`.
+    #[serde(rename = "max_request_data_in_flight_per_ip")]
+    pub max_request_data_in_flight_per_ip_bytes: ByteSize,
 }
 
 impl LimitsConfig {
@@ -309,6 +325,12 @@ impl Default for LimitsConfig {
             max_connections: 1024,
             max_requests_in_flight_per_connection: 1024,
             service_threads: 0,
+            // Cassandra's defaults are a tenth and a fortieth of its heap; these are those of a
+            // 2.5 GiB heap, fixed so that a node's limits do not change with the machine. They
+            // keep Cassandra's four-to-one ratio, so that one client address cannot take the
+            // whole node's allowance.
+            max_request_data_in_flight_bytes: ByteSize(REQUEST_DATA_IN_FLIGHT_DEFAULT_BYTES),
+            max_request_data_in_flight_per_ip_bytes: ByteSize(REQUEST_DATA_IN_FLIGHT_PER_IP_DEFAULT_BYTES),
         }
     }
 }
@@ -538,6 +560,25 @@ impl Config {
                     "must be from 1 to {REQUESTS_IN_FLIGHT_PER_CONNECTION_MAX} (the stream ids of protocol v4)"
                 ),
             ));
+        }
+
+        for (key, value) in [
+            (
+                "limits.max_request_data_in_flight",
+                l.max_request_data_in_flight_bytes,
+            ),
+            (
+                "limits.max_request_data_in_flight_per_ip",
+                l.max_request_data_in_flight_per_ip_bytes,
+            ),
+        ] {
+            if value.0 < REQUEST_DATA_IN_FLIGHT_MIN_BYTES {
+                return Err(invalid(
+                    key,
+                    value.to_string(),
+                    format!("must be at least {}", ByteSize(REQUEST_DATA_IN_FLIGHT_MIN_BYTES)),
+                ));
+            }
         }
 
         if l.service_threads > SERVICE_THREADS_MAX {
@@ -956,6 +997,8 @@ mod tests {
             max_frame_bytes = "1MiB"
             max_connections = 100
             max_requests_in_flight_per_connection = 64
+            max_request_data_in_flight = "32MiB"
+            max_request_data_in_flight_per_ip = "8MiB"
 
             [auth]
             authenticator = "PasswordAuthenticator"
@@ -1004,6 +1047,11 @@ mod tests {
         assert_eq!(config.limits.max_frame_bytes, ByteSize(1 << 20));
         assert_eq!(config.limits.max_connections, 100);
         assert_eq!(config.limits.max_requests_in_flight_per_connection, 64);
+        assert_eq!(config.limits.max_request_data_in_flight_bytes, ByteSize(32 << 20));
+        assert_eq!(
+            config.limits.max_request_data_in_flight_per_ip_bytes,
+            ByteSize(8 << 20)
+        );
         assert_eq!(config.auth.authenticator, AuthenticatorKind::Password);
         assert_eq!(config.metrics_address(), None);
 
@@ -1168,6 +1216,14 @@ mod tests {
                 "limits.max_frame_bytes = 100",
             ),
             ("[limits]\nmax_connections = 0\n", "limits.max_connections = 0"),
+            (
+                "[limits]\nmax_request_data_in_flight = 100\n",
+                "limits.max_request_data_in_flight = 100",
+            ),
+            (
+                "[limits]\nmax_request_data_in_flight_per_ip = 0\n",
+                "limits.max_request_data_in_flight_per_ip = 0",
+            ),
             (
                 "[limits]\nservice_threads = 5000\n",
                 "limits.service_threads = 5000",
