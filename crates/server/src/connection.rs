@@ -37,8 +37,10 @@ use crate::node::Node;
 use crate::requests::{self, Session};
 
 pub mod limits;
+pub mod tls;
 
 use limits::{Backlog, RequestData, ResponseSender};
+use tls::{Accepted, Tls};
 
 /// How much the reader asks the socket for at once.
 const READ_CHUNK_BYTES: usize = 64 << 10;
@@ -52,16 +54,19 @@ const CLOSE_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 pub struct Clients {
     /// The allowance for request data in flight (`limits.max_request_data_in_flight*`).
     pub request_data: Arc<RequestData>,
+    /// `None` when the port speaks plain CQL only.
+    pub tls: Option<Tls>,
 }
 
 impl Clients {
-    pub fn new(node: &Node) -> Clients {
+    pub fn new(node: &Node, tls: Option<Tls>) -> Clients {
         let limits = &node.config.limits;
         Clients {
             request_data: Arc::new(RequestData::new(
                 limits.max_request_data_in_flight_bytes.0,
                 limits.max_request_data_in_flight_per_ip_bytes.0,
             )),
+            tls,
         }
     }
 }
@@ -69,8 +74,24 @@ impl Clients {
 /// Serves one connection until the client closes it or breaks the protocol.
 pub async fn serve(node: Arc<Node>, clients: Arc<Clients>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let (reader, writer) = stream.into_split();
-    serve_stream(node, &clients, reader, writer, peer).await;
+    let stream = match &clients.tls {
+        None => Accepted::Plain(stream),
+        Some(tls) => match tls.accept(stream, peer).await {
+            Some(accepted) => accepted,
+            None => return,
+        },
+    };
+    match stream {
+        Accepted::Plain(stream) => {
+            let (reader, writer) = stream.into_split();
+            serve_stream(node, &clients, reader, writer, peer).await;
+        }
+        Accepted::Tls(stream) => {
+            // A TLS session has one state for both directions, so its halves share a lock.
+            let (reader, writer) = tokio::io::split(stream);
+            serve_stream(node, &clients, reader, writer, peer).await;
+        }
+    }
 }
 
 /// Serves one connection over any byte stream (plain TCP, or TLS on top of it).

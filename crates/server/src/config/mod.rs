@@ -28,8 +28,10 @@ use serde::Deserialize;
 use hayate_storage::config::{BLOCK_SIZE_MAX_BYTES, BLOCK_SIZE_MIN_BYTES};
 use hayate_storage::{DeviceConfig, NamespaceConfig};
 
+mod client_encryption;
 mod cluster;
 
+pub use client_encryption::{ClientEncryptionConfig, TlsMode};
 pub use cluster::ClusterConfig;
 
 /// The storage engine namespace the node keeps all tables in; it names the default device
@@ -131,6 +133,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub metrics: MetricsConfig,
     pub cluster: ClusterConfig,
+    pub client_encryption: ClientEncryptionConfig,
     /// The file the settings came from, for messages; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -287,6 +290,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             metrics: MetricsConfig::default(),
             cluster: ClusterConfig::default(),
+            client_encryption: ClientEncryptionConfig::default(),
             source: None,
             warnings: Vec::new(),
         }
@@ -590,6 +594,9 @@ impl Config {
         }
 
         if let Some((key, value, reason)) = self.cluster.check() {
+            return Err(invalid(key, value, reason));
+        }
+        if let Some((key, value, reason)) = self.client_encryption.check() {
             return Err(invalid(key, value, reason));
         }
         if self.listen_address.is_unspecified() {
@@ -1020,6 +1027,14 @@ mod tests {
             hinted_handoff_throttle = "2MiB"
             max_hints_size_per_host = "100MiB"
             formation_wait_ms = 500
+
+            [client_encryption]
+            enabled = true
+            optional = true
+            certificate = "/etc/hayate/node.crt"
+            private_key = "/etc/hayate/node.key"
+            ca = "/etc/hayate/clients-ca.crt"
+            require_client_auth = true
         "#;
         let config = Config::from_toml(text, Some(Path::new("full.toml"))).expect("parses");
         config.validate().expect("valid");
@@ -1048,6 +1063,12 @@ mod tests {
         assert_eq!(config.limits.max_connections, 100);
         assert_eq!(config.limits.max_requests_in_flight_per_connection, 64);
         assert_eq!(config.limits.max_request_data_in_flight_bytes, ByteSize(32 << 20));
+        assert_eq!(config.client_encryption.mode(), Some(TlsMode::Optional));
+        assert_eq!(
+            config.client_encryption.ca,
+            Path::new("/etc/hayate/clients-ca.crt")
+        );
+        assert!(config.client_encryption.require_client_auth);
         assert_eq!(
             config.limits.max_request_data_in_flight_per_ip_bytes,
             ByteSize(8 << 20)
@@ -1216,6 +1237,22 @@ mod tests {
                 "limits.max_frame_bytes = 100",
             ),
             ("[limits]\nmax_connections = 0\n", "limits.max_connections = 0"),
+            (
+                "[client_encryption]\nenabled = true\n",
+                "client_encryption.certificate = \"\"",
+            ),
+            (
+                "[client_encryption]\noptional = true\ncertificate = \"a.pem\"\n",
+                "client_encryption.private_key = \"\"",
+            ),
+            (
+                "[client_encryption]\nrequire_client_auth = true\n",
+                "client_encryption.require_client_auth = true",
+            ),
+            (
+                "[client_encryption]\nenabled = true\ncertificate = \"a.pem\"\nprivate_key = \"k.pem\"\nrequire_client_auth = true\n",
+                "client_encryption.ca = \"\"",
+            ),
             (
                 "[limits]\nmax_request_data_in_flight = 100\n",
                 "limits.max_request_data_in_flight = 100",
