@@ -14,11 +14,13 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import shutil
 import socket
 import ssl
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import cqlwire
+from hayate_node import REPO_ROOT
 
 CQLSH = Path(sys.executable).parent / "cqlsh"
 PROTOCOL_ERROR = 0x000A
@@ -281,6 +284,32 @@ def test_cqlsh_with_ssl(tls_node, pki, tmp_path):
     plain = cqlsh("-e", "SELECT cluster_name FROM system.local")
     assert plain.returncode != 0
     assert "requires TLS" in plain.stderr, plain.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_java_drivers_with_client_certificates(tls_node, pki):
+    """tests/java TlsTest: both Java drivers with an SSLContext, with and without a certificate."""
+    node = tls_node(ca=pki.ca_path, require_client_auth=True)
+    mvn = shutil.which("mvn")
+    assert mvn, "Maven (mvn) is not on PATH; tests/java needs Maven 3.8 and Java 17"
+    report = REPO_ROOT / "target" / "java-tests" / "surefire-reports" / "TEST-hayate.TlsTest.xml"
+    report.unlink(missing_ok=True)
+    cmd = [mvn, "-q", "-B", "-f", str(REPO_ROOT / "tests" / "java" / "pom.xml"), "test",
+           "-Dtest=TlsTest", f"-Dhayate.host={node.host}", f"-Dhayate.port={node.port}",
+           f"-Dhayate.tls.ca={pki.ca_path}", f"-Dhayate.tls.cert={pki.client_cert}",
+           f"-Dhayate.tls.key={pki.client_key}", "-Dmaven.test.failure.ignore=true"]
+    if os.environ.get("HAYATE_MVN_OFFLINE") == "1":
+        cmd.insert(1, "-o")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert report.exists(), f"Maven wrote no TlsTest report (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    suite = ET.parse(report).getroot()
+    failures = [
+        f"{case.get('name')}: {(el.get('message') or el.text or '').strip()[:300]}"
+        for case in suite.iter("testcase")
+        for el in [*case.findall("failure"), *case.findall("error"), *case.findall("skipped")]
+    ]
+    assert int(suite.get("tests")) == 3 and not failures, "\n".join(failures)
 
 
 def _start_fails(node_factory, pki, tmp_path, **settings) -> str:
