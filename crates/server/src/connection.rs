@@ -126,7 +126,9 @@ async fn serve_stream<R, W>(
                         Err(_) => break,
                     }
                 }
-                if writer.write_all(&out).await.is_err() {
+                // TLS keeps what the socket did not take in its own buffer until a flush (a
+                // no-op on plain TCP), and the client waits for those bytes.
+                if writer.write_all(&out).await.is_err() || writer.flush().await.is_err() {
                     break;
                 }
                 backlog.written(out.len(), frames);
