@@ -109,35 +109,33 @@ async fn serve_stream<R, W>(
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let backlog = Arc::new(Backlog::default());
 
-    let write_task = {
-        let backlog = backlog.clone();
-        tokio::spawn(async move {
-            let mut out = Vec::with_capacity(WRITE_COALESCE_MAX_BYTES);
-            while let Some(first) = rx.recv().await {
-                out.clear();
-                out.extend_from_slice(&first);
-                let mut frames = 1;
-                while out.len() < WRITE_COALESCE_MAX_BYTES {
-                    match rx.try_recv() {
-                        Ok(more) => {
-                            out.extend_from_slice(&more);
-                            frames += 1;
-                        }
-                        Err(_) => break,
+    let written = backlog.clone();
+    let write_task = tokio::spawn(async move {
+        let mut out = Vec::with_capacity(WRITE_COALESCE_MAX_BYTES);
+        while let Some(first) = rx.recv().await {
+            out.clear();
+            out.extend_from_slice(&first);
+            let mut frames = 1;
+            while out.len() < WRITE_COALESCE_MAX_BYTES {
+                match rx.try_recv() {
+                    Ok(more) => {
+                        out.extend_from_slice(&more);
+                        frames += 1;
                     }
+                    Err(_) => break,
                 }
-                // TLS keeps what the socket did not take in its own buffer until a flush (a
-                // no-op on plain TCP), and the client waits for those bytes.
-                if writer.write_all(&out).await.is_err() || writer.flush().await.is_err() {
-                    break;
-                }
-                backlog.written(out.len(), frames);
             }
-            // The reader may be waiting for this writer to make room: it must learn it never will.
-            backlog.close();
-            let _ = writer.shutdown().await;
-        })
-    };
+            // TLS keeps what the socket did not take in its own buffer until a flush (a no-op
+            // on plain TCP), and the client waits for those bytes.
+            if writer.write_all(&out).await.is_err() || writer.flush().await.is_err() {
+                break;
+            }
+            written.written(out.len(), frames);
+        }
+        // The reader may be waiting for this writer to make room: it must learn it never will.
+        written.close();
+        let _ = writer.shutdown().await;
+    });
 
     let session = Arc::new(Session::new(
         node.clone(),
