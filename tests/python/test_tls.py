@@ -31,7 +31,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import cqlwire
-from hayate_node import REPO_ROOT
+from hayate_node import REPO_ROOT, free_port
+from test_client_limits import FLOOD_REQUESTS, ROW_VALUE_BYTES, RSS_GROWTH_MAX_BYTES, flood, value
+from test_metrics import scrape
 
 CQLSH = Path(sys.executable).parent / "cqlsh"
 PROTOCOL_ERROR = 0x000A
@@ -352,3 +354,50 @@ def test_bad_tls_files_stop_the_node_naming_the_file(node_factory, pki, tmp_path
     log = _start_fails(node_factory, pki, tmp_path, **settings)
     assert setting in log and str(path) in log and says in log, log
     assert "listening for CQL clients" not in log
+
+
+class TlsRawConnection(cqlwire.RawConnection):
+    """Raw frames over TLS."""
+
+    def __init__(self, host: str, port: int, context: ssl.SSLContext, timeout_s: float = 5.0):
+        self.sock = context.wrap_socket(socket.create_connection((host, port), timeout=timeout_s), server_hostname=host)
+        self.sock.settimeout(timeout_s)
+
+
+def test_a_tls_client_that_never_reads_is_paused_like_a_plain_one(node_factory, pki):
+    """The bound on unread responses (test_client_limits.py) holds over TLS too, where the
+    writer and reader share one TLS session."""
+    node = node_factory("tls_flood", start=False, metrics_port=free_port())
+    with open(node.config_path, "a") as f:
+        f.write(tls_section(pki))
+    node.start()
+    _, session = tls_connect(node_factory, node, pki)
+    session.execute(
+        "CREATE KEYSPACE limits WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+    )
+    session.execute("CREATE TABLE limits.t (k int PRIMARY KEY, v blob)")
+    session.execute("INSERT INTO limits.t (k, v) VALUES (0, %s)", [b"v" * ROW_VALUE_BYTES])
+    for _ in range(200):
+        session.execute("SELECT v FROM limits.t WHERE k = 0")
+    baseline = node.rss_bytes()
+
+    flooder = TlsRawConnection(node.host, node.port, ssl_context(pki))
+    assert flooder.startup().opcode == cqlwire.READY
+    sent = [0]
+    flood(flooder.sock, sent)
+    try:
+        assert sent[0] < FLOOD_REQUESTS, "the node read the whole flood"
+        started = time.monotonic()
+        assert len(session.execute("SELECT v FROM limits.t WHERE k = 0").one().v) == ROW_VALUE_BYTES
+        assert time.monotonic() - started < 2.0
+        grown = node.rss_bytes() - baseline
+        assert grown < RSS_GROWTH_MAX_BYTES, f"resident memory grew by {grown >> 20} MiB"
+        samples, _ = scrape(node.metrics_port)
+        assert value(samples, "hayate_connections_paused") == 1
+    finally:
+        flooder.sock.close()
+    deadline = time.monotonic() + 10
+    while value(scrape(node.metrics_port)[0], "hayate_connections_paused") != 0:
+        assert time.monotonic() - deadline < 0, "the closed TLS connection is still paused"
+        time.sleep(0.1)
+    round_trip(session, "tls_after_flood")
