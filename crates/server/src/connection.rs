@@ -13,6 +13,8 @@
 //!
 //! Finished responses go to a writer task through a channel; the writer takes everything
 //! queued and sends it in one `write`, so a pipelining driver gets its answers coalesced.
+//! What waits there, and the request data in flight, are bounded: a connection over its bounds
+//! stops being read for a while (see [`limits`]).
 //!
 //! A frame header that cannot be trusted (unknown version, a body over the limit, a response
 //! bit) is answered with a protocol ERROR and the connection is closed, since the byte stream is
@@ -23,47 +25,124 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use hayate_cql::error::WireError;
+use hayate_cql::error::{ErrorBody, WireError};
 use hayate_cql::frame::{FrameError, FrameHeader, HEADER_BYTES};
 use hayate_cql::response::Response;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 
+use crate::metrics::PauseReason;
 use crate::node::Node;
 use crate::requests::{self, Session};
+
+pub mod limits;
+pub mod tls;
+
+use limits::{Backlog, RequestData, ResponseSender};
+use tls::{Accepted, Tls};
 
 /// How much the reader asks the socket for at once.
 const READ_CHUNK_BYTES: usize = 64 << 10;
 /// The writer stops gathering queued responses into one write past this size.
 const WRITE_COALESCE_MAX_BYTES: usize = 256 << 10;
 
-/// Serves one connection until the client closes it or breaks the protocol.
-pub async fn serve(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
-    node.metrics.connection_opened();
-    let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = stream.into_split();
-    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+/// How long a closing connection's last responses may take to reach a client.
+const CLOSE_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// What all the node's client connections share.
+pub struct Clients {
+    /// The allowance for request data in flight (`limits.max_request_data_in_flight*`).
+    pub request_data: Arc<RequestData>,
+    /// `None` when the port speaks plain CQL only.
+    pub tls: Option<Tls>,
+}
+
+impl Clients {
+    pub fn new(node: &Node, tls: Option<Tls>) -> Clients {
+        let limits = &node.config.limits;
+        Clients {
+            request_data: Arc::new(RequestData::new(
+                limits.max_request_data_in_flight_bytes.0,
+                limits.max_request_data_in_flight_per_ip_bytes.0,
+            )),
+            tls,
+        }
+    }
+}
+
+/// Serves one connection until the client closes it or breaks the protocol.
+pub async fn serve(node: Arc<Node>, clients: Arc<Clients>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let stream = match &clients.tls {
+        None => Accepted::Plain(stream),
+        Some(tls) => match tls.accept(stream, peer).await {
+            Some(accepted) => accepted,
+            None => return,
+        },
+    };
+    match stream {
+        Accepted::Plain(stream) => {
+            let (reader, writer) = stream.into_split();
+            serve_stream(node, &clients, reader, writer, peer).await;
+        }
+        Accepted::Tls(stream) => {
+            // A TLS session has one state for both directions, so its halves share a lock.
+            let (reader, writer) = tokio::io::split(stream);
+            serve_stream(node, &clients, reader, writer, peer).await;
+        }
+    }
+}
+
+/// Serves one connection over any byte stream (plain TCP, or TLS on top of it).
+async fn serve_stream<R, W>(
+    node: Arc<Node>,
+    clients: &Clients,
+    mut reader: R,
+    mut writer: W,
+    peer: SocketAddr,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    node.metrics.connection_opened();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let backlog = Arc::new(Backlog::default());
+
+    let written = backlog.clone();
     let write_task = tokio::spawn(async move {
         let mut out = Vec::with_capacity(WRITE_COALESCE_MAX_BYTES);
         while let Some(first) = rx.recv().await {
             out.clear();
             out.extend_from_slice(&first);
+            let mut frames = 1;
             while out.len() < WRITE_COALESCE_MAX_BYTES {
                 match rx.try_recv() {
-                    Ok(more) => out.extend_from_slice(&more),
+                    Ok(more) => {
+                        out.extend_from_slice(&more);
+                        frames += 1;
+                    }
                     Err(_) => break,
                 }
             }
-            if writer.write_all(&out).await.is_err() {
+            // TLS keeps what the socket did not take in its own buffer until a flush (a no-op
+            // on plain TCP), and the client waits for those bytes.
+            if writer.write_all(&out).await.is_err() || writer.flush().await.is_err() {
                 break;
             }
+            written.written(out.len(), frames);
         }
+        // The reader may be waiting for this writer to make room: it must learn it never will.
+        written.close();
         let _ = writer.shutdown().await;
     });
 
-    let session = Arc::new(Session::new(node.clone(), peer, tx.clone()));
+    let session = Arc::new(Session::new(
+        node.clone(),
+        peer,
+        ResponseSender::new(tx, backlog.clone()),
+    ));
+    let request_data = Arc::new(clients.request_data.connection(peer.ip()));
     let max_in_flight = node.config.limits.max_requests_in_flight_per_connection;
     let in_flight = Arc::new(Semaphore::new(max_in_flight as usize));
     let max_frame_bytes = usize::try_from(node.config.limits.max_frame_bytes.0).unwrap_or(usize::MAX);
@@ -72,6 +151,16 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
 
     'read: loop {
         while buf.len() >= HEADER_BYTES {
+            if backlog.is_full() {
+                // The client is not reading its responses: read no more of its requests until
+                // it does, and let TCP's flow control hold the rest of them in its own buffers.
+                node.metrics.connection_paused(PauseReason::ResponsesUnread);
+                let room = backlog.wait_for_room().await;
+                node.metrics.connection_resumed();
+                if !room {
+                    break 'read;
+                }
+            }
             let mut head = [0u8; HEADER_BYTES];
             head.copy_from_slice(&buf[..HEADER_BYTES]);
             let header = match FrameHeader::decode_request(&head) {
@@ -115,18 +204,39 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
             let Ok(permit) = in_flight.clone().acquire_owned().await else {
                 break 'read;
             };
+            let request_bytes = u64::from(header.body_length_bytes);
+            let (held, over_limit) = match request_data.try_take(request_bytes) {
+                Ok(held) => (held, false),
+                Err(overload) if session.throws_on_overload() => {
+                    node.metrics.request_overloaded();
+                    tracing::debug!(%peer, "{overload}");
+                    session.send(
+                        header.stream,
+                        &Response::Error(WireError::new(ErrorBody::Overloaded, overload.to_string())),
+                    );
+                    continue;
+                }
+                Err(_) => (request_data.take(request_bytes), true),
+            };
             let session = session.clone();
             if waits_for_device_writes {
                 let runtime = tokio::runtime::Handle::current();
                 tokio::task::spawn_blocking(move || {
                     runtime.block_on(session.handle(header, body));
-                    drop(permit);
+                    drop((held, permit));
                 });
             } else {
                 tokio::spawn(async move {
                     session.handle(header, body).await;
-                    drop(permit);
+                    drop((held, permit));
                 });
+            }
+            if over_limit {
+                // Cassandra's backpressure for a protocol v4 client: the request runs, and the
+                // connection is read again once its requests are done or the node has room.
+                node.metrics.connection_paused(PauseReason::RequestData);
+                request_data.wait_for_room().await;
+                node.metrics.connection_resumed();
             }
         }
         if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {
@@ -150,8 +260,16 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) {
     let _ = in_flight.acquire_many(max_in_flight).await;
     session.close();
     node.metrics.connection_closed();
-    drop(tx);
-    let _ = write_task.await;
+    // A client that stopped reading would hold the writer, and with it this connection's slot,
+    // for ever: it gets a while to read what is left, then the connection is dropped.
+    let abort = write_task.abort_handle();
+    if tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, write_task)
+        .await
+        .is_err()
+    {
+        tracing::debug!(%peer, "dropping a closed connection whose client does not read");
+        abort.abort();
+    }
 }
 
 /// Answers a header we cannot trust with a protocol error; the caller then closes.

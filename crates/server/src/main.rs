@@ -98,6 +98,8 @@ fn main() -> ExitCode {
 }
 
 fn run(config: Config) -> Result<(), String> {
+    // First, so that a fault in the TLS files stops the node before it opens anything.
+    let tls = connection::tls::Tls::load(&config.client_encryption)?;
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
         format!(
             "cannot create the data directory {}: {e}",
@@ -127,7 +129,7 @@ fn run(config: Config) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the network runtime: {e}"))?;
     let node = runtime.block_on(start(config, engine, local, roles))?;
-    let served = runtime.block_on(serve(node.clone()));
+    let served = runtime.block_on(serve(node.clone(), tls));
     runtime.block_on(node.cluster.shutdown());
     runtime.shutdown_timeout(Duration::from_secs(5));
     served?;
@@ -316,7 +318,7 @@ fn close(node: Arc<Node>) -> Result<(), String> {
 }
 
 /// Accepts connections until SIGTERM or SIGINT.
-async fn serve(node: Arc<Node>) -> Result<(), String> {
+async fn serve(node: Arc<Node>, tls: Option<connection::tls::Tls>) -> Result<(), String> {
     use tokio::signal::unix::{signal, SignalKind};
     let addr = node.config.cql_address();
     let listener = TcpListener::bind(addr)
@@ -332,6 +334,7 @@ async fn serve(node: Arc<Node>) -> Result<(), String> {
     let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let max_connections = node.config.limits.max_connections as usize;
     let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let clients = Arc::new(connection::Clients::new(&node, tls));
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -349,8 +352,9 @@ async fn serve(node: Arc<Node>) -> Result<(), String> {
                     continue;
                 };
                 let node = node.clone();
+                let clients = clients.clone();
                 tasks.spawn(async move {
-                    connection::serve(node, stream, peer).await;
+                    connection::serve(node, clients, stream, peer).await;
                     drop(permit);
                 });
             }

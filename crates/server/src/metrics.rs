@@ -69,7 +69,32 @@ pub struct Metrics {
     requests_by_opcode: [AtomicU64; Opcode::ALL.len()],
     bytes_received: AtomicU64,
     bytes_sent: AtomicU64,
+    /// Connections whose reader waits now (see `connection::limits`).
+    connections_paused_now: AtomicU64,
+    /// Pauses since start, by [`PauseReason`].
+    pauses: [AtomicU64; PauseReason::ALL.len()],
+    requests_overloaded: AtomicU64,
     started: Instant,
+}
+
+/// Why a connection stopped being read for a while.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseReason {
+    /// Its client left too many responses unread.
+    ResponsesUnread,
+    /// A request of its found the node or its address over their request data limits.
+    RequestData,
+}
+
+impl PauseReason {
+    pub const ALL: [PauseReason; 2] = [PauseReason::ResponsesUnread, PauseReason::RequestData];
+
+    fn label(self) -> &'static str {
+        match self {
+            PauseReason::ResponsesUnread => "responses_unread",
+            PauseReason::RequestData => "request_data",
+        }
+    }
 }
 
 /// Everything recorded for one statement kind.
@@ -117,6 +142,9 @@ impl Metrics {
             requests_by_opcode: std::array::from_fn(|_| AtomicU64::new(0)),
             bytes_received: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
+            connections_paused_now: AtomicU64::new(0),
+            pauses: std::array::from_fn(|_| AtomicU64::new(0)),
+            requests_overloaded: AtomicU64::new(0),
             started: Instant::now(),
         }
     }
@@ -150,6 +178,23 @@ impl Metrics {
 
     pub fn connection_closed(&self) {
         self.connections_closed.fetch_add(1, Relaxed);
+    }
+
+    /// A connection stops being read; [`Metrics::connection_resumed`] follows when it is read
+    /// again (or closes).
+    pub fn connection_paused(&self, reason: PauseReason) {
+        self.connections_paused_now.fetch_add(1, Relaxed);
+        self.pauses[reason as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn connection_resumed(&self) {
+        self.connections_paused_now.fetch_sub(1, Relaxed);
+    }
+
+    /// A request answered Overloaded because the node or its client's address held too much
+    /// request data.
+    pub fn request_overloaded(&self) {
+        self.requests_overloaded.fetch_add(1, Relaxed);
     }
 
     /// One frame read from a client, `frame_bytes` counting the header.
@@ -360,9 +405,37 @@ impl Metrics {
                 self.bytes_sent.load(Relaxed),
             ),
         ];
-        for (name, kind, help, value) in connections {
+        let limits = [
+            (
+                "hayate_connections_paused",
+                "gauge",
+                "Client connections not being read now, to bound what they cost the node.",
+                self.connections_paused_now.load(Relaxed),
+            ),
+            (
+                "hayate_requests_overloaded_total",
+                "counter",
+                "Requests answered Overloaded: over the request data in flight limits, from a client that asked THROW_ON_OVERLOAD.",
+                self.requests_overloaded.load(Relaxed),
+            ),
+        ];
+        for (name, kind, help, value) in connections.into_iter().chain(limits) {
             family(out, name, kind, help);
             sample(out, name, &[], value);
+        }
+        family(
+            out,
+            "hayate_connection_pauses_total",
+            "counter",
+            "Times a client connection stopped being read: its client left too many responses unread, or a request found the node over its request data limits.",
+        );
+        for (reason, count) in PauseReason::ALL.iter().zip(&self.pauses) {
+            sample(
+                out,
+                "hayate_connection_pauses_total",
+                &[("reason", reason.label())],
+                count.load(Relaxed),
+            );
         }
         family(
             out,

@@ -28,8 +28,10 @@ use serde::Deserialize;
 use hayate_storage::config::{BLOCK_SIZE_MAX_BYTES, BLOCK_SIZE_MIN_BYTES};
 use hayate_storage::{DeviceConfig, NamespaceConfig};
 
+mod client_encryption;
 mod cluster;
 
+pub use client_encryption::{ClientEncryptionConfig, TlsMode};
 pub use cluster::ClusterConfig;
 
 /// The storage engine namespace the node keeps all tables in; it names the default device
@@ -46,6 +48,14 @@ pub const MAX_FRAME_MIN_BYTES: u64 = 64 << 10;
 /// A v4 stream id is a signed 16-bit number and clients use only the non-negative ones, so no
 /// connection can have more requests in flight than this.
 pub const REQUESTS_IN_FLIGHT_PER_CONNECTION_MAX: u32 = 32_768;
+
+/// The default of `limits.max_request_data_in_flight`.
+pub const REQUEST_DATA_IN_FLIGHT_DEFAULT_BYTES: u64 = 256 << 20;
+/// The default of `limits.max_request_data_in_flight_per_ip`.
+pub const REQUEST_DATA_IN_FLIGHT_PER_IP_DEFAULT_BYTES: u64 = 64 << 20;
+/// The smallest request data limit accepted: below it, routine requests of a driver's
+/// connection setup would already count as overload.
+pub const REQUEST_DATA_IN_FLIGHT_MIN_BYTES: u64 = 1 << 10;
 
 /// A bound on connections that still leaves room for file descriptors of the devices.
 pub const CONNECTIONS_MAX: u32 = 1 << 20;
@@ -123,6 +133,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub metrics: MetricsConfig,
     pub cluster: ClusterConfig,
+    pub client_encryption: ClientEncryptionConfig,
     /// The file the settings came from, for messages; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -203,6 +214,14 @@ pub struct LimitsConfig {
     /// Threads that read sockets and run requests to completion, device reads included, as
     /// Aerospike's service threads; 0 picks [`LimitsConfig::service_threads`]'s default.
     pub service_threads: u32,
+    /// Bytes of request bodies the whole node may hold while their requests run, as
+    /// Cassandra's `native_transport_max_request_data_in_flight`.
+    #[serde(rename = "max_request_data_in_flight")]
+    pub max_request_data_in_flight_bytes: ByteSize,
+    /// The same, for the connections of one client address, as Cassandra's
+    /// `native_transport_max_request_data_in_flight_per_ip`.
+    #[serde(rename = "max_request_data_in_flight_per_ip")]
+    pub max_request_data_in_flight_per_ip_bytes: ByteSize,
 }
 
 impl LimitsConfig {
@@ -271,6 +290,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             metrics: MetricsConfig::default(),
             cluster: ClusterConfig::default(),
+            client_encryption: ClientEncryptionConfig::default(),
             source: None,
             warnings: Vec::new(),
         }
@@ -309,6 +329,12 @@ impl Default for LimitsConfig {
             max_connections: 1024,
             max_requests_in_flight_per_connection: 1024,
             service_threads: 0,
+            // Cassandra's defaults are a tenth and a fortieth of its heap; these are those of a
+            // 2.5 GiB heap, fixed so that a node's limits do not change with the machine. They
+            // keep Cassandra's four-to-one ratio, so that one client address cannot take the
+            // whole node's allowance.
+            max_request_data_in_flight_bytes: ByteSize(REQUEST_DATA_IN_FLIGHT_DEFAULT_BYTES),
+            max_request_data_in_flight_per_ip_bytes: ByteSize(REQUEST_DATA_IN_FLIGHT_PER_IP_DEFAULT_BYTES),
         }
     }
 }
@@ -540,6 +566,25 @@ impl Config {
             ));
         }
 
+        for (key, value) in [
+            (
+                "limits.max_request_data_in_flight",
+                l.max_request_data_in_flight_bytes,
+            ),
+            (
+                "limits.max_request_data_in_flight_per_ip",
+                l.max_request_data_in_flight_per_ip_bytes,
+            ),
+        ] {
+            if value.0 < REQUEST_DATA_IN_FLIGHT_MIN_BYTES {
+                return Err(invalid(
+                    key,
+                    value.to_string(),
+                    format!("must be at least {}", ByteSize(REQUEST_DATA_IN_FLIGHT_MIN_BYTES)),
+                ));
+            }
+        }
+
         if l.service_threads > SERVICE_THREADS_MAX {
             return Err(invalid(
                 "limits.service_threads",
@@ -549,6 +594,9 @@ impl Config {
         }
 
         if let Some((key, value, reason)) = self.cluster.check() {
+            return Err(invalid(key, value, reason));
+        }
+        if let Some((key, value, reason)) = self.client_encryption.check() {
             return Err(invalid(key, value, reason));
         }
         if self.listen_address.is_unspecified() {
@@ -956,6 +1004,8 @@ mod tests {
             max_frame_bytes = "1MiB"
             max_connections = 100
             max_requests_in_flight_per_connection = 64
+            max_request_data_in_flight = "32MiB"
+            max_request_data_in_flight_per_ip = "8MiB"
 
             [auth]
             authenticator = "PasswordAuthenticator"
@@ -977,6 +1027,14 @@ mod tests {
             hinted_handoff_throttle = "2MiB"
             max_hints_size_per_host = "100MiB"
             formation_wait_ms = 500
+
+            [client_encryption]
+            enabled = true
+            optional = true
+            certificate = "/etc/hayate/node.crt"
+            private_key = "/etc/hayate/node.key"
+            ca = "/etc/hayate/clients-ca.crt"
+            require_client_auth = true
         "#;
         let config = Config::from_toml(text, Some(Path::new("full.toml"))).expect("parses");
         config.validate().expect("valid");
@@ -1004,6 +1062,17 @@ mod tests {
         assert_eq!(config.limits.max_frame_bytes, ByteSize(1 << 20));
         assert_eq!(config.limits.max_connections, 100);
         assert_eq!(config.limits.max_requests_in_flight_per_connection, 64);
+        assert_eq!(config.limits.max_request_data_in_flight_bytes, ByteSize(32 << 20));
+        assert_eq!(config.client_encryption.mode(), Some(TlsMode::Optional));
+        assert_eq!(
+            config.client_encryption.ca,
+            Path::new("/etc/hayate/clients-ca.crt")
+        );
+        assert!(config.client_encryption.require_client_auth);
+        assert_eq!(
+            config.limits.max_request_data_in_flight_per_ip_bytes,
+            ByteSize(8 << 20)
+        );
         assert_eq!(config.auth.authenticator, AuthenticatorKind::Password);
         assert_eq!(config.metrics_address(), None);
 
@@ -1168,6 +1237,30 @@ mod tests {
                 "limits.max_frame_bytes = 100",
             ),
             ("[limits]\nmax_connections = 0\n", "limits.max_connections = 0"),
+            (
+                "[client_encryption]\nenabled = true\n",
+                "client_encryption.certificate = \"\"",
+            ),
+            (
+                "[client_encryption]\noptional = true\ncertificate = \"a.pem\"\n",
+                "client_encryption.private_key = \"\"",
+            ),
+            (
+                "[client_encryption]\nrequire_client_auth = true\n",
+                "client_encryption.require_client_auth = true",
+            ),
+            (
+                "[client_encryption]\nenabled = true\ncertificate = \"a.pem\"\nprivate_key = \"k.pem\"\nrequire_client_auth = true\n",
+                "client_encryption.ca = \"\"",
+            ),
+            (
+                "[limits]\nmax_request_data_in_flight = 100\n",
+                "limits.max_request_data_in_flight = 100",
+            ),
+            (
+                "[limits]\nmax_request_data_in_flight_per_ip = 0\n",
+                "limits.max_request_data_in_flight_per_ip = 0",
+            ),
             (
                 "[limits]\nservice_threads = 5000\n",
                 "limits.service_threads = 5000",

@@ -25,12 +25,12 @@ use hayate_cql::frame::{FrameFlags, FrameHeader, HEADER_BYTES};
 use hayate_cql::opcode::Opcode;
 use hayate_cql::request::{Request, RequestFrame};
 use hayate_cql::response::Response;
-use tokio::sync::mpsc;
 
 use hayate_cql::response::result::ResultBody;
 use hayate_cql::statement::Statement;
 
 use crate::auth::{AuthenticatedRole, SaslExchange};
+use crate::connection::limits::ResponseSender;
 use crate::error::{invalid, QueryResult};
 use crate::node::Node;
 use crate::query::{modify, select};
@@ -55,6 +55,8 @@ struct State {
     role: Option<AuthenticatedRole>,
     exchange: Option<SaslExchange>,
     compression: bool,
+    /// The client asked, in STARTUP, to be answered Overloaded rather than slowed down.
+    throw_on_overload: bool,
     keyspace: Option<String>,
     event_task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -76,7 +78,7 @@ pub fn runs_inline(header: &FrameHeader) -> bool {
 }
 
 impl Session {
-    pub fn new(node: Arc<Node>, peer: SocketAddr, tx: mpsc::UnboundedSender<Vec<u8>>) -> Session {
+    pub fn new(node: Arc<Node>, peer: SocketAddr, tx: ResponseSender) -> Session {
         Session {
             node,
             peer,
@@ -86,6 +88,7 @@ impl Session {
                 role: None,
                 exchange: None,
                 compression: false,
+                throw_on_overload: false,
                 keyspace: None,
                 event_task: None,
             }),
@@ -103,6 +106,12 @@ impl Session {
 
     pub fn set_keyspace(&self, keyspace: String) {
         self.state().keyspace = Some(keyspace);
+    }
+
+    /// Whether a request over the node's limits is answered Overloaded (else it slows the
+    /// connection down).
+    pub fn throws_on_overload(&self) -> bool {
+        self.state().throw_on_overload
     }
 
     pub fn role(&self) -> Option<AuthenticatedRole> {
@@ -306,11 +315,11 @@ impl Session {
 /// A place responses can be queued from any thread.
 #[derive(Clone)]
 pub struct Outbox {
-    tx: Arc<Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>>,
+    tx: Arc<Mutex<Option<ResponseSender>>>,
 }
 
 impl Outbox {
-    pub fn new(tx: mpsc::UnboundedSender<Vec<u8>>) -> Outbox {
+    pub fn new(tx: ResponseSender) -> Outbox {
         Outbox {
             tx: Arc::new(Mutex::new(Some(tx))),
         }
@@ -319,8 +328,17 @@ impl Outbox {
     /// Queues whole frames; silently dropped once the connection is gone.
     pub fn push(&self, frames: Vec<u8>) {
         if let Some(tx) = self.tx.lock().expect("outbox lock poisoned").as_ref() {
-            let _ = tx.send(frames);
+            tx.send(frames);
         }
+    }
+
+    /// Whether the client has stopped reading its responses.
+    pub fn is_full(&self) -> bool {
+        self.tx
+            .lock()
+            .expect("outbox lock poisoned")
+            .as_ref()
+            .is_some_and(ResponseSender::is_full)
     }
 
     pub fn close(&self) {

@@ -21,7 +21,11 @@ pub fn handle(session: &Session, register: &Register) -> Response {
                         Event::TopologyChange { .. } => types.contains(&EventType::TopologyChange),
                         Event::StatusChange { .. } => types.contains(&EventType::StatusChange),
                     };
-                    if wanted {
+                    if wanted && outbox.is_full() {
+                        // A client that does not read its responses gets no more events
+                        // queued: they would be the one thing its backlog does not bound.
+                        tracing::debug!("dropped an event for a client that does not read");
+                    } else if wanted {
                         let mut out = Vec::new();
                         if Response::Event(event)
                             .encode_frame(EVENT_STREAM, &mut out)

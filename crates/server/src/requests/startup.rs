@@ -38,6 +38,10 @@ pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
     let auth = &session.node.auth;
     let mut state = session.state();
     state.compression = compression;
+    // Cassandra's STARTUP option: "true" asks for Overloaded errors instead of backpressure.
+    state.throw_on_overload = startup
+        .option("THROW_ON_OVERLOAD")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     match auth.new_exchange() {
         Some(exchange) => {
             state.exchange = Some(exchange);
