@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use hayate_cql::compression::{compress_lz4, decompress_lz4};
+use hayate_cql::compression::Compression;
 use hayate_cql::error::WireError;
 use hayate_cql::frame::{FrameFlags, FrameHeader, HEADER_BYTES};
 use hayate_cql::opcode::Opcode;
@@ -36,7 +36,7 @@ use crate::node::Node;
 use crate::query::{modify, select};
 use crate::system::SystemTables;
 
-/// Responses smaller than this are sent uncompressed even when LZ4 was negotiated: the flag
+/// Responses smaller than this are sent uncompressed even when compression was negotiated: the flag
 /// is per frame, and compressing a few bytes costs more than it saves.
 const COMPRESS_MIN_BYTES: usize = 512;
 
@@ -54,7 +54,7 @@ struct State {
     phase: Phase,
     role: Option<AuthenticatedRole>,
     exchange: Option<SaslExchange>,
-    compression: bool,
+    compression: Option<Compression>,
     keyspace: Option<String>,
     event_task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -85,7 +85,7 @@ impl Session {
                 phase: Phase::New,
                 role: None,
                 exchange: None,
-                compression: false,
+                compression: None,
                 keyspace: None,
                 event_task: None,
             }),
@@ -128,10 +128,10 @@ impl Session {
                 return;
             }
         }
-        if compression && out.len() - HEADER_BYTES >= COMPRESS_MIN_BYTES {
+        if let Some(algorithm) = compression.filter(|_| out.len() - HEADER_BYTES >= COMPRESS_MIN_BYTES) {
             let mut compressed = Vec::with_capacity(out.len());
             compressed.extend_from_slice(&out[..HEADER_BYTES]);
-            compress_lz4(&out[HEADER_BYTES..], &mut compressed);
+            algorithm.compress(&out[HEADER_BYTES..], &mut compressed);
             let length = (compressed.len() - HEADER_BYTES) as u32;
             compressed[1] |= FrameFlags::COMPRESSION;
             compressed[5..9].copy_from_slice(&length.to_be_bytes());
@@ -222,15 +222,15 @@ impl Session {
         self.node.metrics.request_opcode(header.opcode);
         let decompressed;
         let body: &[u8] = if header.flags.compression() {
-            if !self.state().compression {
+            let Some(algorithm) = self.state().compression else {
                 return self.send(
                     stream,
                     &Response::Error(WireError::protocol(
                         "frame is compressed but no compression was negotiated in STARTUP",
                     )),
                 );
-            }
-            match decompress_lz4(&body, self.node.config.limits.max_frame_bytes.0 as usize) {
+            };
+            match algorithm.decompress(&body, self.node.config.limits.max_frame_bytes.0 as usize) {
                 Ok(b) => {
                     decompressed = b;
                     header.flags = FrameFlags(header.flags.0 & !FrameFlags::COMPRESSION);

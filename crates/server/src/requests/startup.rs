@@ -1,10 +1,12 @@
 //! STARTUP: the CQL version and compression the client wants; answered with READY, or with
 //! AUTHENTICATE when the node checks passwords.
 
+use hayate_cql::compression::Compression;
 use hayate_cql::error::WireError;
 use hayate_cql::request::Startup;
 use hayate_cql::response::{Authenticate, Ready, Response};
 
+use super::options::supported_names;
 use super::{Phase, Session};
 
 pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
@@ -26,14 +28,19 @@ pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
             crate::system::CQL_VERSION
         )));
     }
+    // An algorithm we do not know is refused, as Cassandra does, rather than silently
+    // answered uncompressed: the client would send compressed frames we cannot read.
     let compression = match startup.compression() {
-        None => false,
-        Some(c) if c.eq_ignore_ascii_case("lz4") => true,
-        Some(other) => {
-            return Response::Error(WireError::protocol(format!(
-                "Unknown compression algorithm: {other}; this node supports lz4"
-            )))
-        }
+        None => None,
+        Some(name) => match Compression::from_name(name) {
+            Some(c) => Some(c),
+            None => {
+                return Response::Error(WireError::protocol(format!(
+                    "Unknown compression algorithm: {name}; this node supports {}",
+                    supported_names().join(", ")
+                )))
+            }
+        },
     };
     let auth = &session.node.auth;
     let mut state = session.state();
