@@ -115,10 +115,7 @@ pub enum CompressionError {
         max_bytes: usize,
     },
     /// The block is damaged or does not decompress to the claimed length.
-    Corrupt {
-        algorithm: Compression,
-        reason: String,
-    },
+    Corrupt { algorithm: Compression, reason: String },
 }
 
 impl fmt::Display for CompressionError {
@@ -362,9 +359,18 @@ mod tests {
     #[test]
     fn snappy_round_trips_small_empty_and_repetitive_bodies() {
         let long: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-        for body in [&b""[..], b"x", b"SELECT * FROM t WHERE k = ?", &[0u8; 70_000], &long] {
+        for body in [
+            &b""[..],
+            b"x",
+            b"SELECT * FROM t WHERE k = ?",
+            &[0u8; 70_000],
+            &long,
+        ] {
             let compressed = snappy(body);
-            assert_eq!(Compression::Snappy.decompress(&compressed, MAX).as_deref(), Ok(body));
+            assert_eq!(
+                Compression::Snappy.decompress(&compressed, MAX).as_deref(),
+                Ok(body)
+            );
         }
         assert!(snappy(&[0u8; 70_000]).len() < 4_000, "repetitive bodies shrink");
     }
@@ -387,7 +393,10 @@ mod tests {
         let huge = [0x80, 0x80, 0x80, 0x80, 0x08, 0x00];
         assert!(matches!(
             Compression::Snappy.decompress(&huge, MAX),
-            Err(CompressionError::LengthTooLarge { algorithm: Compression::Snappy, .. })
+            Err(CompressionError::LengthTooLarge {
+                algorithm: Compression::Snappy,
+                ..
+            })
         ));
         assert!(matches!(
             Compression::Snappy.decompress(&snappy(&[7u8; 100]), 99),
@@ -401,7 +410,10 @@ mod tests {
             })
         );
         // An unterminated varint, and a copy that reaches before the start of the output.
-        for garbage in [&[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF][..], &[0x0A, 0x05, 0x10, 0x00]] {
+        for garbage in [
+            &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF][..],
+            &[0x0A, 0x05, 0x10, 0x00],
+        ] {
             assert!(
                 matches!(
                     Compression::Snappy.decompress(garbage, MAX),
@@ -417,10 +429,19 @@ mod tests {
         // Every truncation of a real body fails cleanly.
         let real = snappy(&b"abcdefgh".repeat(40));
         for cut in 0..real.len() {
-            assert!(Compression::Snappy.decompress(&real[..cut], MAX).is_err(), "{cut}");
+            assert!(
+                Compression::Snappy.decompress(&real[..cut], MAX).is_err(),
+                "{cut}"
+            );
         }
-        let message = Compression::Snappy.decompress(&lie, MAX).expect_err("corrupt").to_string();
-        assert!(message.starts_with("Snappy-compressed body is corrupt"), "{message}");
+        let message = Compression::Snappy
+            .decompress(&lie, MAX)
+            .expect_err("corrupt")
+            .to_string();
+        assert!(
+            message.starts_with("Snappy-compressed body is corrupt"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -16,8 +16,14 @@ impl Supported {
         Supported {
             options: vec![
                 ("CQL_VERSION".to_owned(), vec!["3.4.5".to_owned()]),
-                ("COMPRESSION".to_owned(), vec!["lz4".to_owned(), "snappy".to_owned()]),
-                ("PROTOCOL_VERSIONS".to_owned(), vec!["4/v4".to_owned()]),
+                (
+                    "COMPRESSION".to_owned(),
+                    vec!["lz4".to_owned(), "snappy".to_owned()],
+                ),
+                (
+                    "PROTOCOL_VERSIONS".to_owned(),
+                    vec!["4/v4".to_owned(), "5/v5".to_owned()],
+                ),
             ],
         }
     }

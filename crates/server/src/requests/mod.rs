@@ -8,6 +8,7 @@
 mod auth_response;
 mod batch;
 mod execute;
+pub mod framing;
 mod options;
 mod prepare;
 mod query;
@@ -21,7 +22,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use hayate_cql::compression::Compression;
 use hayate_cql::error::WireError;
-use hayate_cql::frame::{FrameFlags, FrameHeader, HEADER_BYTES};
+use hayate_cql::frame::{FrameFlags, FrameHeader, PROTOCOL_V5};
 use hayate_cql::opcode::Opcode;
 use hayate_cql::request::{Request, RequestFrame};
 use hayate_cql::response::Response;
@@ -36,9 +37,9 @@ use crate::node::Node;
 use crate::query::{modify, select};
 use crate::system::SystemTables;
 
-/// Responses smaller than this are sent uncompressed even when compression was negotiated: the flag
-/// is per frame, and compressing a few bytes costs more than it saves.
-const COMPRESS_MIN_BYTES: usize = 512;
+use framing::FrameWriter;
+use hayate_cql::segment::SegmentCodec;
+use hayate_storage::Clock;
 
 /// Where a connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,11 @@ struct State {
     compression: Option<Compression>,
     keyspace: Option<String>,
     event_task: Option<tokio::task::JoinHandle<()>>,
+    /// How responses are written: version, compression, segments.
+    writer: FrameWriter,
+    /// The version STARTUP fixed for the connection; before it, each OPTIONS or STARTUP is
+    /// answered in its own version, as Cassandra does.
+    started_version: Option<u8>,
 }
 
 pub struct Session {
@@ -88,6 +94,8 @@ impl Session {
                 compression: None,
                 keyspace: None,
                 event_task: None,
+                writer: FrameWriter::default(),
+                started_version: None,
             }),
             runtime: tokio::runtime::Handle::current(),
         }
@@ -119,26 +127,57 @@ impl Session {
 
     /// Queues one response on `stream`.
     pub fn send(&self, stream: i16, response: &Response) {
-        let compression = self.state().compression;
-        let mut out = Vec::new();
-        if let Err(e) = response.encode_frame(stream, &mut out) {
-            let error = Response::Error(crate::error::server_error(e.to_string()).to_wire());
-            out.clear();
-            if error.encode_frame(stream, &mut out).is_err() {
-                return;
-            }
+        let writer = self.writer();
+        self.send_with(&writer, stream, response);
+    }
+
+    /// Queues a response to a frame whose header was refused, in `version` (the refused
+    /// header's own, or the nearest one spoken) unless the connection is already started.
+    pub fn send_refusal(&self, stream: i16, version: u8, response: &Response) {
+        let mut writer = self.writer();
+        if self.state().started_version.is_none() {
+            writer.version = version;
         }
-        if let Some(algorithm) = compression.filter(|_| out.len() - HEADER_BYTES >= COMPRESS_MIN_BYTES) {
-            let mut compressed = Vec::with_capacity(out.len());
-            compressed.extend_from_slice(&out[..HEADER_BYTES]);
-            algorithm.compress(&out[HEADER_BYTES..], &mut compressed);
-            let length = (compressed.len() - HEADER_BYTES) as u32;
-            compressed[1] |= FrameFlags::COMPRESSION;
-            compressed[5..9].copy_from_slice(&length.to_be_bytes());
-            out = compressed;
+        self.send_with(&writer, stream, response);
+    }
+
+    fn send_with(&self, writer: &FrameWriter, stream: i16, response: &Response) {
+        let out = writer.encode(stream, response);
+        if out.is_empty() {
+            return;
         }
         self.node.metrics.frame_sent(out.len() as u64);
         self.outbox.push(out);
+    }
+
+    /// How this connection's responses are written now.
+    pub fn writer(&self) -> FrameWriter {
+        self.state().writer
+    }
+
+    /// The segment codec, once a v5 connection has switched to segments: from then on the
+    /// reader cuts frames out of segments.
+    pub fn segment_codec(&self) -> Option<SegmentCodec> {
+        self.state().writer.segments
+    }
+
+    /// Checks a frame's version against the connection's. Before STARTUP a client may probe
+    /// with any version spoken (its OPTIONS is answered in that version); after it, a frame of
+    /// another version is refused with a protocol error, as in Cassandra.
+    pub fn check_version(&self, header: &FrameHeader) -> Result<(), String> {
+        let mut state = self.state();
+        match state.started_version {
+            Some(v) if v != header.version => Err(format!(
+                "Invalid message version. Got {0}/v{0} but previous messages on this connection \
+                 had version {v}/v{v}",
+                header.version
+            )),
+            Some(_) => Ok(()),
+            None => {
+                state.writer.version = header.version;
+                Ok(())
+            }
+        }
     }
 
     /// The context a statement runs in.
@@ -172,6 +211,11 @@ impl Session {
         let role = self.role();
         let mut ctx = self.context(keyspace, Some(params));
         ctx.role = role.as_ref();
+        let fixed;
+        if let Some(now_s) = params.now_in_seconds {
+            fixed = NowInSeconds::new(ctx.clock, now_s);
+            ctx.clock = &fixed;
+        }
         match self.execute(&ctx, statement, text, binds).await {
             Ok(body) => {
                 if let ResultBody::SetKeyspace(k) = &body {
@@ -222,7 +266,20 @@ impl Session {
         self.node.metrics.request_opcode(header.opcode);
         let decompressed;
         let body: &[u8] = if header.flags.compression() {
-            let Some(algorithm) = self.state().compression else {
+            let (negotiated, segmented) = {
+                let state = self.state();
+                (state.compression, state.writer.segments.is_some())
+            };
+            if segmented {
+                return self.send(
+                    stream,
+                    &Response::Error(WireError::protocol(
+                        "frame has the compression flag inside a v5 segment; in protocol v5 \
+                         segments are compressed, never frames",
+                    )),
+                );
+            }
+            let Some(algorithm) = negotiated else {
                 return self.send(
                     stream,
                     &Response::Error(WireError::protocol(
@@ -260,6 +317,24 @@ impl Session {
         }
         metrics.record(kind, started.elapsed().as_micros() as u64);
         self.send(stream, &response);
+        if header.opcode == Opcode::Startup
+            && matches!(response, Response::Ready(_) | Response::Authenticate(_))
+        {
+            self.started(header.version);
+        }
+    }
+
+    /// STARTUP was answered with READY or AUTHENTICATE: the version is fixed, and a v5
+    /// connection now switches to segments (the answer itself went out bare).
+    fn started(&self, version: u8) {
+        let mut state = self.state();
+        state.started_version = Some(version);
+        state.writer.version = version;
+        if version >= PROTOCOL_V5 {
+            state.writer.segments = Some(SegmentCodec::new(state.compression));
+        } else {
+            state.writer.compression = state.compression;
+        }
     }
 
     async fn dispatch(&self, frame: RequestFrame<'_>) -> (&'static str, Response) {
@@ -300,6 +375,32 @@ impl Session {
             (Request::Execute(e), Phase::Ready) => execute::handle(self, e).await,
             (Request::Batch(b), Phase::Ready) => ("batch", batch::handle(self, b).await),
         }
+    }
+}
+
+/// The clock of a request that carried v5's `now_in_seconds`: TTLs and expiry are judged at
+/// that second, while write timestamps still come from the real clock, as in Cassandra.
+pub struct NowInSeconds<'a> {
+    inner: &'a dyn Clock,
+    now_s: u32,
+}
+
+impl<'a> NowInSeconds<'a> {
+    pub fn new(inner: &'a dyn Clock, now_s: i32) -> NowInSeconds<'a> {
+        NowInSeconds {
+            inner,
+            now_s: u32::try_from(now_s).unwrap_or(0),
+        }
+    }
+}
+
+impl Clock for NowInSeconds<'_> {
+    fn now_us(&self) -> i64 {
+        self.inner.now_us()
+    }
+
+    fn now_s(&self) -> u32 {
+        self.now_s
     }
 }
 

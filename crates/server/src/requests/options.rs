@@ -10,7 +10,13 @@ pub fn handle() -> Response {
         options: vec![
             ("CQL_VERSION".to_owned(), vec![CQL_VERSION.to_owned()]),
             ("COMPRESSION".to_owned(), supported_names()),
-            ("PROTOCOL_VERSIONS".to_owned(), vec!["4/v4".to_owned()]),
+            (
+                "PROTOCOL_VERSIONS".to_owned(),
+                hayate_cql::frame::PROTOCOL_VERSIONS
+                    .iter()
+                    .map(|v| (*v).to_owned())
+                    .collect(),
+            ),
         ],
     })
 }

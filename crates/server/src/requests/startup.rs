@@ -42,6 +42,12 @@ pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
             }
         },
     };
+    // v5 compresses whole segments with LZ4 only; Cassandra refuses Snappy there.
+    if compression == Some(Compression::Snappy) && version_of(session) >= hayate_cql::frame::PROTOCOL_V5 {
+        return Response::Error(WireError::protocol(
+            "Snappy compression is not supported in protocol V5",
+        ));
+    }
     let auth = &session.node.auth;
     let mut state = session.state();
     state.compression = compression;
@@ -59,4 +65,9 @@ pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
             Response::Ready(Ready)
         }
     }
+}
+
+/// The version the STARTUP frame came in (the writer follows each frame before STARTUP).
+fn version_of(session: &Session) -> u8 {
+    session.writer().version
 }
