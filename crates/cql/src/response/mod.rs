@@ -87,8 +87,23 @@ impl Response {
     /// Appends a whole response frame (header and body) of protocol `version` on `stream`.
     /// Appending lets the connection coalesce many responses into one socket write.
     pub fn encode_frame(&self, stream: i16, version: u8, out: &mut Vec<u8>) -> Result<(), ResponseTooLarge> {
+        self.encode_traced_frame(stream, version, None, out)
+    }
+
+    /// Like [`Response::encode_frame`], with the tracing flag and the session id first in the
+    /// body when the request was traced (spec section 2.2, flag 0x02).
+    pub fn encode_traced_frame(
+        &self,
+        stream: i16,
+        version: u8,
+        tracing_id: Option<&[u8; 16]>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ResponseTooLarge> {
         let start = out.len();
         out.resize(start + HEADER_BYTES, 0);
+        if let Some(id) = tracing_id {
+            out.extend_from_slice(id);
+        }
         self.encode_body(version, out);
         let body_length_bytes = out.len() - start - HEADER_BYTES;
         let Some(length) = u32::try_from(body_length_bytes)
@@ -101,7 +116,11 @@ impl Response {
         let header = FrameHeader {
             version,
             direction: Direction::Response,
-            flags: FrameFlags::default(),
+            flags: FrameFlags(if tracing_id.is_some() {
+                FrameFlags::TRACING
+            } else {
+                0
+            }),
             stream,
             opcode: self.opcode(),
             body_length_bytes: length,

@@ -36,6 +36,7 @@ use crate::error::{invalid, QueryResult};
 use crate::node::Node;
 use crate::query::{modify, select};
 use crate::system::SystemTables;
+use crate::trace::Trace;
 
 use framing::FrameWriter;
 use hayate_cql::segment::SegmentCodec;
@@ -71,6 +72,26 @@ pub struct Session {
     outbox: Outbox,
     state: Mutex<State>,
     runtime: tokio::runtime::Handle,
+}
+
+/// A consistency level as Cassandra names it (`LOCAL_ONE`).
+fn consistency_name(c: hayate_cql::wire::Consistency) -> String {
+    let mut name = String::new();
+    for (i, ch) in format!("{c:?}").chars().enumerate() {
+        if i > 0 && ch.is_ascii_uppercase() {
+            name.push('_');
+        }
+        name.push(ch.to_ascii_uppercase());
+    }
+    name
+}
+
+/// The requests the tracing flag applies to (spec section 2.2); others ignore it.
+fn traceable(request: &Request<'_>) -> bool {
+    matches!(
+        request,
+        Request::Query(_) | Request::Prepare(_) | Request::Execute(_) | Request::Batch(_)
+    )
 }
 
 /// Requests that change the session's state, and so run in order on the reader.
@@ -128,7 +149,7 @@ impl Session {
     /// Queues one response on `stream`.
     pub fn send(&self, stream: i16, response: &Response) {
         let writer = self.writer();
-        self.send_with(&writer, stream, response);
+        self.send_with(&writer, stream, response, None);
     }
 
     /// Queues a response to a frame whose header was refused, in `version` (the refused
@@ -138,11 +159,17 @@ impl Session {
         if self.state().started_version.is_none() {
             writer.version = version;
         }
-        self.send_with(&writer, stream, response);
+        self.send_with(&writer, stream, response, None);
     }
 
-    fn send_with(&self, writer: &FrameWriter, stream: i16, response: &Response) {
-        let out = writer.encode(stream, response);
+    fn send_with(
+        &self,
+        writer: &FrameWriter,
+        stream: i16,
+        response: &Response,
+        tracing_id: Option<&[u8; 16]>,
+    ) {
+        let out = writer.encode_traced(stream, response, tracing_id);
         if out.is_empty() {
             return;
         }
@@ -301,14 +328,23 @@ impl Session {
         } else {
             &body
         };
-        let (kind, response) = match Request::decode(&header, body) {
-            Ok(frame) => self.dispatch(frame).await,
+        let (kind, response, trace) = match Request::decode(&header, body) {
+            Ok(frame) if frame.tracing && traceable(&frame.request) => {
+                let mut trace = self.start_trace(&frame.request);
+                let (kind, response) = self.dispatch_traced(frame, &mut trace).await;
+                (kind, response, Some(trace))
+            }
+            Ok(frame) => {
+                let (kind, response) = self.dispatch(frame).await;
+                (kind, response, None)
+            }
             Err(e) => (
                 "malformed",
                 Response::Error(WireError::protocol(format!(
                     "invalid {:?} message: {e}",
                     header.opcode
                 ))),
+                None,
             ),
         };
         let metrics = &self.node.metrics;
@@ -316,7 +352,18 @@ impl Session {
             metrics.record_error(kind, e.code());
         }
         metrics.record(kind, started.elapsed().as_micros() as u64);
-        self.send(stream, &response);
+        match trace {
+            Some(trace) => {
+                // No "Request complete" event: as with Cassandra, tools show that line from the
+                // session's duration.
+                let id = trace.session_id();
+                // Stored before the answer goes out, so that a driver polling system_traces
+                // right after the answer finds the session.
+                trace.finish(&self.node.traces);
+                self.send_with(&self.writer(), stream, &response, Some(&id));
+            }
+            None => self.send(stream, &response),
+        }
         if header.opcode == Opcode::Startup
             && matches!(response, Response::Ready(_) | Response::Authenticate(_))
         {
@@ -335,6 +382,86 @@ impl Session {
         } else {
             state.writer.compression = state.compression;
         }
+    }
+
+    /// Starts the trace of a request that asked for one, with what the session row shows.
+    fn start_trace(&self, request: &Request<'_>) -> Trace {
+        use crate::system::ClusterView;
+        let local = self.node.local();
+        let (command, text, consistency) = match request {
+            Request::Query(q) => ("QUERY", q.query.to_owned(), Some(q.parameters.consistency)),
+            Request::Prepare(p) => ("QUERY", p.query.to_owned(), None),
+            Request::Execute(e) => {
+                let text = self
+                    .node
+                    .prepared
+                    .get(e.id)
+                    .map_or_else(|| "unknown prepared statement".to_owned(), |s| s.text.clone());
+                ("QUERY", text, Some(e.parameters.consistency))
+            }
+            Request::Batch(b) => (
+                "QUERY",
+                format!("{} statements", b.statements.len()),
+                Some(b.consistency),
+            ),
+            _ => ("QUERY", String::new(), None),
+        };
+        let mut trace = Trace::start(self.peer.ip(), local.rpc_address, local.cql_port, command);
+        let mut parameters = vec![("query".to_owned(), text.clone())];
+        if let Some(c) = consistency {
+            parameters.push(("consistency_level".to_owned(), consistency_name(c)));
+        }
+        let request_name = match request {
+            Request::Query(_) => "Execute CQL3 query",
+            Request::Prepare(_) => "Preparing CQL3 query",
+            Request::Execute(_) => "Execute CQL3 prepared query",
+            _ => "Execute batch of CQL3 queries",
+        };
+        trace.describe(request_name, parameters);
+        trace
+    }
+
+    /// Runs a traced request, with events that say where its time went: parsing, the storage
+    /// engine's reads (from the device or the post-write cache) and what came out.
+    async fn dispatch_traced(&self, frame: RequestFrame<'_>, trace: &mut Trace) -> (&'static str, Response) {
+        let text = match &frame.request {
+            Request::Query(q) => Some(q.query),
+            Request::Prepare(p) => Some(p.query),
+            _ => None,
+        };
+        if let Some(text) = text {
+            trace.event(format!("Parsing {text}"));
+            // Parsed once more here so that the time the parser takes shows as its own event;
+            // only traced requests pay for it.
+            match hayate_cql::statement::parse(text) {
+                Ok(parsed) => trace.event(format!("Parsed a {} statement", parsed.statement.kind())),
+                Err(e) => trace.event(format!("Parse failed: {e}")),
+            }
+        }
+        if let Request::Execute(e) = &frame.request {
+            let hex: String = e.id.iter().map(|b| format!("{b:02x}")).collect();
+            trace.event(format!("Looking up prepared statement {hex}"));
+        }
+        let before = self.node.engine.stats();
+        trace.event("Executing statement");
+        let (kind, response) = self.dispatch(frame).await;
+        let after = self.node.engine.stats();
+        // The engine counts node-wide: requests running at the same time show here too.
+        trace.event(format!(
+            "Storage engine: {} device reads, {} post-write cache hits",
+            after.device_reads.saturating_sub(before.device_reads),
+            after.cache_hits.saturating_sub(before.cache_hits)
+        ));
+        match &response {
+            Response::Result(ResultBody::Rows(rows)) => {
+                trace.event(format!("Read {} live rows", rows.rows_count))
+            }
+            Response::Result(ResultBody::Void) => trace.event("Write applied"),
+            Response::Result(_) => trace.event("Statement applied"),
+            Response::Error(e) => trace.event(format!("Request failed: {e}")),
+            _ => {}
+        }
+        (kind, response)
     }
 
     async fn dispatch(&self, frame: RequestFrame<'_>) -> (&'static str, Response) {
