@@ -159,7 +159,11 @@ mod tests {
         assert_eq!(kept.len(), TRACE_SESSIONS_MAX);
         assert_eq!(kept[0].started_at_ms, 1_000_010, "the oldest ten were forgotten");
         let later = 1_000_010 + TRACE_TTL_S * 1000 + 5;
-        assert_eq!(store.sessions(later).len(), TRACE_SESSIONS_MAX - 5, "five are past the TTL");
+        assert_eq!(
+            store.sessions(later).len(),
+            TRACE_SESSIONS_MAX - 5,
+            "five are past the TTL"
+        );
     }
 
     #[test]
