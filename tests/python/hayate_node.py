@@ -118,7 +118,9 @@ class Endpoint:
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
         from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
-        kwargs.setdefault("protocol_version", 4)
+        # Pinned, so that a run does not spend its time on the driver's version probes;
+        # HAYATE_TEST_PROTOCOL_VERSION=5 runs a suite over protocol v5 instead.
+        kwargs.setdefault("protocol_version", int(os.environ.get("HAYATE_TEST_PROTOCOL_VERSION", "4")))
         kwargs.setdefault("connect_timeout", 5)
         kwargs.setdefault("control_connection_timeout", 5)
         profile = kwargs.pop("profile", None) or ExecutionProfile(request_timeout=15)

@@ -127,7 +127,7 @@ fn compressed_frames_and_response_opcodes_are_refused() {
 #[test]
 fn ready_frame_bytes_echo_the_stream() {
     let mut out = Vec::new();
-    Response::Ready(Ready).encode_frame(1, &mut out).expect("fits");
+    Response::Ready(Ready).encode_frame(1, 4, &mut out).expect("fits");
     assert_eq!(out, [0x84, 0x00, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00]);
 }
 
@@ -135,10 +135,10 @@ fn ready_frame_bytes_echo_the_stream() {
 fn responses_are_appended_so_they_coalesce_into_one_write() {
     let mut out = Vec::new();
     Response::Supported(Supported::hayate())
-        .encode_frame(0, &mut out)
+        .encode_frame(0, 4, &mut out)
         .expect("fits");
     let first = out.len();
-    Response::Ready(Ready).encode_frame(1, &mut out).expect("fits");
+    Response::Ready(Ready).encode_frame(1, 4, &mut out).expect("fits");
     let length = u32::from_be_bytes(out[5..9].try_into().expect("4 bytes")) as usize;
     assert_eq!(first, HEADER_BYTES + length);
     assert_eq!(out[first], 0x84);
@@ -146,20 +146,21 @@ fn responses_are_appended_so_they_coalesce_into_one_write() {
 }
 
 #[test]
-fn a_v5_probe_is_answered_with_a_protocol_error_the_driver_downgrades_on() {
-    let probe = [0x05, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00];
-    let err = decode(&probe).expect_err("v5");
+fn a_v6_probe_is_answered_with_a_protocol_error_the_driver_downgrades_on() {
+    // Cassandra answers a version above its newest in its newest (5), and so do we.
+    let probe = [0x06, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00];
+    let err = decode(&probe).expect_err("v6");
     let mut out = Vec::new();
     Response::Error(err.clone().into())
-        .encode_frame(err.stream(), &mut out)
+        .encode_frame(err.stream(), crate::frame::PROTOCOL_VERSION_MAX, &mut out)
         .expect("fits");
-    assert_eq!(&out[..5], [0x84, 0x00, 0x00, 0x00, 0x00]);
+    assert_eq!(&out[..5], [0x85, 0x00, 0x00, 0x00, 0x00]);
     let mut body = &out[HEADER_BYTES..];
     let decoded = WireError::decode(&mut body).expect("error body");
     assert_eq!(decoded.body, ErrorBody::ProtocolError);
     assert!(decoded
         .message
-        .starts_with("Invalid or unsupported protocol version (5)"));
+        .starts_with("Invalid or unsupported protocol version (6)"));
 }
 
 #[test]

@@ -4,8 +4,13 @@
 //! body is `<code: [int]><message: [string]>` followed by fields that depend on the code.
 //! Each code's fields are named here so that the server cannot send an ERROR a driver cannot
 //! parse (a driver reads exactly these fields and would misread the stream otherwise).
+//!
+//! Protocol v5 changes one thing here: READ_FAILURE and WRITE_FAILURE carry, instead of
+//! `<numfailures: [int]>`, a `<reasonmap>`: an [int] n and n pairs of the failed replica's
+//! address ([inetaddr]: a [byte] length and the address) and a [short] failure reason code.
 
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::wire::{
     read_byte, read_consistency, read_int, read_short_bytes, read_string, read_string_list, write_byte,
@@ -136,6 +141,8 @@ pub enum ErrorBody {
         received: i32,
         block_for: i32,
         num_failures: i32,
+        /// The replicas that failed and why, where known (v5's reason map).
+        reasons: Vec<FailureReason>,
         data_present: bool,
     },
     FunctionFailure {
@@ -148,6 +155,8 @@ pub enum ErrorBody {
         received: i32,
         block_for: i32,
         num_failures: i32,
+        /// The replicas that failed and why, where known (v5's reason map).
+        reasons: Vec<FailureReason>,
         write_type: WriteType,
     },
     SyntaxError,
@@ -199,6 +208,87 @@ pub struct WireError {
     pub body: ErrorBody,
 }
 
+/// One entry of a v5 reason map: which replica failed, and Cassandra's reason code for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureReason {
+    pub replica: IpAddr,
+    pub code: u16,
+}
+
+impl FailureReason {
+    /// Cassandra's `RequestFailureReason.UNKNOWN`.
+    pub const UNKNOWN: u16 = 0x0000;
+}
+
+/// The most reason map entries decoded: one per replica, and no keyspace has more replicas.
+pub const FAILURE_REASONS_MAX: usize = 1024;
+
+/// Writes v5's reason map. Where the replicas that failed are not known by address (the
+/// coordinator counts failures), each unnamed failure is written as the unspecified address
+/// with reason UNKNOWN, so that the count a driver reports stays right.
+fn write_reason_map(out: &mut Vec<u8>, num_failures: i32, reasons: &[FailureReason]) {
+    let unnamed = usize::try_from(num_failures)
+        .unwrap_or(0)
+        .saturating_sub(reasons.len());
+    write_int(out, (reasons.len() + unnamed) as i32);
+    let unknown = FailureReason {
+        replica: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        code: FailureReason::UNKNOWN,
+    };
+    for reason in reasons.iter().chain(std::iter::repeat_n(&unknown, unnamed)) {
+        match reason.replica {
+            IpAddr::V4(a) => {
+                write_byte(out, 4);
+                out.extend_from_slice(&a.octets());
+            }
+            IpAddr::V6(a) => {
+                write_byte(out, 16);
+                out.extend_from_slice(&a.octets());
+            }
+        }
+        out.extend_from_slice(&reason.code.to_be_bytes());
+    }
+}
+
+fn read_reason_map(buf: &mut &[u8]) -> Result<Vec<FailureReason>, DecodeError> {
+    let n = read_int(buf)?;
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= FAILURE_REASONS_MAX)
+        .ok_or(DecodeError::Invalid {
+            what: "reason map size",
+            value: n.into(),
+        })?;
+    let mut reasons = Vec::with_capacity(n.min(buf.len() / 7));
+    for _ in 0..n {
+        let replica = match read_byte(buf)? {
+            4 => IpAddr::V4(Ipv4Addr::from(read_fixed::<4>(buf)?)),
+            16 => IpAddr::V6(Ipv6Addr::from(read_fixed::<16>(buf)?)),
+            other => {
+                return Err(DecodeError::Invalid {
+                    what: "reason map address length",
+                    value: other.into(),
+                })
+            }
+        };
+        let code = u16::from_be_bytes(read_fixed::<2>(buf)?);
+        reasons.push(FailureReason { replica, code });
+    }
+    Ok(reasons)
+}
+
+fn read_fixed<const N: usize>(buf: &mut &[u8]) -> Result<[u8; N], DecodeError> {
+    let Some((head, rest)) = buf.split_first_chunk::<N>() else {
+        return Err(DecodeError::Truncated {
+            what: "reason map entry",
+            needed: N,
+            remaining: buf.len(),
+        });
+    };
+    *buf = rest;
+    Ok(*head)
+}
+
 impl WireError {
     pub fn new(body: ErrorBody, message: impl Into<String>) -> WireError {
         WireError {
@@ -216,9 +306,15 @@ impl WireError {
         self.body.code()
     }
 
+    /// Appends a protocol v4 ERROR body.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_versioned(out, crate::frame::PROTOCOL_V4);
+    }
+
     /// Appends the ERROR body. A message longer than a [string] can hold is cut at a character
     /// boundary: messages may echo user input (a query), which must not crash the server.
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    pub fn encode_versioned(&self, out: &mut Vec<u8>, version: u8) {
+        let v5 = version >= crate::frame::PROTOCOL_V5;
         write_int(out, self.code() as i32);
         let mut end = self.message.len().min(ERROR_MESSAGE_MAX_BYTES);
         while !self.message.is_char_boundary(end) {
@@ -262,12 +358,17 @@ impl WireError {
                 received,
                 block_for,
                 num_failures,
+                reasons,
                 data_present,
             } => {
                 write_consistency(out, *consistency);
                 write_int(out, *received);
                 write_int(out, *block_for);
-                write_int(out, *num_failures);
+                if v5 {
+                    write_reason_map(out, *num_failures, reasons);
+                } else {
+                    write_int(out, *num_failures);
+                }
                 write_byte(out, u8::from(*data_present));
             }
             ErrorBody::FunctionFailure {
@@ -284,12 +385,17 @@ impl WireError {
                 received,
                 block_for,
                 num_failures,
+                reasons,
                 write_type,
             } => {
                 write_consistency(out, *consistency);
                 write_int(out, *received);
                 write_int(out, *block_for);
-                write_int(out, *num_failures);
+                if v5 {
+                    write_reason_map(out, *num_failures, reasons);
+                } else {
+                    write_int(out, *num_failures);
+                }
                 write_string(out, write_type.as_str());
             }
             ErrorBody::AlreadyExists { keyspace, table } => {
@@ -310,8 +416,21 @@ impl WireError {
         }
     }
 
-    /// Decodes an ERROR body (client side: the bench and the tests).
+    /// Decodes a protocol v4 ERROR body (client side: the bench and the tests).
     pub fn decode(buf: &mut &[u8]) -> Result<WireError, DecodeError> {
+        WireError::decode_versioned(buf, crate::frame::PROTOCOL_V4)
+    }
+
+    pub fn decode_versioned(buf: &mut &[u8], version: u8) -> Result<WireError, DecodeError> {
+        let v5 = version >= crate::frame::PROTOCOL_V5;
+        let failures = |buf: &mut &[u8]| -> Result<(i32, Vec<FailureReason>), DecodeError> {
+            if v5 {
+                let reasons = read_reason_map(buf)?;
+                Ok((reasons.len() as i32, reasons))
+            } else {
+                Ok((read_int(buf)?, Vec::new()))
+            }
+        };
         let code = read_int(buf)?;
         let code = ErrorCode::from_int(code).ok_or(DecodeError::Invalid {
             what: "error code",
@@ -342,25 +461,39 @@ impl WireError {
                 block_for: read_int(buf)?,
                 data_present: read_byte(buf)? != 0,
             },
-            ErrorCode::ReadFailure => ErrorBody::ReadFailure {
-                consistency: read_consistency(buf)?,
-                received: read_int(buf)?,
-                block_for: read_int(buf)?,
-                num_failures: read_int(buf)?,
-                data_present: read_byte(buf)? != 0,
-            },
+            ErrorCode::ReadFailure => {
+                let consistency = read_consistency(buf)?;
+                let received = read_int(buf)?;
+                let block_for = read_int(buf)?;
+                let (num_failures, reasons) = failures(buf)?;
+                ErrorBody::ReadFailure {
+                    consistency,
+                    received,
+                    block_for,
+                    num_failures,
+                    reasons,
+                    data_present: read_byte(buf)? != 0,
+                }
+            }
             ErrorCode::FunctionFailure => ErrorBody::FunctionFailure {
                 keyspace: read_string(buf)?.to_owned(),
                 function: read_string(buf)?.to_owned(),
                 arg_types: read_string_list(buf)?.into_iter().map(str::to_owned).collect(),
             },
-            ErrorCode::WriteFailure => ErrorBody::WriteFailure {
-                consistency: read_consistency(buf)?,
-                received: read_int(buf)?,
-                block_for: read_int(buf)?,
-                num_failures: read_int(buf)?,
-                write_type: WriteType::parse(read_string(buf)?),
-            },
+            ErrorCode::WriteFailure => {
+                let consistency = read_consistency(buf)?;
+                let received = read_int(buf)?;
+                let block_for = read_int(buf)?;
+                let (num_failures, reasons) = failures(buf)?;
+                ErrorBody::WriteFailure {
+                    consistency,
+                    received,
+                    block_for,
+                    num_failures,
+                    reasons,
+                    write_type: WriteType::parse(read_string(buf)?),
+                }
+            }
             ErrorCode::SyntaxError => ErrorBody::SyntaxError,
             ErrorCode::Unauthorized => ErrorBody::Unauthorized,
             ErrorCode::Invalid => ErrorBody::Invalid,
@@ -438,6 +571,7 @@ mod tests {
                 received: 1,
                 block_for: 2,
                 num_failures: 1,
+                reasons: Vec::new(),
                 data_present: false,
             },
             ErrorBody::FunctionFailure {
@@ -450,6 +584,7 @@ mod tests {
                 received: 0,
                 block_for: 2,
                 num_failures: 2,
+                reasons: Vec::new(),
                 write_type: WriteType::UnloggedBatch,
             },
             ErrorBody::SyntaxError,
@@ -483,6 +618,44 @@ mod tests {
                     "{err:?} accepted a {cut}-byte prefix"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn v5_failures_carry_a_reason_map() {
+        let replica: IpAddr = "10.0.0.7".parse().expect("address");
+        let err = WireError::new(
+            ErrorBody::WriteFailure {
+                consistency: Consistency::Quorum,
+                received: 0,
+                block_for: 2,
+                num_failures: 2,
+                reasons: vec![FailureReason { replica, code: 3 }],
+                write_type: WriteType::Simple,
+            },
+            "Operation failed",
+        );
+        let mut out = Vec::new();
+        err.encode_versioned(&mut out, crate::frame::PROTOCOL_V5);
+        // code, message, consistency, received, block_for, then the map: 2 entries, the named
+        // replica and one unnamed failure.
+        let map_at = 4 + 2 + "Operation failed".len() + 2 + 4 + 4;
+        assert_eq!(&out[map_at..map_at + 4], [0, 0, 0, 2]);
+        assert_eq!(&out[map_at + 4..map_at + 11], [4, 10, 0, 0, 7, 0, 3]);
+        assert_eq!(&out[map_at + 11..map_at + 18], [4, 0, 0, 0, 0, 0, 0]);
+        let decoded =
+            WireError::decode_versioned(&mut out.as_slice(), crate::frame::PROTOCOL_V5).expect("decodes");
+        let ErrorBody::WriteFailure {
+            num_failures,
+            reasons,
+            ..
+        } = decoded.body
+        else {
+            panic!("{decoded:?}")
+        };
+        assert_eq!((num_failures, reasons.len()), (2, 2));
+        for cut in 0..out.len() {
+            assert!(WireError::decode_versioned(&mut &out[..cut], crate::frame::PROTOCOL_V5).is_err());
         }
     }
 

@@ -1,6 +1,8 @@
 //! The 9-byte frame header that starts every message.
 //!
-//! Spec: native_protocol_v4.spec, section 2 "Frame header". Big-endian throughout.
+//! Spec: native_protocol_v4.spec, section 2 "Frame header". Big-endian throughout. Protocol v5
+//! keeps the same header (its spec calls the frame an "envelope") but, once STARTUP is answered,
+//! carries frames inside checksummed segments: see [`crate::segment`].
 //!
 //! ```text
 //!  0         8        16        24        32         40
@@ -27,8 +29,14 @@ pub const HEADER_BYTES: usize = 9;
 /// buffered whole before it is decoded, so this bounds memory per connection.
 pub const FRAME_BODY_MAX_BYTES: u32 = 16 * 1024 * 1024;
 
-/// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u8 = 4;
+/// Protocol v4, the oldest version this crate speaks.
+pub const PROTOCOL_V4: u8 = 4;
+/// Protocol v5: segments with checksums, per-query keyspace, result metadata ids.
+pub const PROTOCOL_V5: u8 = 5;
+/// The newest version this crate speaks: a client probing with a higher one is answered in it.
+pub const PROTOCOL_VERSION_MAX: u8 = PROTOCOL_V5;
+/// What SUPPORTED's `PROTOCOL_VERSIONS` lists and the version error message names.
+pub const PROTOCOL_VERSIONS: [&str; 2] = ["4/v4", "5/v5"];
 
 const DIRECTION_RESPONSE_BIT: u8 = 0x80;
 const VERSION_MASK: u8 = 0x7F;
@@ -49,6 +57,8 @@ impl FrameFlags {
     pub const TRACING: u8 = 0x02;
     pub const CUSTOM_PAYLOAD: u8 = 0x04;
     pub const WARNING: u8 = 0x08;
+    /// v5: the client opts in to a beta protocol version. v5 is not beta, so it is ignored.
+    pub const USE_BETA: u8 = 0x10;
 
     pub fn compression(self) -> bool {
         self.0 & Self::COMPRESSION != 0
@@ -111,7 +121,8 @@ impl fmt::Display for FrameError {
         match self {
             FrameError::UnsupportedVersion { version, .. } => write!(
                 f,
-                "Invalid or unsupported protocol version ({version}); supported versions are (4/v4)"
+                "Invalid or unsupported protocol version ({version}); supported versions are ({})",
+                PROTOCOL_VERSIONS.join(", ")
             ),
             FrameError::NotARequest { .. } => {
                 write!(
@@ -120,7 +131,7 @@ impl fmt::Display for FrameError {
                 )
             }
             FrameError::UnknownOpcode { opcode, .. } => {
-                write!(f, "unknown opcode 0x{opcode:02X} in a protocol v4 frame")
+                write!(f, "unknown opcode 0x{opcode:02X} in a protocol frame")
             }
             FrameError::BodyTooLarge {
                 body_length_bytes, ..
@@ -137,11 +148,11 @@ impl std::error::Error for FrameError {}
 
 impl FrameHeader {
     /// Decodes a header the server received. The version is checked before anything else so
-    /// that a driver probing with v5 gets the message it expects even if the rest differs.
+    /// that a driver probing with v6 gets the message it expects even if the rest differs.
     pub fn decode(bytes: &[u8; HEADER_BYTES]) -> Result<FrameHeader, FrameError> {
         let stream = i16::from_be_bytes([bytes[2], bytes[3]]);
         let version = bytes[0] & VERSION_MASK;
-        if version != PROTOCOL_VERSION {
+        if !(PROTOCOL_V4..=PROTOCOL_VERSION_MAX).contains(&version) {
             return Err(FrameError::UnsupportedVersion { version, stream });
         }
         let direction = if bytes[0] & DIRECTION_RESPONSE_BIT != 0 {
@@ -226,20 +237,24 @@ mod tests {
     }
 
     #[test]
-    fn a_v5_probe_gets_the_message_drivers_look_for() {
+    fn a_v6_probe_gets_the_message_drivers_look_for() {
         // The Python driver opens with its highest version and downgrades when the protocol
         // error message contains "Invalid or unsupported protocol version".
-        let err = header([0x05, 0, 0, 0, 0x05, 0, 0, 0, 0]).expect_err("v5 is not spoken");
+        assert_eq!(
+            header([0x05, 0, 0, 0, 0x05, 0, 0, 0, 0]).map(|h| h.version),
+            Ok(5)
+        );
+        let err = header([0x06, 0, 0, 0, 0x05, 0, 0, 0, 0]).expect_err("v6 is not spoken");
         assert_eq!(
             err,
             FrameError::UnsupportedVersion {
-                version: 5,
+                version: 6,
                 stream: 0
             }
         );
         assert_eq!(
             err.to_string(),
-            "Invalid or unsupported protocol version (5); supported versions are (4/v4)"
+            "Invalid or unsupported protocol version (6); supported versions are (4/v4, 5/v5)"
         );
         // A TLS ClientHello begins with 0x16: it must fail the same way, not panic.
         let err = header([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0, 0, 0]).expect_err("TLS");

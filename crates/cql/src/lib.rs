@@ -1,4 +1,5 @@
-//! The CQL native protocol, version 4 (spec: Cassandra's `doc/native_protocol_v4.spec`).
+//! The CQL native protocol, versions 4 and 5 (spec: Cassandra's `doc/native_protocol_v4.spec` and
+//! `doc/native_protocol_v5.spec`).
 //!
 //! A request travels through this crate as: 9 header bytes → [`frame::FrameHeader`] → body
 //! bytes → [`request`] message. Responses go the other way. The protocol is big-endian; every
@@ -11,6 +12,7 @@ pub mod frame;
 pub mod opcode;
 pub mod request;
 pub mod response;
+pub mod segment;
 pub mod statement;
 pub mod value;
 pub mod wire;

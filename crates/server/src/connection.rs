@@ -20,14 +20,21 @@
 //! bit) is answered with a protocol ERROR and the connection is closed, since the byte stream is
 //! no longer known to be aligned on frames. A body that does not decode is answered with an
 //! ERROR on its stream and the connection keeps going: the length in the header was honoured.
+//!
+//! Protocol v5 wraps frames in checksummed segments once STARTUP is answered
+//! ([`hayate_cql::segment`]). The reader then cuts segments out of the socket bytes and their
+//! payloads into a second buffer, from which frames are cut exactly as before. A segment whose
+//! checksum fails closes the connection with a log line: nothing after it can be trusted to be
+//! aligned, and Cassandra does the same.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use hayate_cql::error::{ErrorBody, WireError};
-use hayate_cql::frame::{FrameError, FrameHeader, HEADER_BYTES};
+use hayate_cql::frame::{FrameError, FrameHeader, HEADER_BYTES, PROTOCOL_V4, PROTOCOL_VERSION_MAX};
 use hayate_cql::response::Response;
+use hayate_cql::segment::SegmentCodec;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
@@ -147,10 +154,27 @@ async fn serve_stream<R, W>(
     let in_flight = Arc::new(Semaphore::new(max_in_flight as usize));
     let max_frame_bytes = usize::try_from(node.config.limits.max_frame_bytes.0).unwrap_or(usize::MAX);
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    // v5: the frames cut out of segments' payloads, and the codec once segments started.
+    let mut frames = BytesMut::new();
+    let mut segments: Option<SegmentCodec> = None;
     let waits_for_device_writes = node.config.storage.commit_to_device;
 
     'read: loop {
-        while buf.len() >= HEADER_BYTES {
+        if let Some(codec) = segments {
+            if let Err(e) = unwrap_segments(codec, &mut buf, &mut frames) {
+                refuse_segment(&session, &e);
+                break 'read;
+            }
+        }
+        loop {
+            if (if segments.is_some() {
+                frames.len()
+            } else {
+                buf.len()
+            }) < HEADER_BYTES
+            {
+                break;
+            }
             if backlog.is_full() {
                 // The client is not reading its responses: read no more of its requests until
                 // it does, and let TCP's flow control hold the rest of them in its own buffers.
@@ -161,8 +185,9 @@ async fn serve_stream<R, W>(
                     break 'read;
                 }
             }
+            let src = if segments.is_some() { &mut frames } else { &mut buf };
             let mut head = [0u8; HEADER_BYTES];
-            head.copy_from_slice(&buf[..HEADER_BYTES]);
+            head.copy_from_slice(&src[..HEADER_BYTES]);
             let header = match FrameHeader::decode_request(&head) {
                 Ok(h) if h.body_length_bytes as usize > max_frame_bytes => {
                     let e = FrameError::BodyTooLarge {
@@ -179,14 +204,19 @@ async fn serve_stream<R, W>(
                 }
             };
             let frame_bytes = HEADER_BYTES + header.body_length_bytes as usize;
-            if buf.len() < frame_bytes {
-                buf.reserve(frame_bytes - buf.len());
+            if src.len() < frame_bytes {
+                src.reserve(frame_bytes - src.len());
                 break;
             }
-            let mut frame = buf.split_to(frame_bytes);
+            let mut frame = src.split_to(frame_bytes);
             frame.advance(HEADER_BYTES);
             let body: Bytes = frame.freeze();
             node.metrics.frame_received(frame_bytes as u64);
+            if let Err(message) = session.check_version(&header) {
+                // The frame was whole and is skipped; the connection goes on, as in Cassandra.
+                session.send(header.stream, &Response::Error(WireError::protocol(message)));
+                continue;
+            }
 
             if requests::runs_inline(&header) {
                 // Connection-level requests (STARTUP, OPTIONS, REGISTER, AUTH_RESPONSE) change
@@ -194,10 +224,23 @@ async fn serve_stream<R, W>(
                 // the blocking pool: a password check hashes for tens of milliseconds.
                 let session = session.clone();
                 let runtime = tokio::runtime::Handle::current();
+                let handling = session.clone();
                 let done =
-                    tokio::task::spawn_blocking(move || runtime.block_on(session.handle(header, body))).await;
+                    tokio::task::spawn_blocking(move || runtime.block_on(handling.handle(header, body)))
+                        .await;
                 if done.is_err() {
                     break 'read;
+                }
+                if segments.is_none() {
+                    if let Some(codec) = session.segment_codec() {
+                        // STARTUP was answered on a v5 connection: whatever follows, already
+                        // read or not, comes in segments.
+                        segments = Some(codec);
+                        if let Err(e) = unwrap_segments(codec, &mut buf, &mut frames) {
+                            refuse_segment(&session, &e);
+                            break 'read;
+                        }
+                    }
                 }
                 continue;
             }
@@ -272,6 +315,29 @@ async fn serve_stream<R, W>(
     }
 }
 
+/// Moves every whole segment at the front of `buf` into `frames` as its payload. The frames
+/// buffer is bounded by the frame-size check that runs on every header cut out of it: a frame
+/// is cut as soon as it is whole, and a header claiming more than the limit closes the
+/// connection, so `frames` never holds more than one frame's worth plus a segment.
+fn unwrap_segments(
+    codec: SegmentCodec,
+    buf: &mut BytesMut,
+    frames: &mut BytesMut,
+) -> Result<(), hayate_cql::segment::SegmentError> {
+    while let Some((segment, used)) = codec.decode(buf)? {
+        buf.advance(used);
+        frames.extend_from_slice(&segment.payload);
+    }
+    Ok(())
+}
+
+/// Answers a segment whose checksum failed with a protocol error on stream 0, as Cassandra
+/// does, and logs it; the caller then closes, since the stream can no longer be trusted.
+fn refuse_segment(session: &Session, e: &hayate_cql::segment::SegmentError) {
+    tracing::warn!(peer = %session.peer, "closing connection: {e}");
+    session.send(0, &Response::Error(WireError::protocol(e.to_string())));
+}
+
 /// Answers a header we cannot trust with a protocol error; the caller then closes.
 fn refuse(session: &Session, e: &FrameError, max_frame_bytes: usize) {
     let message = match e {
@@ -284,5 +350,15 @@ fn refuse(session: &Session, e: &FrameError, max_frame_bytes: usize) {
         other => other.to_string(),
     };
     tracing::debug!(peer = %session.peer, "closing connection: {message}");
-    session.send(e.stream(), &Response::Error(WireError::protocol(message)));
+    // A probe above the newest version is answered in the newest, as Cassandra does; one below
+    // the oldest in the oldest.
+    let version = match e {
+        FrameError::UnsupportedVersion { version, .. } => (*version).clamp(PROTOCOL_V4, PROTOCOL_VERSION_MAX),
+        _ => PROTOCOL_V4,
+    };
+    session.send_refusal(
+        e.stream(),
+        version,
+        &Response::Error(WireError::protocol(message)),
+    );
 }

@@ -147,6 +147,9 @@ fn coordinator_body(e: &CoordinatorError) -> ErrorBody {
             received: count(*received),
             block_for: count(*block_for),
             num_failures: count(*failures),
+            // The coordinator counts failed replicas but does not name them; v5's reason map
+            // then lists each as an unknown replica (see hayate_cql::error).
+            reasons: Vec::new(),
             write_type: to_wire_write_type(*write_type),
         },
         CoordinatorError::ReadFailure {
@@ -160,6 +163,7 @@ fn coordinator_body(e: &CoordinatorError) -> ErrorBody {
             received: count(*received),
             block_for: count(*block_for),
             num_failures: count(*failures),
+            reasons: Vec::new(),
             data_present: *data_present,
         },
         _ => ErrorBody::ServerError,

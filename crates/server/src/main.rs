@@ -27,6 +27,7 @@ mod roles;
 mod schema;
 mod system;
 mod tools;
+mod trace;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -223,6 +224,7 @@ async fn start(
         prepared: PreparedCache::default(),
         metrics: metrics.clone(),
         events: node::event_channel(),
+        traces: trace::TraceStore::default(),
         local,
         config,
     });

@@ -20,6 +20,8 @@ pub struct PreparedStatement {
     pub keyspace: Option<String>,
     pub parsed: Parsed,
     pub prepared: Prepared,
+    /// v5: the id of the result metadata, which EXECUTE sends back.
+    pub result_metadata_id: [u8; 16],
 }
 
 #[derive(Default)]
@@ -34,6 +36,14 @@ pub fn statement_id(keyspace: Option<&str>, text: &str) -> [u8; 16] {
     }
     h.update(text.as_bytes());
     h.finalize().into()
+}
+
+/// The v5 result metadata id: the MD5 of the encoded result columns, so that the same columns
+/// always get the same id and any change of name or type a new one.
+pub fn result_metadata_id(result: &hayate_cql::response::result::RowsMetadata) -> [u8; 16] {
+    let mut encoded = Vec::new();
+    result.encode(&mut encoded);
+    Md5::digest(&encoded).into()
 }
 
 impl PreparedCache {

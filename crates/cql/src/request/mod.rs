@@ -74,10 +74,10 @@ impl<'a> Request<'a> {
         let request = match header.opcode {
             Opcode::Startup => Request::Startup(Startup::decode(buf)?),
             Opcode::Options => Request::Options(Options::decode(buf)),
-            Opcode::Query => Request::Query(Query::decode(buf)?),
-            Opcode::Prepare => Request::Prepare(Prepare::decode(buf)?),
-            Opcode::Execute => Request::Execute(Execute::decode(buf)?),
-            Opcode::Batch => Request::Batch(Batch::decode(buf)?),
+            Opcode::Query => Request::Query(Query::decode_versioned(buf, header.version)?),
+            Opcode::Prepare => Request::Prepare(Prepare::decode_versioned(buf, header.version)?),
+            Opcode::Execute => Request::Execute(Execute::decode_versioned(buf, header.version)?),
+            Opcode::Batch => Request::Batch(Batch::decode_versioned(buf, header.version)?),
             Opcode::Register => Request::Register(Register::decode(buf)?),
             Opcode::AuthResponse => Request::AuthResponse(AuthResponse::decode(buf)?),
             op @ (Opcode::Error
@@ -114,15 +114,20 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// Encodes the body (client side: tests and the bench).
+    /// Encodes a protocol v4 body (client side: tests and the bench).
     pub fn encode_body(&self, out: &mut Vec<u8>) {
+        self.encode_body_versioned(out, crate::frame::PROTOCOL_V4);
+    }
+
+    /// Encodes the body in the form `version` uses.
+    pub fn encode_body_versioned(&self, out: &mut Vec<u8>, version: u8) {
         match self {
             Request::Startup(r) => r.encode(out),
             Request::Options(r) => r.encode(out),
-            Request::Query(r) => r.encode(out),
-            Request::Prepare(r) => r.encode(out),
-            Request::Execute(r) => r.encode(out),
-            Request::Batch(r) => r.encode(out),
+            Request::Query(r) => r.encode_versioned(out, version),
+            Request::Prepare(r) => r.encode_versioned(out, version),
+            Request::Execute(r) => r.encode_versioned(out, version),
+            Request::Batch(r) => r.encode_versioned(out, version),
             Request::Register(r) => r.encode(out),
             Request::AuthResponse(r) => r.encode(out),
         }

@@ -12,6 +12,7 @@
 //!   [<timestamp: [long]>]                                            if 0x20
 //! ```
 
+use crate::frame::{PROTOCOL_V4, PROTOCOL_V5};
 use crate::wire::{
     read_byte, read_bytes, read_consistency, read_count, read_int, read_long, read_long_string, read_string,
     read_value, write_byte, write_bytes, write_consistency, write_int, write_long, write_long_string,
@@ -35,6 +36,46 @@ pub mod flags {
     pub const WITH_SERIAL_CONSISTENCY: u8 = 0x10;
     pub const WITH_DEFAULT_TIMESTAMP: u8 = 0x20;
     pub const WITH_NAMES_FOR_VALUES: u8 = 0x40;
+    /// v5 only: the flags below need the [int] form of the flags.
+    pub const WITH_KEYSPACE: u32 = 0x80;
+    pub const WITH_NOW_IN_SECONDS: u32 = 0x100;
+}
+
+/// Reads the flags of QUERY, EXECUTE and BATCH: a [byte] before v5, an [int] from v5 on.
+pub(crate) fn read_flags(buf: &mut &[u8], version: u8) -> Result<u32, DecodeError> {
+    if version >= PROTOCOL_V5 {
+        Ok(read_int(buf)? as u32)
+    } else {
+        // 0x80 and above mean nothing before v5; they are ignored, as the spec says.
+        Ok(u32::from(read_byte(buf)? & 0x7F))
+    }
+}
+
+/// Writes flags in the form `version` uses.
+pub(crate) fn write_flags(out: &mut Vec<u8>, flags: u32, version: u8) {
+    if version >= PROTOCOL_V5 {
+        write_int(out, flags as i32);
+    } else {
+        let byte = u8::try_from(flags).unwrap_or_else(|_| panic!("flags {flags:#x} need protocol v5"));
+        write_byte(out, byte);
+    }
+}
+
+/// The longest keyspace name a request may carry: Cassandra's limit is 48 characters, and a
+/// longer one cannot name a keyspace, so it is refused at decoding.
+pub const KEYSPACE_NAME_MAX_BYTES: usize = 256;
+
+/// Reads a v5 per-request keyspace.
+pub(crate) fn read_keyspace<'a>(buf: &mut &'a [u8]) -> Result<&'a str, DecodeError> {
+    let keyspace = read_string(buf)?;
+    if keyspace.len() > KEYSPACE_NAME_MAX_BYTES {
+        return Err(DecodeError::TooLong {
+            what: "keyspace",
+            length: keyspace.len(),
+            max: KEYSPACE_NAME_MAX_BYTES,
+        });
+    }
+    Ok(keyspace)
 }
 
 /// Bound values: by position, or by marker name (flag 0x40).
@@ -130,6 +171,10 @@ pub struct QueryParameters<'a> {
     pub paging_state: Option<&'a [u8]>,
     pub serial_consistency: Option<Consistency>,
     pub default_timestamp_us: Option<i64>,
+    /// v5: the keyspace to run in instead of the connection's.
+    pub keyspace: Option<&'a str>,
+    /// v5: the time, in seconds since the epoch, at which TTLs and expiry are judged.
+    pub now_in_seconds: Option<i32>,
 }
 
 impl<'a> QueryParameters<'a> {
@@ -143,18 +188,26 @@ impl<'a> QueryParameters<'a> {
             paging_state: None,
             serial_consistency: None,
             default_timestamp_us: None,
+            keyspace: None,
+            now_in_seconds: None,
         }
     }
 
+    /// Decodes protocol v4 parameters.
     pub fn decode(buf: &mut &'a [u8]) -> Result<QueryParameters<'a>, DecodeError> {
+        QueryParameters::decode_versioned(buf, PROTOCOL_V4)
+    }
+
+    pub fn decode_versioned(buf: &mut &'a [u8], version: u8) -> Result<QueryParameters<'a>, DecodeError> {
         let consistency = read_consistency(buf)?;
-        let f = read_byte(buf)?;
-        let values = if f & flags::VALUES != 0 {
-            read_values(buf, f & flags::WITH_NAMES_FOR_VALUES != 0)?
+        let f = read_flags(buf, version)?;
+        let f8 = f as u8;
+        let values = if f8 & flags::VALUES != 0 {
+            read_values(buf, f8 & flags::WITH_NAMES_FOR_VALUES != 0)?
         } else {
             Values::None
         };
-        let page_size = if f & flags::PAGE_SIZE != 0 {
+        let page_size = if f8 & flags::PAGE_SIZE != 0 {
             match read_int(buf)? {
                 // Cassandra refuses 0 rather than guess whether it means "unpaged".
                 0 => {
@@ -169,7 +222,7 @@ impl<'a> QueryParameters<'a> {
         } else {
             None
         };
-        let paging_state = if f & flags::WITH_PAGING_STATE != 0 {
+        let paging_state = if f8 & flags::WITH_PAGING_STATE != 0 {
             let state = read_bytes(buf)?;
             if let Some(s) = state {
                 if s.len() > PAGING_STATE_MAX_BYTES {
@@ -184,28 +237,45 @@ impl<'a> QueryParameters<'a> {
         } else {
             None
         };
-        let serial_consistency = if f & flags::WITH_SERIAL_CONSISTENCY != 0 {
+        let serial_consistency = if f8 & flags::WITH_SERIAL_CONSISTENCY != 0 {
             Some(read_serial_consistency(buf)?)
         } else {
             None
         };
-        let default_timestamp_us = if f & flags::WITH_DEFAULT_TIMESTAMP != 0 {
+        let default_timestamp_us = if f8 & flags::WITH_DEFAULT_TIMESTAMP != 0 {
             Some(read_timestamp(buf)?)
+        } else {
+            None
+        };
+        let keyspace = if f & flags::WITH_KEYSPACE != 0 {
+            Some(read_keyspace(buf)?)
+        } else {
+            None
+        };
+        let now_in_seconds = if f & flags::WITH_NOW_IN_SECONDS != 0 {
+            Some(read_int(buf)?)
         } else {
             None
         };
         Ok(QueryParameters {
             consistency,
             values,
-            skip_metadata: f & flags::SKIP_METADATA != 0,
+            skip_metadata: f8 & flags::SKIP_METADATA != 0,
             page_size,
             paging_state,
             serial_consistency,
             default_timestamp_us,
+            keyspace,
+            now_in_seconds,
         })
     }
 
+    /// Encodes protocol v4 parameters.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_versioned(out, PROTOCOL_V4);
+    }
+
+    pub fn encode_versioned(&self, out: &mut Vec<u8>, version: u8) {
         write_consistency(out, self.consistency);
         let mut f = 0u8;
         match self.values {
@@ -228,7 +298,14 @@ impl<'a> QueryParameters<'a> {
         if self.default_timestamp_us.is_some() {
             f |= flags::WITH_DEFAULT_TIMESTAMP;
         }
-        write_byte(out, f);
+        let mut wide = u32::from(f);
+        if self.keyspace.is_some() {
+            wide |= flags::WITH_KEYSPACE;
+        }
+        if self.now_in_seconds.is_some() {
+            wide |= flags::WITH_NOW_IN_SECONDS;
+        }
+        write_flags(out, wide, version);
         if f & flags::VALUES != 0 {
             write_values(out, &self.values);
         }
@@ -244,6 +321,12 @@ impl<'a> QueryParameters<'a> {
         if let Some(ts) = self.default_timestamp_us {
             write_long(out, ts);
         }
+        if let Some(keyspace) = self.keyspace {
+            write_string(out, keyspace);
+        }
+        if let Some(now) = self.now_in_seconds {
+            write_int(out, now);
+        }
     }
 }
 
@@ -255,16 +338,24 @@ pub struct Query<'a> {
 
 impl<'a> Query<'a> {
     pub fn decode(buf: &mut &'a [u8]) -> Result<Query<'a>, DecodeError> {
+        Query::decode_versioned(buf, PROTOCOL_V4)
+    }
+
+    pub fn decode_versioned(buf: &mut &'a [u8], version: u8) -> Result<Query<'a>, DecodeError> {
         let query = read_long_string(buf)?;
         Ok(Query {
             query,
-            parameters: QueryParameters::decode(buf)?,
+            parameters: QueryParameters::decode_versioned(buf, version)?,
         })
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_versioned(out, PROTOCOL_V4);
+    }
+
+    pub fn encode_versioned(&self, out: &mut Vec<u8>, version: u8) {
         write_long_string(out, self.query);
-        self.parameters.encode(out);
+        self.parameters.encode_versioned(out, version);
     }
 }
 
@@ -312,6 +403,41 @@ mod tests {
             query: "UPDATE t SET v = :v WHERE k = :k",
             parameters: p,
         });
+    }
+
+    #[test]
+    fn v5_parameters_carry_int_flags_a_keyspace_and_now_in_seconds() {
+        let mut p = QueryParameters::with_consistency(Consistency::One);
+        p.values = Values::Positional(vec![Value::Bytes(&[0, 0, 0, 1])]);
+        p.page_size = Some(100);
+        p.keyspace = Some("ks1");
+        p.now_in_seconds = Some(1_700_000_000);
+        let q = Query {
+            query: "SELECT * FROM t WHERE k = ?",
+            parameters: p,
+        };
+        let mut out = Vec::new();
+        q.encode_versioned(&mut out, PROTOCOL_V5);
+        // <long string><consistency><flags: [int]>
+        let flags_at = 4 + q.query.len() + 2;
+        assert_eq!(&out[flags_at..flags_at + 4], &[0, 0, 0x01, 0x85]);
+        let mut cursor = out.as_slice();
+        assert_eq!(Query::decode_versioned(&mut cursor, PROTOCOL_V5).as_ref(), Ok(&q));
+        assert!(cursor.is_empty());
+        for cut in 0..out.len() {
+            assert!(
+                Query::decode_versioned(&mut &out[..cut], PROTOCOL_V5).is_err(),
+                "{cut}"
+            );
+        }
+        // A v4 body read as v5 (or the reverse) does not decode to the same thing.
+        let mut v4 = Vec::new();
+        Query {
+            query: "SELECT 1",
+            parameters: QueryParameters::with_consistency(Consistency::One),
+        }
+        .encode(&mut v4);
+        assert!(Query::decode_versioned(&mut v4.as_slice(), PROTOCOL_V5).is_err());
     }
 
     #[test]

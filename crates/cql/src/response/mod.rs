@@ -20,9 +20,7 @@ pub use supported::Supported;
 use std::fmt;
 
 use crate::error::WireError;
-use crate::frame::{
-    Direction, FrameFlags, FrameHeader, FRAME_BODY_MAX_BYTES, HEADER_BYTES, PROTOCOL_VERSION,
-};
+use crate::frame::{Direction, FrameFlags, FrameHeader, FRAME_BODY_MAX_BYTES, HEADER_BYTES};
 use crate::opcode::Opcode;
 
 /// A response, ready to be framed.
@@ -72,25 +70,41 @@ impl Response {
         }
     }
 
-    pub fn encode_body(&self, out: &mut Vec<u8>) {
+    /// Appends the body in the form protocol `version` uses.
+    pub fn encode_body(&self, version: u8, out: &mut Vec<u8>) {
         match self {
-            Response::Error(r) => r.encode(out),
+            Response::Error(r) => r.encode_versioned(out, version),
             Response::Ready(r) => r.encode(out),
             Response::Authenticate(r) => r.encode(out),
             Response::Supported(r) => r.encode(out),
-            Response::Result(r) => r.encode(out),
+            Response::Result(r) => r.encode_versioned(out, version),
             Response::Event(r) => r.encode(out),
             Response::AuthChallenge(r) => r.encode(out),
             Response::AuthSuccess(r) => r.encode(out),
         }
     }
 
-    /// Appends a whole v4 response frame (header and body) on `stream`. Appending lets the
-    /// connection coalesce many responses into one socket write.
-    pub fn encode_frame(&self, stream: i16, out: &mut Vec<u8>) -> Result<(), ResponseTooLarge> {
+    /// Appends a whole response frame (header and body) of protocol `version` on `stream`.
+    /// Appending lets the connection coalesce many responses into one socket write.
+    pub fn encode_frame(&self, stream: i16, version: u8, out: &mut Vec<u8>) -> Result<(), ResponseTooLarge> {
+        self.encode_traced_frame(stream, version, None, out)
+    }
+
+    /// Like [`Response::encode_frame`], with the tracing flag and the session id first in the
+    /// body when the request was traced (spec section 2.2, flag 0x02).
+    pub fn encode_traced_frame(
+        &self,
+        stream: i16,
+        version: u8,
+        tracing_id: Option<&[u8; 16]>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ResponseTooLarge> {
         let start = out.len();
         out.resize(start + HEADER_BYTES, 0);
-        self.encode_body(out);
+        if let Some(id) = tracing_id {
+            out.extend_from_slice(id);
+        }
+        self.encode_body(version, out);
         let body_length_bytes = out.len() - start - HEADER_BYTES;
         let Some(length) = u32::try_from(body_length_bytes)
             .ok()
@@ -100,9 +114,13 @@ impl Response {
             return Err(ResponseTooLarge { body_length_bytes });
         };
         let header = FrameHeader {
-            version: PROTOCOL_VERSION,
+            version,
             direction: Direction::Response,
-            flags: FrameFlags::default(),
+            flags: FrameFlags(if tracing_id.is_some() {
+                FrameFlags::TRACING
+            } else {
+                0
+            }),
             stream,
             opcode: self.opcode(),
             body_length_bytes: length,

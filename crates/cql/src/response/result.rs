@@ -6,10 +6,12 @@
 //! 0x0001 Void           (nothing)
 //! 0x0002 Rows           <metadata><rows_count: [int]><rows_count × columns_count [bytes]>
 //! 0x0003 Set_keyspace   <keyspace: [string]>
-//! 0x0004 Prepared       <id: [short bytes]><prepared metadata><result metadata>
+//! 0x0004 Prepared       <id: [short bytes]>[<result_metadata_id: [short bytes]> (v5)]
+//!                       <prepared metadata><result metadata>
 //! 0x0005 Schema_change  <change_type><target><options>   (as the SCHEMA_CHANGE event)
 //!
 //! metadata = <flags: [int]><columns_count: [int]>[<paging_state: [bytes]>]
+//!            [<new_metadata_id: [short bytes]>]                      (v5, flag 0x0008)
 //!            [<global keyspace: [string]><global table: [string]>]
 //!            columns_count × ([<keyspace><table>]<name: [string]><type: [option]>)
 //! ```
@@ -41,6 +43,8 @@ mod metadata_flags {
     pub const GLOBAL_TABLES_SPEC: i32 = 0x0001;
     pub const HAS_MORE_PAGES: i32 = 0x0002;
     pub const NO_METADATA: i32 = 0x0004;
+    /// v5: the result columns differ from those the client's result metadata id names.
+    pub const METADATA_CHANGED: i32 = 0x0008;
 }
 
 /// A column's type, the [option] of spec section 4.2.5.2.
@@ -321,6 +325,9 @@ pub struct RowsMetadata {
     pub no_metadata: bool,
     pub columns_count: usize,
     pub columns: Vec<ColumnSpec>,
+    /// v5: the client's result metadata id was stale; this is the current one, and the full
+    /// metadata goes with it. Not sent before v5.
+    pub new_metadata_id: Option<Vec<u8>>,
 }
 
 impl RowsMetadata {
@@ -331,10 +338,16 @@ impl RowsMetadata {
             no_metadata: false,
             columns_count: columns.len(),
             columns,
+            new_metadata_id: None,
         }
     }
 
+    /// Encodes protocol v4 metadata.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_versioned(out, crate::frame::PROTOCOL_V4);
+    }
+
+    pub fn encode_versioned(&self, out: &mut Vec<u8>, version: u8) {
         assert!(
             self.no_metadata || self.columns.len() == self.columns_count,
             "columns_count disagrees"
@@ -349,10 +362,20 @@ impl RowsMetadata {
         } else {
             encode_column_specs(&mut flags, &self.columns)
         };
+        let new_metadata_id = self
+            .new_metadata_id
+            .as_ref()
+            .filter(|_| version >= crate::frame::PROTOCOL_V5);
+        if new_metadata_id.is_some() {
+            flags |= metadata_flags::METADATA_CHANGED;
+        }
         write_int(out, flags);
         write_int(out, count_i32(self.columns_count));
         if let Some(state) = &self.paging_state {
             write_bytes(out, Some(state));
+        }
+        if let Some(id) = new_metadata_id {
+            write_short_bytes(out, id);
         }
         out.extend_from_slice(&specs);
     }
@@ -362,6 +385,11 @@ impl RowsMetadata {
         let columns_count = read_int_count(buf, "columns_count", 0)?;
         let paging_state = if flags & metadata_flags::HAS_MORE_PAGES != 0 {
             read_bytes(buf)?.map(<[u8]>::to_vec)
+        } else {
+            None
+        };
+        let new_metadata_id = if flags & metadata_flags::METADATA_CHANGED != 0 {
+            Some(read_short_bytes(buf)?.to_vec())
         } else {
             None
         };
@@ -376,6 +404,7 @@ impl RowsMetadata {
             no_metadata,
             columns_count,
             columns,
+            new_metadata_id,
         })
     }
 }
@@ -461,6 +490,8 @@ impl PreparedMetadata {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prepared {
     pub id: Vec<u8>,
+    /// v5: the id of `result_metadata`, which EXECUTE sends back (not sent before v5).
+    pub result_metadata_id: Vec<u8>,
     pub metadata: PreparedMetadata,
     pub result_metadata: RowsMetadata,
 }
@@ -475,12 +506,17 @@ pub enum ResultBody {
 }
 
 impl ResultBody {
+    /// Encodes a protocol v4 body.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_versioned(out, crate::frame::PROTOCOL_V4);
+    }
+
+    pub fn encode_versioned(&self, out: &mut Vec<u8>, version: u8) {
         match self {
             ResultBody::Void => write_int(out, kind::VOID),
             ResultBody::Rows(rows) => {
                 write_int(out, kind::ROWS);
-                rows.metadata.encode(out);
+                rows.metadata.encode_versioned(out, version);
                 write_int(out, count_i32(rows.rows_count));
                 out.extend_from_slice(&rows.rows_content);
             }
@@ -491,6 +527,9 @@ impl ResultBody {
             ResultBody::Prepared(p) => {
                 write_int(out, kind::PREPARED);
                 write_short_bytes(out, &p.id);
+                if version >= crate::frame::PROTOCOL_V5 {
+                    write_short_bytes(out, &p.result_metadata_id);
+                }
                 p.metadata.encode(out);
                 p.result_metadata.encode(out);
             }
@@ -501,8 +540,12 @@ impl ResultBody {
         }
     }
 
-    /// Decodes a RESULT body (client side). Rows stay encoded; see [`Rows::cells`].
+    /// Decodes a protocol v4 RESULT body (client side). Rows stay encoded; see [`Rows::cells`].
     pub fn decode(buf: &mut &[u8]) -> Result<ResultBody, DecodeError> {
+        ResultBody::decode_versioned(buf, crate::frame::PROTOCOL_V4)
+    }
+
+    pub fn decode_versioned(buf: &mut &[u8], version: u8) -> Result<ResultBody, DecodeError> {
         Ok(match read_int(buf)? {
             kind::VOID => ResultBody::Void,
             kind::ROWS => {
@@ -532,9 +575,15 @@ impl ResultBody {
             kind::SET_KEYSPACE => ResultBody::SetKeyspace(read_string(buf)?.to_owned()),
             kind::PREPARED => {
                 let id = read_short_bytes(buf)?.to_vec();
+                let result_metadata_id = if version >= crate::frame::PROTOCOL_V5 {
+                    read_short_bytes(buf)?.to_vec()
+                } else {
+                    Vec::new()
+                };
                 let metadata = PreparedMetadata::decode(buf)?;
                 ResultBody::Prepared(Prepared {
                     id,
+                    result_metadata_id,
                     metadata,
                     result_metadata: RowsMetadata::decode(buf)?,
                 })
@@ -680,9 +729,39 @@ mod tests {
     }
 
     #[test]
+    fn v5_adds_the_result_metadata_id_and_metadata_changed() {
+        let mut m = RowsMetadata::new(vec![spec("t", "a", ColumnType::Int)]);
+        m.new_metadata_id = Some(vec![9; 16]);
+        let mut v4 = Vec::new();
+        m.encode(&mut v4);
+        assert_eq!(&v4[..4], [0, 0, 0, 1], "v4 has no METADATA_CHANGED");
+        let mut v5 = Vec::new();
+        m.encode_versioned(&mut v5, crate::frame::PROTOCOL_V5);
+        assert_eq!(&v5[..4], [0, 0, 0, 0x09], "Global_tables_spec | Metadata_changed");
+        assert_eq!(&v5[8..10], [0, 16]);
+        assert_eq!(RowsMetadata::decode(&mut v5.as_slice()), Ok(m));
+
+        let prepared = ResultBody::Prepared(Prepared {
+            id: vec![0xAA; 16],
+            result_metadata_id: vec![0xBB; 16],
+            metadata: PreparedMetadata::default(),
+            result_metadata: RowsMetadata::new(vec![spec("t", "a", ColumnType::Int)]),
+        });
+        let mut out = Vec::new();
+        prepared.encode_versioned(&mut out, crate::frame::PROTOCOL_V5);
+        assert_eq!(&out[22..24], [0, 16], "the result metadata id follows the id");
+        let v5 = crate::frame::PROTOCOL_V5;
+        assert_eq!(
+            ResultBody::decode_versioned(&mut out.as_slice(), v5),
+            Ok(prepared)
+        );
+    }
+
+    #[test]
     fn prepared_round_trips() {
         check(&ResultBody::Prepared(Prepared {
             id: vec![0xAA; 16],
+            result_metadata_id: Vec::new(),
             metadata: PreparedMetadata {
                 pk_indexes: vec![1, 0],
                 columns: vec![

@@ -11,13 +11,19 @@ pub struct Supported {
 }
 
 impl Supported {
-    /// What hayate supports today: CQL 3, protocol v4, no compression.
+    /// What hayate supports: CQL 3, protocol v4, LZ4 and Snappy compression.
     pub fn hayate() -> Supported {
         Supported {
             options: vec![
                 ("CQL_VERSION".to_owned(), vec!["3.4.5".to_owned()]),
-                ("COMPRESSION".to_owned(), vec![]),
-                ("PROTOCOL_VERSIONS".to_owned(), vec!["4/v4".to_owned()]),
+                (
+                    "COMPRESSION".to_owned(),
+                    vec!["lz4".to_owned(), "snappy".to_owned()],
+                ),
+                (
+                    "PROTOCOL_VERSIONS".to_owned(),
+                    vec!["4/v4".to_owned(), "5/v5".to_owned()],
+                ),
             ],
         }
     }

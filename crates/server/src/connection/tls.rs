@@ -187,12 +187,15 @@ async fn refuse_plain(mut stream: TcpStream) {
              connect with SSL/TLS (cqlsh --ssl, the driver's SSL options)",
         ));
         let mut out = Vec::new();
-        error.encode_frame(stream_id, &mut out).ok()?;
-        // Versions 3 to 5 share the 9-byte header; answer in the client's, so that it reads
-        // the message instead of complaining about the version.
-        if (3..=5).contains(&version) {
-            out[0] = 0x80 | version;
-        }
+        // Versions 3 to 5 share the 9-byte header (v5 frames in segments only after STARTUP);
+        // answer in the client's, so that it reads the message instead of complaining about
+        // the version.
+        let answer_version = if (3..=5).contains(&version) {
+            version
+        } else {
+            hayate_cql::frame::PROTOCOL_V4
+        };
+        error.encode_frame(stream_id, answer_version, &mut out).ok()?;
         stream.write_all(&out).await.ok()?;
         stream.shutdown().await.ok()?;
         // Wait for the client to close, so that the answer is not lost to a reset.

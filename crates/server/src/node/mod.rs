@@ -47,6 +47,8 @@ pub struct Node {
     pub roles: Arc<crate::auth::RoleStore>,
     pub metrics: Arc<Metrics>,
     pub events: broadcast::Sender<Event>,
+    /// Recent traced requests (`system_traces`).
+    pub traces: crate::trace::TraceStore,
     pub local: LocalNode,
 }
 
@@ -99,6 +101,10 @@ impl crate::system::ClusterView for Node {
 
     fn peers(&self) -> Vec<crate::system::NodeRow> {
         self.cluster.peer_rows()
+    }
+
+    fn trace_sessions(&self) -> Vec<std::sync::Arc<crate::trace::TraceSession>> {
+        self.traces.sessions(crate::query::bind::now_us() / 1000)
     }
 }
 

@@ -32,8 +32,14 @@ async fn run(session: &Session, b: &Batch<'_>) -> QueryResult<ResultBody> {
             modify::BATCH_STATEMENTS_MAX
         )));
     }
-    let keyspace = session.keyspace();
+    // v5 may name the keyspace in the request; it then counts instead of the connection's.
+    let keyspace = b.keyspace.map(str::to_owned).or_else(|| session.keyspace());
     let mut ctx = session.context(keyspace.as_deref(), None);
+    let fixed;
+    if let Some(now_s) = b.now_in_seconds {
+        fixed = super::NowInSeconds::new(ctx.clock, now_s);
+        ctx.clock = &fixed;
+    }
     ctx.consistency = b.consistency;
     ctx.default_timestamp_us = Some(b.default_timestamp_us.unwrap_or_else(|| ctx.clock.now_us()));
     let mut parsed_texts = Vec::new();

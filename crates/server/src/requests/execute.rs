@@ -3,6 +3,7 @@
 
 use hayate_cql::error::{ErrorBody, WireError};
 use hayate_cql::request::Execute;
+use hayate_cql::response::result::ResultBody;
 use hayate_cql::response::Response;
 
 use super::Session;
@@ -29,16 +30,27 @@ pub async fn handle(session: &Session, e: &Execute<'_>) -> (&'static str, Respon
         Err(err) => return (kind, Response::Error(err.to_wire())),
     };
     let keyspace = statement.keyspace.clone().or_else(|| session.keyspace());
-    (
-        kind,
-        session
-            .run(
-                &statement.parsed.statement,
-                &statement.text,
-                &binds,
-                &e.parameters,
-                keyspace.as_deref(),
-            )
-            .await,
-    )
+    // v5: a client whose result metadata id is not the statement's has stale columns; it gets
+    // the full metadata and the current id (METADATA_CHANGED), whatever it asked to skip.
+    let stale = e
+        .result_metadata_id
+        .filter(|id| *id != statement.result_metadata_id.as_slice())
+        .is_some();
+    let mut parameters = e.parameters.clone();
+    if stale {
+        parameters.skip_metadata = false;
+    }
+    let mut response = session
+        .run(
+            &statement.parsed.statement,
+            &statement.text,
+            &binds,
+            &parameters,
+            keyspace.as_deref(),
+        )
+        .await;
+    if let (true, Response::Result(ResultBody::Rows(rows))) = (stale, &mut response) {
+        rows.metadata.new_metadata_id = Some(statement.result_metadata_id.to_vec());
+    }
+    (kind, response)
 }

@@ -8,6 +8,7 @@
 mod auth_response;
 mod batch;
 mod execute;
+pub mod framing;
 mod options;
 mod prepare;
 mod query;
@@ -19,9 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use hayate_cql::compression::{compress_lz4, decompress_lz4};
+use hayate_cql::compression::Compression;
 use hayate_cql::error::WireError;
-use hayate_cql::frame::{FrameFlags, FrameHeader, HEADER_BYTES};
+use hayate_cql::frame::{FrameFlags, FrameHeader, PROTOCOL_V5};
 use hayate_cql::opcode::Opcode;
 use hayate_cql::request::{Request, RequestFrame};
 use hayate_cql::response::Response;
@@ -35,10 +36,11 @@ use crate::error::{invalid, QueryResult};
 use crate::node::Node;
 use crate::query::{modify, select};
 use crate::system::SystemTables;
+use crate::trace::Trace;
 
-/// Responses smaller than this are sent uncompressed even when LZ4 was negotiated: the flag
-/// is per frame, and compressing a few bytes costs more than it saves.
-const COMPRESS_MIN_BYTES: usize = 512;
+use framing::FrameWriter;
+use hayate_cql::segment::SegmentCodec;
+use hayate_storage::Clock;
 
 /// Where a connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,11 +56,16 @@ struct State {
     phase: Phase,
     role: Option<AuthenticatedRole>,
     exchange: Option<SaslExchange>,
-    compression: bool,
+    compression: Option<Compression>,
     /// The client asked, in STARTUP, to be answered Overloaded rather than slowed down.
     throw_on_overload: bool,
     keyspace: Option<String>,
     event_task: Option<tokio::task::JoinHandle<()>>,
+    /// How responses are written: version, compression, segments.
+    writer: FrameWriter,
+    /// The version STARTUP fixed for the connection; before it, each OPTIONS or STARTUP is
+    /// answered in its own version, as Cassandra does.
+    started_version: Option<u8>,
 }
 
 pub struct Session {
@@ -67,6 +74,26 @@ pub struct Session {
     outbox: Outbox,
     state: Mutex<State>,
     runtime: tokio::runtime::Handle,
+}
+
+/// A consistency level as Cassandra names it (`LOCAL_ONE`).
+fn consistency_name(c: hayate_cql::wire::Consistency) -> String {
+    let mut name = String::new();
+    for (i, ch) in format!("{c:?}").chars().enumerate() {
+        if i > 0 && ch.is_ascii_uppercase() {
+            name.push('_');
+        }
+        name.push(ch.to_ascii_uppercase());
+    }
+    name
+}
+
+/// The requests the tracing flag applies to (spec section 2.2); others ignore it.
+fn traceable(request: &Request<'_>) -> bool {
+    matches!(
+        request,
+        Request::Query(_) | Request::Prepare(_) | Request::Execute(_) | Request::Batch(_)
+    )
 }
 
 /// Requests that change the session's state, and so run in order on the reader.
@@ -87,10 +114,12 @@ impl Session {
                 phase: Phase::New,
                 role: None,
                 exchange: None,
-                compression: false,
+                compression: None,
                 throw_on_overload: false,
                 keyspace: None,
                 event_task: None,
+                writer: FrameWriter::default(),
+                started_version: None,
             }),
             runtime: tokio::runtime::Handle::current(),
         }
@@ -128,26 +157,63 @@ impl Session {
 
     /// Queues one response on `stream`.
     pub fn send(&self, stream: i16, response: &Response) {
-        let compression = self.state().compression;
-        let mut out = Vec::new();
-        if let Err(e) = response.encode_frame(stream, &mut out) {
-            let error = Response::Error(crate::error::server_error(e.to_string()).to_wire());
-            out.clear();
-            if error.encode_frame(stream, &mut out).is_err() {
-                return;
-            }
+        let writer = self.writer();
+        self.send_with(&writer, stream, response, None);
+    }
+
+    /// Queues a response to a frame whose header was refused, in `version` (the refused
+    /// header's own, or the nearest one spoken) unless the connection is already started.
+    pub fn send_refusal(&self, stream: i16, version: u8, response: &Response) {
+        let mut writer = self.writer();
+        if self.state().started_version.is_none() {
+            writer.version = version;
         }
-        if compression && out.len() - HEADER_BYTES >= COMPRESS_MIN_BYTES {
-            let mut compressed = Vec::with_capacity(out.len());
-            compressed.extend_from_slice(&out[..HEADER_BYTES]);
-            compress_lz4(&out[HEADER_BYTES..], &mut compressed);
-            let length = (compressed.len() - HEADER_BYTES) as u32;
-            compressed[1] |= FrameFlags::COMPRESSION;
-            compressed[5..9].copy_from_slice(&length.to_be_bytes());
-            out = compressed;
+        self.send_with(&writer, stream, response, None);
+    }
+
+    fn send_with(
+        &self,
+        writer: &FrameWriter,
+        stream: i16,
+        response: &Response,
+        tracing_id: Option<&[u8; 16]>,
+    ) {
+        let out = writer.encode_traced(stream, response, tracing_id);
+        if out.is_empty() {
+            return;
         }
         self.node.metrics.frame_sent(out.len() as u64);
         self.outbox.push(out);
+    }
+
+    /// How this connection's responses are written now.
+    pub fn writer(&self) -> FrameWriter {
+        self.state().writer
+    }
+
+    /// The segment codec, once a v5 connection has switched to segments: from then on the
+    /// reader cuts frames out of segments.
+    pub fn segment_codec(&self) -> Option<SegmentCodec> {
+        self.state().writer.segments
+    }
+
+    /// Checks a frame's version against the connection's. Before STARTUP a client may probe
+    /// with any version spoken (its OPTIONS is answered in that version); after it, a frame of
+    /// another version is refused with a protocol error, as in Cassandra.
+    pub fn check_version(&self, header: &FrameHeader) -> Result<(), String> {
+        let mut state = self.state();
+        match state.started_version {
+            Some(v) if v != header.version => Err(format!(
+                "Invalid message version. Got {0}/v{0} but previous messages on this connection \
+                 had version {v}/v{v}",
+                header.version
+            )),
+            Some(_) => Ok(()),
+            None => {
+                state.writer.version = header.version;
+                Ok(())
+            }
+        }
     }
 
     /// The context a statement runs in.
@@ -181,6 +247,11 @@ impl Session {
         let role = self.role();
         let mut ctx = self.context(keyspace, Some(params));
         ctx.role = role.as_ref();
+        let fixed;
+        if let Some(now_s) = params.now_in_seconds {
+            fixed = NowInSeconds::new(ctx.clock, now_s);
+            ctx.clock = &fixed;
+        }
         match self.execute(&ctx, statement, text, binds).await {
             Ok(body) => {
                 if let ResultBody::SetKeyspace(k) = &body {
@@ -231,15 +302,28 @@ impl Session {
         self.node.metrics.request_opcode(header.opcode);
         let decompressed;
         let body: &[u8] = if header.flags.compression() {
-            if !self.state().compression {
+            let (negotiated, segmented) = {
+                let state = self.state();
+                (state.compression, state.writer.segments.is_some())
+            };
+            if segmented {
+                return self.send(
+                    stream,
+                    &Response::Error(WireError::protocol(
+                        "frame has the compression flag inside a v5 segment; in protocol v5 \
+                         segments are compressed, never frames",
+                    )),
+                );
+            }
+            let Some(algorithm) = negotiated else {
                 return self.send(
                     stream,
                     &Response::Error(WireError::protocol(
                         "frame is compressed but no compression was negotiated in STARTUP",
                     )),
                 );
-            }
-            match decompress_lz4(&body, self.node.config.limits.max_frame_bytes.0 as usize) {
+            };
+            match algorithm.decompress(&body, self.node.config.limits.max_frame_bytes.0 as usize) {
                 Ok(b) => {
                     decompressed = b;
                     header.flags = FrameFlags(header.flags.0 & !FrameFlags::COMPRESSION);
@@ -253,14 +337,23 @@ impl Session {
         } else {
             &body
         };
-        let (kind, response) = match Request::decode(&header, body) {
-            Ok(frame) => self.dispatch(frame).await,
+        let (kind, response, trace) = match Request::decode(&header, body) {
+            Ok(frame) if frame.tracing && traceable(&frame.request) => {
+                let mut trace = self.start_trace(&frame.request);
+                let (kind, response) = self.dispatch_traced(frame, &mut trace).await;
+                (kind, response, Some(trace))
+            }
+            Ok(frame) => {
+                let (kind, response) = self.dispatch(frame).await;
+                (kind, response, None)
+            }
             Err(e) => (
                 "malformed",
                 Response::Error(WireError::protocol(format!(
                     "invalid {:?} message: {e}",
                     header.opcode
                 ))),
+                None,
             ),
         };
         let metrics = &self.node.metrics;
@@ -268,7 +361,116 @@ impl Session {
             metrics.record_error(kind, e.code());
         }
         metrics.record(kind, started.elapsed().as_micros() as u64);
-        self.send(stream, &response);
+        match trace {
+            Some(trace) => {
+                // No "Request complete" event: as with Cassandra, tools show that line from the
+                // session's duration.
+                let id = trace.session_id();
+                // Stored before the answer goes out, so that a driver polling system_traces
+                // right after the answer finds the session.
+                trace.finish(&self.node.traces);
+                self.send_with(&self.writer(), stream, &response, Some(&id));
+            }
+            None => self.send(stream, &response),
+        }
+        if header.opcode == Opcode::Startup
+            && matches!(response, Response::Ready(_) | Response::Authenticate(_))
+        {
+            self.started(header.version);
+        }
+    }
+
+    /// STARTUP was answered with READY or AUTHENTICATE: the version is fixed, and a v5
+    /// connection now switches to segments (the answer itself went out bare).
+    fn started(&self, version: u8) {
+        let mut state = self.state();
+        state.started_version = Some(version);
+        state.writer.version = version;
+        if version >= PROTOCOL_V5 {
+            state.writer.segments = Some(SegmentCodec::new(state.compression));
+        } else {
+            state.writer.compression = state.compression;
+        }
+    }
+
+    /// Starts the trace of a request that asked for one, with what the session row shows.
+    fn start_trace(&self, request: &Request<'_>) -> Trace {
+        use crate::system::ClusterView;
+        let local = self.node.local();
+        let (command, text, consistency) = match request {
+            Request::Query(q) => ("QUERY", q.query.to_owned(), Some(q.parameters.consistency)),
+            Request::Prepare(p) => ("QUERY", p.query.to_owned(), None),
+            Request::Execute(e) => {
+                let text = self
+                    .node
+                    .prepared
+                    .get(e.id)
+                    .map_or_else(|| "unknown prepared statement".to_owned(), |s| s.text.clone());
+                ("QUERY", text, Some(e.parameters.consistency))
+            }
+            Request::Batch(b) => (
+                "QUERY",
+                format!("{} statements", b.statements.len()),
+                Some(b.consistency),
+            ),
+            _ => ("QUERY", String::new(), None),
+        };
+        let mut trace = Trace::start(self.peer.ip(), local.rpc_address, local.cql_port, command);
+        let mut parameters = vec![("query".to_owned(), text.clone())];
+        if let Some(c) = consistency {
+            parameters.push(("consistency_level".to_owned(), consistency_name(c)));
+        }
+        let request_name = match request {
+            Request::Query(_) => "Execute CQL3 query",
+            Request::Prepare(_) => "Preparing CQL3 query",
+            Request::Execute(_) => "Execute CQL3 prepared query",
+            _ => "Execute batch of CQL3 queries",
+        };
+        trace.describe(request_name, parameters);
+        trace
+    }
+
+    /// Runs a traced request, with events that say where its time went: parsing, the storage
+    /// engine's reads (from the device or the post-write cache) and what came out.
+    async fn dispatch_traced(&self, frame: RequestFrame<'_>, trace: &mut Trace) -> (&'static str, Response) {
+        let text = match &frame.request {
+            Request::Query(q) => Some(q.query),
+            Request::Prepare(p) => Some(p.query),
+            _ => None,
+        };
+        if let Some(text) = text {
+            trace.event(format!("Parsing {text}"));
+            // Parsed once more here so that the time the parser takes shows as its own event;
+            // only traced requests pay for it.
+            match hayate_cql::statement::parse(text) {
+                Ok(parsed) => trace.event(format!("Parsed a {} statement", parsed.statement.kind())),
+                Err(e) => trace.event(format!("Parse failed: {e}")),
+            }
+        }
+        if let Request::Execute(e) = &frame.request {
+            let hex: String = e.id.iter().map(|b| format!("{b:02x}")).collect();
+            trace.event(format!("Looking up prepared statement {hex}"));
+        }
+        let before = self.node.engine.stats();
+        trace.event("Executing statement");
+        let (kind, response) = self.dispatch(frame).await;
+        let after = self.node.engine.stats();
+        // The engine counts node-wide: requests running at the same time show here too.
+        trace.event(format!(
+            "Storage engine: {} device reads, {} post-write cache hits",
+            after.device_reads.saturating_sub(before.device_reads),
+            after.cache_hits.saturating_sub(before.cache_hits)
+        ));
+        match &response {
+            Response::Result(ResultBody::Rows(rows)) => {
+                trace.event(format!("Read {} live rows", rows.rows_count))
+            }
+            Response::Result(ResultBody::Void) => trace.event("Write applied"),
+            Response::Result(_) => trace.event("Statement applied"),
+            Response::Error(e) => trace.event(format!("Request failed: {e}")),
+            _ => {}
+        }
+        (kind, response)
     }
 
     async fn dispatch(&self, frame: RequestFrame<'_>) -> (&'static str, Response) {
@@ -309,6 +511,32 @@ impl Session {
             (Request::Execute(e), Phase::Ready) => execute::handle(self, e).await,
             (Request::Batch(b), Phase::Ready) => ("batch", batch::handle(self, b).await),
         }
+    }
+}
+
+/// The clock of a request that carried v5's `now_in_seconds`: TTLs and expiry are judged at
+/// that second, while write timestamps still come from the real clock, as in Cassandra.
+pub struct NowInSeconds<'a> {
+    inner: &'a dyn Clock,
+    now_s: u32,
+}
+
+impl<'a> NowInSeconds<'a> {
+    pub fn new(inner: &'a dyn Clock, now_s: i32) -> NowInSeconds<'a> {
+        NowInSeconds {
+            inner,
+            now_s: u32::try_from(now_s).unwrap_or(0),
+        }
+    }
+}
+
+impl Clock for NowInSeconds<'_> {
+    fn now_us(&self) -> i64 {
+        self.inner.now_us()
+    }
+
+    fn now_s(&self) -> u32 {
+        self.now_s
     }
 }
 

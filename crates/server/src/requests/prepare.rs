@@ -7,22 +7,25 @@ use hayate_cql::response::Response;
 use hayate_cql::statement::parse;
 
 use super::Session;
-use crate::prepared::{statement_id, PreparedStatement};
+use crate::prepared::{result_metadata_id, statement_id, PreparedStatement};
 
 pub fn handle(session: &Session, p: &Prepare<'_>) -> Response {
     let parsed = match parse(p.query) {
         Ok(parsed) => parsed,
         Err(e) => return Response::Error(crate::error::syntax(e.to_string()).to_wire()),
     };
-    let keyspace = session.keyspace();
+    // v5 may name the keyspace in the request; it then counts instead of the connection's.
+    let keyspace = p.keyspace.map(str::to_owned).or_else(|| session.keyspace());
     let ctx = session.context(keyspace.as_deref(), None);
     let prepared = match crate::query::prepare::prepare(&ctx, &parsed.statement, &parsed.bind_markers) {
         Ok(p) => p,
         Err(e) => return Response::Error(e.to_wire()),
     };
     let id = statement_id(keyspace.as_deref(), p.query);
+    let metadata_id = result_metadata_id(&prepared.result);
     let body = ResultBody::Prepared(Prepared {
         id: id.to_vec(),
+        result_metadata_id: metadata_id.to_vec(),
         metadata: prepared.metadata.clone(),
         result_metadata: prepared.result.clone(),
     });
@@ -32,6 +35,7 @@ pub fn handle(session: &Session, p: &Prepare<'_>) -> Response {
         keyspace,
         parsed,
         prepared,
+        result_metadata_id: metadata_id,
     });
     Response::Result(body)
 }

@@ -34,7 +34,12 @@ pub async fn handle(session: &Session, q: &Query<'_>) -> (&'static str, Response
             ),
         );
     }
-    let keyspace = session.keyspace();
+    // v5 may name the keyspace in the request; it then counts instead of the connection's.
+    let keyspace = q
+        .parameters
+        .keyspace
+        .map(str::to_owned)
+        .or_else(|| session.keyspace());
     (
         kind,
         session

@@ -12,6 +12,8 @@ pub fn handle(session: &Session, register: &Register) -> Response {
     let types: Vec<EventType> = register.event_types.clone();
     let mut events = session.node.events.subscribe();
     let outbox = session.outbox.clone();
+    // REGISTER comes after STARTUP, so how frames are written is settled by now.
+    let writer = session.writer();
     let task = session.runtime.spawn(async move {
         loop {
             match events.recv().await {
@@ -26,11 +28,8 @@ pub fn handle(session: &Session, register: &Register) -> Response {
                         // queued: they would be the one thing its backlog does not bound.
                         tracing::debug!("dropped an event for a client that does not read");
                     } else if wanted {
-                        let mut out = Vec::new();
-                        if Response::Event(event)
-                            .encode_frame(EVENT_STREAM, &mut out)
-                            .is_ok()
-                        {
+                        let out = writer.encode(EVENT_STREAM, &Response::Event(event));
+                        if !out.is_empty() {
                             outbox.push(out);
                         }
                     }

@@ -1,10 +1,12 @@
 //! STARTUP: the CQL version and compression the client wants; answered with READY, or with
 //! AUTHENTICATE when the node checks passwords.
 
+use hayate_cql::compression::Compression;
 use hayate_cql::error::WireError;
 use hayate_cql::request::Startup;
 use hayate_cql::response::{Authenticate, Ready, Response};
 
+use super::options::supported_names;
 use super::{Phase, Session};
 
 pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
@@ -26,15 +28,26 @@ pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
             crate::system::CQL_VERSION
         )));
     }
+    // An algorithm we do not know is refused, as Cassandra does, rather than silently
+    // answered uncompressed: the client would send compressed frames we cannot read.
     let compression = match startup.compression() {
-        None => false,
-        Some(c) if c.eq_ignore_ascii_case("lz4") => true,
-        Some(other) => {
-            return Response::Error(WireError::protocol(format!(
-                "Unknown compression algorithm: {other}; this node supports lz4"
-            )))
-        }
+        None => None,
+        Some(name) => match Compression::from_name(name) {
+            Some(c) => Some(c),
+            None => {
+                return Response::Error(WireError::protocol(format!(
+                    "Unknown compression algorithm: {name}; this node supports {}",
+                    supported_names().join(", ")
+                )))
+            }
+        },
     };
+    // v5 compresses whole segments with LZ4 only; Cassandra refuses Snappy there.
+    if compression == Some(Compression::Snappy) && version_of(session) >= hayate_cql::frame::PROTOCOL_V5 {
+        return Response::Error(WireError::protocol(
+            "Snappy compression is not supported in protocol V5",
+        ));
+    }
     let auth = &session.node.auth;
     let mut state = session.state();
     state.compression = compression;
@@ -56,4 +69,9 @@ pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
             Response::Ready(Ready)
         }
     }
+}
+
+/// The version the STARTUP frame came in (the writer follows each frame before STARTUP).
+fn version_of(session: &Session) -> u8 {
+    session.writer().version
 }

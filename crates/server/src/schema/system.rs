@@ -219,6 +219,30 @@ const VIRTUAL_COLUMNS: &[ColumnDef] = &[
     ("type", "text", R),
 ];
 
+/// `system_traces`, with Cassandra 5's columns: the sessions of traced requests and their
+/// events, kept in memory by [`crate::trace`].
+const TRACE_SESSIONS: &[ColumnDef] = &[
+    ("session_id", "uuid", P),
+    ("client", "inet", R),
+    ("command", "text", R),
+    ("coordinator", "inet", R),
+    ("coordinator_port", "int", R),
+    ("duration", "int", R),
+    ("parameters", "map<text, text>", R),
+    ("request", "text", R),
+    ("started_at", "timestamp", R),
+];
+
+const TRACE_EVENTS: &[ColumnDef] = &[
+    ("session_id", "uuid", P),
+    ("event_id", "timeuuid", C),
+    ("activity", "text", R),
+    ("source", "inet", R),
+    ("source_elapsed", "int", R),
+    ("source_port", "int", R),
+    ("thread", "text", R),
+];
+
 /// A built-in keyspace: its name, where it is listed, and its tables.
 type KeyspaceDef = (
     &'static str,
@@ -257,6 +281,12 @@ const SYSTEM_KEYSPACES: &[KeyspaceDef] = &[
             ("tables", VIRTUAL_TABLES),
             ("columns", VIRTUAL_COLUMNS),
         ],
+    ),
+    // Last, so that the storage ids of the tables above stay as they were.
+    (
+        "system_traces",
+        VirtualKind::System,
+        &[("sessions", TRACE_SESSIONS), ("events", TRACE_EVENTS)],
     ),
 ];
 

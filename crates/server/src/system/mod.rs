@@ -47,6 +47,10 @@ pub trait ClusterView: Send + Sync {
     /// Counts restarts, as Cassandra's gossip generation.
     fn generation(&self) -> i32;
     fn peers(&self) -> Vec<NodeRow>;
+    /// Recent traced requests, for `system_traces`.
+    fn trace_sessions(&self) -> Vec<std::sync::Arc<crate::trace::TraceSession>> {
+        Vec::new()
+    }
 }
 
 /// The built-in tables, answering from the schema and a view of the cluster.
@@ -137,6 +141,43 @@ fn rows(cluster: &dyn ClusterView, schema: &Schema, table: &Table) -> QueryResul
         ("system", "peers") | ("system", "peers_v2") => {
             cluster.peers().iter().map(|p| peer(p, table)).collect()
         }
+        ("system_traces", "sessions") => cluster
+            .trace_sessions()
+            .iter()
+            .map(|s| {
+                RowBuilder::new(table)
+                    .set("session_id", s.session_id.to_vec())
+                    .set("client", inet(s.client))
+                    .text("command", &s.command)
+                    .set("coordinator", inet(s.coordinator))
+                    .int("coordinator_port", s.coordinator_port)
+                    .int("duration", s.duration_us)
+                    .set(
+                        "parameters",
+                        text_map(s.parameters.iter().map(|(a, b)| (a.as_str(), b.as_str()))),
+                    )
+                    .text("request", &s.request)
+                    .set("started_at", s.started_at_ms.to_be_bytes().to_vec())
+                    .done()
+            })
+            .collect(),
+        ("system_traces", "events") => cluster
+            .trace_sessions()
+            .iter()
+            .flat_map(|s| {
+                s.events.iter().map(move |e| {
+                    RowBuilder::new(table)
+                        .set("session_id", s.session_id.to_vec())
+                        .set("event_id", e.event_id.to_vec())
+                        .text("activity", &e.activity)
+                        .set("source", inet(s.coordinator))
+                        .int("source_elapsed", e.source_elapsed_us)
+                        .int("source_port", s.coordinator_port)
+                        .text("thread", &e.thread)
+                        .done()
+                })
+            })
+            .collect(),
         ("system_schema", "keyspaces") => schema
             .keyspaces
             .values()
