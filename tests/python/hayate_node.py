@@ -177,6 +177,7 @@ class Node(Endpoint):
         name: str,
         *,
         authenticator: str = "AllowAllAuthenticator",
+        authorizer: str = "AllowAllAuthorizer",
         metrics_port: int = 0,
         commit_to_device: bool = False,
         data_dir: Path | None = None,
@@ -209,6 +210,7 @@ class Node(Endpoint):
             f"port = {metrics_port}\n"
             "[auth]\n"
             f'authenticator = "{authenticator}"\n'
+            f'authorizer = "{authorizer}"\n'
         )
         self.proc: subprocess.Popen | None = None
         # Where the current start's lines begin in the log: an earlier start's are not its own.

@@ -14,9 +14,10 @@
 //! ```
 //!
 //! The rules of who may do what are Cassandra's (CassandraRoleManager and the role statements)
-//! with CassandraAuthorizer and no GRANTs, since hayate has no permissions yet: superusers may
-//! do anything; any other role may list its own roles and change its own password, nothing
-//! else. The messages are Cassandra's word for word, since applications and tests match on
+//! with CassandraAuthorizer and no permissions granted on roles (permissions on roles are not
+//! consulted here; see `permissions.rs`): superusers may do anything; any other role may list
+//! its own roles and change its own password, nothing else. GRANT ROLE and REVOKE ROLE are
+//! checked by the authorizer before they reach [`RoleStore::grant_role`]. The messages are Cassandra's word for word, since applications and tests match on
 //! them. Under AllowAllAuthenticator every connection is anonymous and role statements fail
 //! as they do in Cassandra, with "You have to be logged in and not anonymous".
 //!
@@ -101,8 +102,8 @@ struct Role {
     superuser: bool,
     #[serde(default)]
     options: BTreeMap<String, String>,
-    /// Roles granted to this one. Nothing grants roles yet (no GRANT ROLE); kept so that the
-    /// file need not change when something does.
+    /// Roles granted to this one directly (GRANT ROLE); their permissions and superuser
+    /// status are this role's too.
     #[serde(default)]
     member_of: BTreeSet<String>,
 }
@@ -482,6 +483,17 @@ impl RoleStore {
     /// LIST ROLES [OF name]: a superuser sees every role (or those of `of`); another role sees
     /// its own roles, and may name only one of them in `of`. Sorted by name.
     pub fn list_roles(&self, by: &AuthenticatedRole, of: Option<&str>) -> Result<Vec<RoleRow>, RoleError> {
+        self.list_roles_of(by, of, true)
+    }
+
+    /// LIST ROLES [OF name] [NORECURSIVE]: with `recursive` false, the roles of `of` are only
+    /// itself and those granted to it directly.
+    pub fn list_roles_of(
+        &self,
+        by: &AuthenticatedRole,
+        of: Option<&str>,
+        recursive: bool,
+    ) -> Result<Vec<RoleRow>, RoleError> {
         if by.is_anonymous() {
             return Err(RoleError::Anonymous);
         }
@@ -494,13 +506,18 @@ impl RoleStore {
         let is_super = self.roles_of(&roles, by.name()).iter().any(|r| r.superuser);
         let listed: Vec<&Role> = match (is_super, of) {
             (true, None) => roles.values().collect(),
+            (true, Some(of)) if !recursive => direct_roles_of(&roles, of),
             (true, Some(of)) => self.roles_of(&roles, of),
             (false, None) => self.roles_of(&roles, by.name()),
             (false, Some(of)) => {
                 if !self.roles_of(&roles, by.name()).iter().any(|r| r.name == of) {
                     return Err(RoleError::NotAuthorizedToView { role: of.to_string() });
                 }
-                self.roles_of(&roles, of)
+                if recursive {
+                    self.roles_of(&roles, of)
+                } else {
+                    direct_roles_of(&roles, of)
+                }
             }
         };
         let mut rows: Vec<RoleRow> = listed
@@ -518,9 +535,78 @@ impl RoleStore {
     }
 
     /// Whether a role of this name exists.
-    #[cfg(test)]
     pub fn exists(&self, name: &str) -> bool {
         self.read_roles().contains_key(name)
+    }
+
+    /// The names of a role and of every role granted to it, directly or not: the roles whose
+    /// permissions it holds. Empty if it does not exist.
+    pub fn role_names_of(&self, name: &str) -> BTreeSet<String> {
+        self.roles_of(&self.read_roles(), name)
+            .into_iter()
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// GRANT role TO grantee; the caller has checked that `by` may. Refuses a grant that would
+    /// make a cycle, with Cassandra's messages.
+    pub fn grant_role(&self, role: &str, grantee: &str) -> Result<(), RoleError> {
+        let mut roles = self.write_roles();
+        for name in [role, grantee] {
+            if !roles.contains_key(name) {
+                return Err(RoleError::NotFound {
+                    role: name.to_string(),
+                });
+            }
+        }
+        // Already granted, directly or through another role, or the grantee is itself
+        // granted to `role`: either way the graph would gain a redundant edge or a cycle.
+        if self.roles_of(&roles, grantee).iter().any(|r| r.name == role) {
+            return Err(RoleError::MemberOf {
+                member: grantee.to_string(),
+                of: role.to_string(),
+            });
+        }
+        if self.roles_of(&roles, role).iter().any(|r| r.name == grantee) {
+            return Err(RoleError::MemberOf {
+                member: role.to_string(),
+                of: grantee.to_string(),
+            });
+        }
+        let before = roles.clone();
+        if let Some(g) = roles.get_mut(grantee) {
+            g.member_of.insert(role.to_string());
+        }
+        if let Err(e) = self.save(&roles) {
+            *roles = before;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// REVOKE role FROM revokee; the caller has checked that `by` may.
+    pub fn revoke_role(&self, role: &str, revokee: &str) -> Result<(), RoleError> {
+        let mut roles = self.write_roles();
+        for name in [role, revokee] {
+            if !roles.contains_key(name) {
+                return Err(RoleError::NotFound {
+                    role: name.to_string(),
+                });
+            }
+        }
+        let before = roles.clone();
+        let removed = roles.get_mut(revokee).is_some_and(|r| r.member_of.remove(role));
+        if !removed {
+            return Err(RoleError::NotMember {
+                member: revokee.to_string(),
+                of: role.to_string(),
+            });
+        }
+        if let Err(e) = self.save(&roles) {
+            *roles = before;
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// A role and every role granted to it, directly or not; empty if it does not exist.
@@ -593,6 +679,16 @@ impl RoleStore {
     fn lock_verified(&self) -> std::sync::MutexGuard<'_, VerifiedCache> {
         self.verified.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A role and the roles granted to it directly.
+fn direct_roles_of<'a>(roles: &'a BTreeMap<String, Role>, name: &str) -> Vec<&'a Role> {
+    let Some(role) = roles.get(name) else {
+        return Vec::new();
+    };
+    let mut found = vec![role];
+    found.extend(role.member_of.iter().filter_map(|m| roles.get(m)));
+    found
 }
 
 fn check_name(name: &str) -> Result<(), RoleError> {
@@ -915,6 +1011,16 @@ pub enum RoleError {
         role: String,
     },
     DropSelf,
+    /// GRANT ROLE that is already in force, directly or not, or would make a cycle.
+    MemberOf {
+        member: String,
+        of: String,
+    },
+    /// REVOKE ROLE of a role not granted directly.
+    NotMember {
+        member: String,
+        of: String,
+    },
     /// The change could not be saved; nothing changed.
     Save(RoleStoreError),
 }
@@ -936,7 +1042,9 @@ impl RoleError {
             | RoleError::AlreadyExists { .. }
             | RoleError::NotFound { .. }
             | RoleError::GranteeNotFound { .. }
-            | RoleError::DropSelf => ErrorCode::Invalid,
+            | RoleError::DropSelf
+            | RoleError::MemberOf { .. }
+            | RoleError::NotMember { .. } => ErrorCode::Invalid,
             RoleError::Save(_) => ErrorCode::ServerError,
         }
     }
@@ -985,6 +1093,8 @@ impl fmt::Display for RoleError {
             RoleError::NotFound { role } => write!(f, "{role} doesn't exist"),
             RoleError::GranteeNotFound { role } => write!(f, "<role {role}> doesn't exist"),
             RoleError::DropSelf => f.write_str("Cannot DROP primary role for current login"),
+            RoleError::MemberOf { member, of } => write!(f, "{member} is a member of {of}"),
+            RoleError::NotMember { member, of } => write!(f, "{member} is not a member of {of}"),
             RoleError::Save(e) => write!(f, "{e}"),
         }
     }

@@ -33,7 +33,9 @@ async fn run(session: &Session, b: &Batch<'_>) -> QueryResult<ResultBody> {
         )));
     }
     let keyspace = session.keyspace();
+    let role = session.role();
     let mut ctx = session.context(keyspace.as_deref(), None);
+    ctx.role = role.as_ref();
     ctx.consistency = b.consistency;
     ctx.default_timestamp_us = Some(b.default_timestamp_us.unwrap_or_else(|| ctx.clock.now_us()));
     let mut parsed_texts = Vec::new();
@@ -84,6 +86,11 @@ async fn run(session: &Session, b: &Batch<'_>) -> QueryResult<ResultBody> {
                 statement.kind()
             )));
         }
+        session
+            .node
+            .authorizer
+            .authorize(ctx.role, ctx.keyspace, &ctx.schema, statement)
+            .map_err(crate::roles::permission_error)?;
         let binds = Binds::new(values, markers, names)?;
         modify::plan(&ctx, statement, &binds, &mut mutations)?;
     }
