@@ -341,6 +341,42 @@ def test_granting_needs_authorize_and_the_permission_itself(admin, alice, bob, k
     )
 
 
+def test_roles_are_managed_with_permissions_on_roles(admin, alice, bob):
+    s, a = alice.session, alice.name
+    made, helpers = name("made"), name("helpers")
+    insufficient = f"User {a} does not have sufficient privileges to perform the requested operation"
+    refused(s, f"CREATE ROLE {made}", insufficient)
+    refused(s, f"ALTER ROLE {bob.name} WITH PASSWORD = 'taken'", insufficient)
+    refused(s, f"DROP ROLE {bob.name}", insufficient)
+    refused(s, f"DROP ROLE nope_{RUN_ID}", insufficient)
+
+    admin.execute(f"CREATE ROLE {helpers}")
+    admin.execute(f"GRANT CREATE ON ALL ROLES TO {a}")
+    admin.execute(f"GRANT ALTER ON ROLE {bob.name} TO {a}")
+    admin.execute(f"GRANT AUTHORIZE ON ROLE {helpers} TO {a}")
+    try:
+        allowed(s, f"CREATE ROLE {made} WITH PASSWORD = 'pw' AND LOGIN = true")
+        # The creator of a role holds every permission on it, so may drop it.
+        assert [r.permission for r in admin.execute(f"LIST ALL PERMISSIONS ON ROLE {made} OF {a} NORECURSIVE")] == [
+            "ALTER", "DROP", "AUTHORIZE", "DESCRIBE"
+        ]
+        allowed(s, f"ALTER ROLE {bob.name} WITH PASSWORD = 'pw'")
+        allowed(s, f"GRANT {helpers} TO {made}")
+        assert [r.role for r in admin.execute(f"LIST ROLES OF {made}")] == sorted([made, helpers])
+        # ALTER on bob is not AUTHORIZE on bob.
+        refused(s, f"GRANT {bob.name} TO {made}", insufficient)
+        s.execute(f"DROP ROLE {made}")
+        assert rows(admin.execute(f"LIST ALL PERMISSIONS ON ROLE {helpers} OF {a} NORECURSIVE")) == [
+            (a, a, f"<role {helpers}>", "AUTHORIZE")
+        ]
+        with pytest.raises(Unauthorized, match="Only superusers can create a role with superuser status"):
+            s.execute(f"CREATE ROLE {made} WITH SUPERUSER = true")
+    finally:
+        admin.execute(f"DROP ROLE IF EXISTS {made}")
+        admin.execute(f"DROP ROLE IF EXISTS {helpers}")
+        admin.execute(f"REVOKE CREATE ON ALL ROLES FROM {a}")
+
+
 def test_bad_grants_get_cassandras_errors(admin, alice, ks):
     for cql, type_name in [
         (f"GRANT CREATE ON TABLE {ks}.t1 TO {alice.name}", "DataResource"),

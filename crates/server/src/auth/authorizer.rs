@@ -58,7 +58,7 @@ fn readable_system_table(keyspace: &str, table: &str) -> bool {
 pub struct Authorizer {
     kind: AuthorizerKind,
     roles: Arc<RoleStore>,
-    permissions: PermissionStore,
+    permissions: Arc<PermissionStore>,
 }
 
 impl Authorizer {
@@ -69,10 +69,14 @@ impl Authorizer {
         roles: Arc<RoleStore>,
         path: &Path,
     ) -> Result<Authorizer, PermissionStoreError> {
+        let permissions = Arc::new(PermissionStore::open(path)?);
+        if kind == AuthorizerKind::Cassandra {
+            roles.consult_permissions(Arc::clone(&permissions));
+        }
         Ok(Authorizer {
             kind,
             roles,
-            permissions: PermissionStore::open(path)?,
+            permissions,
         })
     }
 

@@ -31,7 +31,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -40,6 +40,7 @@ use hayate_cql::error::ErrorCode;
 use hayate_storage::files::write_atomically;
 use serde::{Deserialize, Serialize};
 
+use super::permissions::{Permission, PermissionStore, Resource};
 use super::{AuthError, AuthenticatedRole};
 
 /// The superuser a new node starts with, as in Cassandra.
@@ -169,6 +170,8 @@ pub struct RoleStore {
     /// Checked against for unknown names, so that a wrong name takes as long as a wrong
     /// password and role names cannot be discovered by timing logins.
     dummy_hash: OnceLock<Option<String>>,
+    /// Set under CassandraAuthorizer: see [`RoleStore::consult_permissions`].
+    permissions: OnceLock<Arc<PermissionStore>>,
 }
 
 impl RoleStore {
@@ -194,6 +197,7 @@ impl RoleStore {
             verified: Mutex::new(VerifiedCache::new(random_bytes()?)),
             verifications: Semaphore::new(VERIFICATIONS_IN_FLIGHT_MAX),
             dummy_hash: OnceLock::new(),
+            permissions: OnceLock::new(),
         };
         if create {
             let role = Role {
@@ -290,18 +294,22 @@ impl RoleStore {
             return Err(RoleError::Anonymous);
         }
         let is_super = self.is_superuser(by);
-        // The superuser check comes first: it is the answer Cassandra gives under any
-        // authorizer, including its default AllowAllAuthorizer, which grants CREATE to all.
+        let permitted = self.may(by, Permission::Create, &Resource::AllRoles);
+        // CassandraAuthorizer checks CREATE first; under AllowAllAuthorizer, which grants
+        // CREATE to all in Cassandra, the superuser check is the first answer.
+        if self.consults_permissions() && !permitted {
+            return Err(RoleError::InsufficientPrivileges {
+                user: by.name().to_string(),
+            });
+        }
         if options.superuser == Some(true) && !is_super {
             return Err(RoleError::SuperuserRequired {
                 message: "Only superusers can create a role with superuser status",
             });
         }
-        if !is_super {
-            return Err(RoleError::NoPermission {
+        if !permitted {
+            return Err(RoleError::InsufficientPrivileges {
                 user: by.name().to_string(),
-                permission: "CREATE",
-                resource: "<all roles>".to_string(),
             });
         }
         check_supported(&options, false)?;
@@ -388,14 +396,14 @@ impl RoleStore {
                 });
             }
         }
-        if !is_super {
-            if by.name() != name {
-                return Err(RoleError::NoPermission {
+        if !is_super && by.name() != name {
+            // Another role's options need ALTER on it.
+            if !self.may(by, Permission::Alter, &Resource::Role(name.to_string())) {
+                return Err(RoleError::InsufficientPrivileges {
                     user: by.name().to_string(),
-                    permission: "ALTER",
-                    resource: format!("<role {name}>"),
                 });
             }
+        } else if !is_super {
             // A role may change only its own password.
             if options.login.is_some() {
                 return Err(RoleError::OptionNotAlterable { option: "LOGIN" });
@@ -448,6 +456,16 @@ impl RoleStore {
         if by.is_anonymous() {
             return Err(RoleError::Anonymous);
         }
+        let permitted = self.may(by, Permission::Drop, &Resource::Role(name.to_string()));
+        let refused = || RoleError::InsufficientPrivileges {
+            user: by.name().to_string(),
+        };
+        // CassandraAuthorizer checks DROP before the role's existence; under
+        // AllowAllAuthorizer, which grants DROP to all in Cassandra, the other answers come
+        // first.
+        if self.consults_permissions() && !permitted {
+            return Err(refused());
+        }
         let exists = self.read_roles().contains_key(name);
         if !exists && !if_exists {
             return Err(RoleError::NotFound {
@@ -457,12 +475,8 @@ impl RoleStore {
         if by.name() == name {
             return Err(RoleError::DropSelf);
         }
-        if !self.is_superuser(by) {
-            return Err(RoleError::NoPermission {
-                user: by.name().to_string(),
-                permission: "DROP",
-                resource: format!("<role {name}>"),
-            });
+        if !permitted {
+            return Err(refused());
         }
         let mut roles = self.write_roles();
         let before = roles.clone();
@@ -532,6 +546,34 @@ impl RoleStore {
             .collect();
         rows.sort_by(|a, b| a.role.cmp(&b.role));
         Ok(rows)
+    }
+
+    /// Makes the role statements honour permissions granted on roles (CREATE on ALL ROLES,
+    /// ALTER and DROP on a role), as with CassandraAuthorizer. Without it only superusers
+    /// manage roles.
+    pub fn consult_permissions(&self, permissions: Arc<PermissionStore>) {
+        let _ = self.permissions.set(permissions);
+    }
+
+    fn consults_permissions(&self) -> bool {
+        self.permissions.get().is_some()
+    }
+
+    /// Whether `by` is a superuser or, when permissions are consulted, holds `permission` on
+    /// `resource` or its parent, itself or through a granted role.
+    fn may(&self, by: &AuthenticatedRole, permission: Permission, resource: &Resource) -> bool {
+        if self.is_superuser(by) {
+            return true;
+        }
+        let Some(permissions) = self.permissions.get() else {
+            return false;
+        };
+        let names = self.role_names_of(by.name());
+        resource.chain().iter().any(|r| {
+            names
+                .iter()
+                .any(|n| permissions.granted(n, r).contains(&permission))
+        })
     }
 
     /// Whether a role of this name exists.
@@ -970,12 +1012,10 @@ impl std::error::Error for RoleStoreError {
 pub enum RoleError {
     /// Any role statement under AllowAllAuthenticator.
     Anonymous,
-    /// Cassandra's authorizer refusal, e.g. "User alice has no CREATE permission on
-    /// <all roles> or any of its parents".
-    NoPermission {
+    /// A role statement without the permission it needs on the role (CREATE on ALL ROLES,
+    /// ALTER or DROP on the role): Cassandra's message for all three.
+    InsufficientPrivileges {
         user: String,
-        permission: &'static str,
-        resource: String,
     },
     SuperuserRequired {
         message: &'static str,
@@ -1029,7 +1069,7 @@ impl RoleError {
     pub fn code(&self) -> ErrorCode {
         match self {
             RoleError::Anonymous
-            | RoleError::NoPermission { .. }
+            | RoleError::InsufficientPrivileges { .. }
             | RoleError::SuperuserRequired { .. }
             | RoleError::OwnSuperuserStatus
             | RoleError::OptionNotAlterable { .. }
@@ -1056,13 +1096,9 @@ impl fmt::Display for RoleError {
             RoleError::Anonymous => {
                 f.write_str("You have to be logged in and not anonymous to perform this request")
             }
-            RoleError::NoPermission {
-                user,
-                permission,
-                resource,
-            } => write!(
+            RoleError::InsufficientPrivileges { user } => write!(
                 f,
-                "User {user} has no {permission} permission on {resource} or any of its parents"
+                "User {user} does not have sufficient privileges to perform the requested operation"
             ),
             RoleError::SuperuserRequired { message } => f.write_str(message),
             RoleError::OwnSuperuserStatus => f.write_str(
@@ -1299,7 +1335,7 @@ mod tests {
         refused(
             store.create_role(&alice, "carol", with_password("c", true, false), false),
             Unauthorized,
-            "User alice has no CREATE permission on <all roles> or any of its parents",
+            "User alice does not have sufficient privileges to perform the requested operation",
         );
         refused(
             store.create_role(&alice, "mallory", with_password("m", true, true), false),
@@ -1309,7 +1345,7 @@ mod tests {
         refused(
             store.drop_role(&alice, "bob", false),
             Unauthorized,
-            "User alice has no DROP permission on <role bob> or any of its parents",
+            "User alice does not have sufficient privileges to perform the requested operation",
         );
         refused(
             store.alter_role(
@@ -1321,7 +1357,7 @@ mod tests {
                 },
             ),
             Unauthorized,
-            "User alice has no ALTER permission on <role bob> or any of its parents",
+            "User alice does not have sufficient privileges to perform the requested operation",
         );
         refused(
             store.alter_role(
