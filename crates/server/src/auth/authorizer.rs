@@ -615,3 +615,252 @@ impl std::error::Error for PermissionError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::roles::{HashCost, RoleOptions};
+    use hayate_cql::statement::parse;
+
+    struct World {
+        _dir: tempfile::TempDir,
+        authorizer: Authorizer,
+        schema: Schema,
+        admin: AuthenticatedRole,
+        alice: AuthenticatedRole,
+    }
+
+    /// A role store with the default superuser and a login role alice, and a schema with
+    /// `ks.t` and the built-in keyspaces.
+    fn world(kind: AuthorizerKind) -> World {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let roles = Arc::new(
+            RoleStore::open_with_cost(&dir.path().join("roles.json"), true, HashCost::CHEAP).expect("roles"),
+        );
+        let admin = roles
+            .authenticate("cassandra", "cassandra")
+            .expect("admin logs in");
+        let login = RoleOptions {
+            password: Some("pw".into()),
+            login: Some(true),
+            ..RoleOptions::default()
+        };
+        roles.create_role(&admin, "alice", login, false).expect("alice");
+        roles
+            .create_role(&admin, "readers", RoleOptions::default(), false)
+            .expect("readers");
+        let alice = roles.authenticate("alice", "pw").expect("alice logs in");
+        let authorizer =
+            Authorizer::open(kind, roles, &dir.path().join("permissions.json")).expect("authorizer");
+
+        let mut schema = Schema::default();
+        crate::schema::system::add_system_keyspaces(&mut schema);
+        let Statement::CreateKeyspace { properties, .. } = parse(
+            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+        )
+        .expect("parses")
+        .statement
+        else {
+            panic!("not a CREATE KEYSPACE")
+        };
+        crate::schema::ddl::create_keyspace(&mut schema, "ks", false, &properties, &[]).expect("keyspace");
+        let Statement::CreateTable(t) = parse("CREATE TABLE ks.t (k int PRIMARY KEY, v int)")
+            .expect("parses")
+            .statement
+        else {
+            panic!("not a CREATE TABLE")
+        };
+        crate::schema::ddl::create_table(&mut schema, "ks", &t, &mut || {
+            crate::schema::USER_TABLE_ID_MIN + 1
+        })
+        .expect("table");
+        World {
+            _dir: dir,
+            authorizer,
+            schema,
+            admin,
+            alice,
+        }
+    }
+
+    impl World {
+        /// The authorizer's answer to `cql` run by `role`: `Ok` or the message.
+        fn check(&self, role: &AuthenticatedRole, cql: &str) -> Result<(), String> {
+            let statement = parse(cql).expect("parses").statement;
+            self.authorizer
+                .authorize(Some(role), None, &self.schema, &statement)
+                .map_err(|e| e.to_string())
+        }
+
+        fn grant(
+            &self,
+            permission: &str,
+            resource: ast::Resource,
+            role: &str,
+        ) -> Result<(), PermissionError> {
+            self.authorizer
+                .change_permissions(
+                    &self.admin,
+                    true,
+                    &ast::Permissions::Only(vec![permission.into()]),
+                    &resource,
+                    role,
+                    &self.schema,
+                    None,
+                )
+                .map(|_| ())
+        }
+    }
+
+    fn no(permission: &str, resource: &str) -> Result<(), String> {
+        Err(format!(
+            "User alice has no {permission} permission on {resource} or any of its parents"
+        ))
+    }
+
+    #[test]
+    fn statements_need_the_permission_on_the_resource_or_a_parent_through_any_granted_role() {
+        let w = world(AuthorizerKind::Cassandra);
+        let alice = &w.alice;
+        assert_eq!(w.check(alice, "SELECT * FROM ks.t"), no("SELECT", "<table ks.t>"));
+        // What drivers read at connect, and tables that do not exist (their own error
+        // follows), need nothing.
+        assert_eq!(w.check(alice, "SELECT * FROM system.local"), Ok(()));
+        assert_eq!(w.check(alice, "SELECT * FROM system_schema.tables"), Ok(()));
+        assert_eq!(w.check(alice, "SELECT * FROM ks.missing"), Ok(()));
+
+        w.grant("SELECT", ast::Resource::Keyspace("ks".into()), "readers")
+            .expect("grant to readers");
+        assert_eq!(w.check(alice, "SELECT * FROM ks.t"), no("SELECT", "<table ks.t>"));
+        w.authorizer
+            .grant_role(&w.admin, "readers", "alice")
+            .expect("grant readers to alice");
+        assert_eq!(w.check(alice, "SELECT * FROM ks.t"), Ok(()));
+
+        assert_eq!(
+            w.check(alice, "INSERT INTO ks.t (k, v) VALUES (1, 1)"),
+            no("MODIFY", "<table ks.t>")
+        );
+        assert_eq!(
+            w.check(
+                alice,
+                "BEGIN BATCH INSERT INTO ks.t (k, v) VALUES (1, 1) APPLY BATCH"
+            ),
+            no("MODIFY", "<table ks.t>")
+        );
+        assert_eq!(w.check(alice, "TRUNCATE ks.t"), no("MODIFY", "<table ks.t>"));
+        assert_eq!(
+            w.check(
+                alice,
+                "CREATE KEYSPACE k2 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+            ),
+            no("CREATE", "<all keyspaces>")
+        );
+        assert_eq!(
+            w.check(alice, "CREATE TABLE ks.u (k int PRIMARY KEY)"),
+            no("CREATE", "<all tables in ks>")
+        );
+        assert_eq!(w.check(alice, "DROP TABLE ks.t"), no("DROP", "<table ks.t>"));
+        assert_eq!(w.check(alice, "DROP KEYSPACE ks"), no("DROP", "<keyspace ks>"));
+
+        // MODIFY on all keyspaces; a conditional update needs SELECT too, which alice has.
+        w.grant("MODIFY", ast::Resource::AllKeyspaces, "alice")
+            .expect("grant");
+        assert_eq!(
+            w.check(alice, "UPDATE ks.t SET v = 1 WHERE k = 1 IF v = 0"),
+            Ok(())
+        );
+        w.authorizer
+            .revoke_role(&w.admin, "readers", "alice")
+            .expect("revoke readers");
+        assert_eq!(
+            w.check(alice, "UPDATE ks.t SET v = 1 WHERE k = 1 IF v = 0"),
+            no("SELECT", "<table ks.t>")
+        );
+        assert_eq!(w.check(alice, "UPDATE ks.t SET v = 1 WHERE k = 1"), Ok(()));
+
+        // Superusers need no grant.
+        assert_eq!(w.check(&w.admin, "DROP KEYSPACE ks"), Ok(()));
+    }
+
+    #[test]
+    fn creators_own_what_they_make_and_drops_forget() {
+        let w = world(AuthorizerKind::Cassandra);
+        let table = SchemaChange {
+            change_type: ChangeType::Created,
+            target: SchemaTarget::Table {
+                keyspace: "ks".into(),
+                table: "t".into(),
+            },
+        };
+        w.authorizer
+            .schema_changed(Some(&w.alice), &table)
+            .expect("created");
+        assert_eq!(w.check(&w.alice, "DROP TABLE ks.t"), Ok(()));
+        let dropped = SchemaChange {
+            change_type: ChangeType::Dropped,
+            target: SchemaTarget::Keyspace {
+                keyspace: "ks".into(),
+            },
+        };
+        w.authorizer
+            .schema_changed(Some(&w.alice), &dropped)
+            .expect("dropped");
+        assert_eq!(w.check(&w.alice, "DROP TABLE ks.t"), no("DROP", "<table ks.t>"));
+    }
+
+    #[test]
+    fn allow_all_checks_nothing_and_refuses_permission_statements() {
+        let w = world(AuthorizerKind::AllowAll);
+        assert_eq!(w.check(&w.alice, "DROP KEYSPACE ks"), Ok(()));
+        let err = w
+            .grant("SELECT", ast::Resource::Keyspace("ks".into()), "alice")
+            .expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "GRANT operation is not supported by AllowAllAuthorizer"
+        );
+        assert_eq!(err.code(), ErrorCode::ServerError);
+        let err = w
+            .authorizer
+            .list(
+                &w.admin,
+                &ast::Permissions::All,
+                None,
+                None,
+                false,
+                &w.schema,
+                None,
+            )
+            .expect_err("refused");
+        assert_eq!(err.code(), ErrorCode::Invalid);
+    }
+
+    #[test]
+    fn grants_apply_only_where_they_mean_something() {
+        let w = world(AuthorizerKind::Cassandra);
+        let err = w
+            .grant(
+                "CREATE",
+                ast::Resource::Table(QualifiedName {
+                    keyspace: Some("ks".into()),
+                    name: "t".into(),
+                }),
+                "alice",
+            )
+            .expect_err("CREATE on a table");
+        assert_eq!(
+            err.to_string(),
+            "Resource type DataResource does not support any of the requested permissions"
+        );
+        assert_eq!(err.code(), ErrorCode::SyntaxError);
+        let err = w
+            .grant("SELECT", ast::Resource::Keyspace("nope".into()), "alice")
+            .expect_err("no such keyspace");
+        assert_eq!(err.to_string(), "Resource <keyspace nope> doesn't exist");
+        let err = w
+            .grant("SELECT", ast::Resource::Keyspace("ks".into()), "nobody")
+            .expect_err("no such role");
+        assert_eq!(err.to_string(), "Role nobody doesn't exist");
+    }
+}
