@@ -377,6 +377,19 @@ def test_roles_are_managed_with_permissions_on_roles(admin, alice, bob):
         admin.execute(f"REVOKE CREATE ON ALL ROLES FROM {a}")
 
 
+def test_describe_on_all_roles_lists_every_role(admin, alice, bob):
+    mine = {r.role for r in alice.session.execute("LIST ROLES")}
+    assert mine == {alice.name}
+    refused(alice.session, f"LIST ROLES OF {bob.name}", f"You are not authorized to view roles granted to {bob.name} ")
+    admin.execute(f"GRANT DESCRIBE ON ALL ROLES TO {alice.name}")
+    try:
+        everyone = {r.role for r in allowed(alice.session, "LIST ROLES")}
+        assert {alice.name, bob.name, "cassandra"} <= everyone
+        assert [r.role for r in alice.session.execute(f"LIST ROLES OF {bob.name}")] == [bob.name]
+    finally:
+        admin.execute(f"REVOKE DESCRIBE ON ALL ROLES FROM {alice.name}")
+
+
 def test_bad_grants_get_cassandras_errors(admin, alice, ks):
     for cql, type_name in [
         (f"GRANT CREATE ON TABLE {ks}.t1 TO {alice.name}", "DataResource"),

@@ -511,17 +511,20 @@ impl RoleStore {
         if by.is_anonymous() {
             return Err(RoleError::Anonymous);
         }
+        // Superusers, and under CassandraAuthorizer roles with DESCRIBE on ALL ROLES, see
+        // every role; others see their own. Asked before the lock below is taken.
+        let sees_all = self.may(by, Permission::Describe, &Resource::AllRoles);
         let roles = self.read_roles();
         if let Some(of) = of {
             if !roles.contains_key(of) {
                 return Err(RoleError::GranteeNotFound { role: of.to_string() });
             }
         }
-        let is_super = self.roles_of(&roles, by.name()).iter().any(|r| r.superuser);
-        let listed: Vec<&Role> = match (is_super, of) {
+        let listed: Vec<&Role> = match (sees_all, of) {
             (true, None) => roles.values().collect(),
             (true, Some(of)) if !recursive => direct_roles_of(&roles, of),
             (true, Some(of)) => self.roles_of(&roles, of),
+            (false, None) if !recursive => direct_roles_of(&roles, by.name()),
             (false, None) => self.roles_of(&roles, by.name()),
             (false, Some(of)) => {
                 if !self.roles_of(&roles, by.name()).iter().any(|r| r.name == of) {
