@@ -489,3 +489,27 @@ def test_allow_all_authorizer_refuses_permission_statements(node_factory):
         c2.shutdown()
     finally:
         cluster.shutdown()
+
+
+def test_cqlsh_prints_list_permissions_and_list_roles(authz_node, admin, alice, ks, tmp_path):
+    """cqlsh prints these two through its table metadata for system_auth, which it looks up in
+    the driver's schema; without the keyspace it fails with "Keyspace 'system_auth' not
+    found"."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    admin.execute(f"GRANT SELECT ON TABLE {ks}.t1 TO {alice.name}")
+    cqlsh = Path(sys.executable).parent / "cqlsh"
+    proc = subprocess.run(
+        [str(cqlsh), authz_node.host, str(authz_node.port), "-u", "cassandra", "-p", "cassandra", "-e",
+         f"LIST ALL PERMISSIONS OF {alice.name}; LIST ROLES OF {alice.name}"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "not found" not in proc.stderr, proc.stderr
+    cells = [[c.strip() for c in ln.split("|")] for ln in proc.stdout.splitlines() if "|" in ln]
+    assert cells[0] == ["role", "username", "resource", "permission"]
+    assert cells[1] == [alice.name, alice.name, f"<table {ks}.t1>", "SELECT"]
+    assert cells[2] == ["role", "super", "login", "options", "datacenters"]
+    assert cells[3][0] == alice.name
