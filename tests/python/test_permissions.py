@@ -446,7 +446,11 @@ def test_permissions_survive_restart(node_factory):
     admin.execute("CREATE ROLE dana WITH PASSWORD = 'pw' AND LOGIN = true")
     admin.execute("GRANT SELECT ON TABLE kept.t TO reader")
     admin.execute("GRANT reader TO dana")
+    # A role's name may hold a '/', which the file's resource names also use.
+    admin.execute("CREATE ROLE 'team/ops'")
+    admin.execute("GRANT ALTER ON ROLE 'team/ops' TO reader")
     before = rows(admin.execute("LIST ALL PERMISSIONS"))
+    assert ("reader", "reader", "<role team/ops>", "ALTER") in before
     cluster.shutdown()
     n.restart()
     cluster, admin = login(n, "cassandra", "cassandra")

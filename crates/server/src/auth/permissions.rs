@@ -159,6 +159,11 @@ impl Resource {
 
     /// The resource an internal name names; `None` for one hayate does not know.
     pub fn from_internal_name(name: &str) -> Option<Resource> {
+        // A role's name may hold any character, '/' included; keyspace and table names
+        // cannot (they are word characters only).
+        if let Some(role) = name.strip_prefix("roles/") {
+            return (!role.is_empty()).then(|| Resource::Role(role.to_string()));
+        }
         let mut parts = name.splitn(3, '/');
         match (parts.next(), parts.next(), parts.next()) {
             (Some("data"), None, None) => Some(Resource::AllKeyspaces),
@@ -170,7 +175,6 @@ impl Resource {
                 })
             }
             (Some("roles"), None, None) => Some(Resource::AllRoles),
-            (Some("roles"), Some(r), None) if !r.is_empty() => Some(Resource::Role(r.to_string())),
             _ => None,
         }
     }
@@ -588,6 +592,7 @@ mod tests {
             t,
             Resource::AllRoles,
             Resource::Role("r".into()),
+            Resource::Role("team/ops".into()),
         ] {
             assert_eq!(Resource::from_internal_name(&r.internal_name()), Some(r));
         }
