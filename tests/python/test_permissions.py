@@ -517,3 +517,18 @@ def test_cqlsh_prints_list_permissions_and_list_roles(authz_node, admin, alice, 
     assert cells[1] == [alice.name, alice.name, f"<table {ks}.t1>", "SELECT"]
     assert cells[2] == ["role", "super", "login", "options", "datacenters"]
     assert cells[3][0] == alice.name
+
+
+def test_permission_statements_need_a_login_without_authentication(session):
+    """With AllowAllAuthenticator every client is anonymous, and Cassandra refuses GRANT,
+    REVOKE and LIST PERMISSIONS, of permissions or roles, before anything else."""
+    for cql in [
+        "GRANT SELECT ON ALL KEYSPACES TO cassandra",
+        "REVOKE SELECT ON ALL KEYSPACES FROM cassandra",
+        "LIST ALL PERMISSIONS",
+        "GRANT cassandra TO cassandra",
+        "REVOKE cassandra FROM cassandra",
+    ]:
+        with pytest.raises(Unauthorized) as e:
+            session.execute(cql)
+        assert "You have to be logged in and not anonymous to perform this request" in str(e.value), cql
