@@ -179,6 +179,7 @@ class Node(Endpoint):
         name: str,
         *,
         authenticator: str = "AllowAllAuthenticator",
+        authorizer: str = "AllowAllAuthorizer",
         metrics_port: int = 0,
         commit_to_device: bool = False,
         data_dir: Path | None = None,
@@ -211,6 +212,7 @@ class Node(Endpoint):
             f"port = {metrics_port}\n"
             "[auth]\n"
             f'authenticator = "{authenticator}"\n'
+            f'authorizer = "{authorizer}"\n'
         )
         self.proc: subprocess.Popen | None = None
         # Where the current start's lines begin in the log: an earlier start's are not its own.

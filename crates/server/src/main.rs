@@ -46,7 +46,7 @@ use hayate_cluster::node::HostId;
 use hayate_storage::{Engine, StatsSnapshot, SystemClock};
 use tokio::net::TcpListener;
 
-use crate::auth::{Authenticator, RoleStore};
+use crate::auth::{Authenticator, Authorizer, RoleStore};
 use crate::cluster::ClusterNode;
 use crate::config::{AuthenticatorKind, Cli, Config};
 use crate::metrics::{Metrics, NodeFigures};
@@ -211,9 +211,11 @@ async fn start(
     }
     let schema_log = Arc::new(cluster.metadata.clone());
     let metrics = Arc::new(Metrics::new());
+    let authorizer = Authorizer::open(config.auth.authorizer, roles.clone(), &config.permissions_path())
+        .map_err(|e| e.to_string())?;
     let node = Arc::new(Node {
         auth: Authenticator::new(config.auth.authenticator, roles.clone()),
-        roles,
+        authorizer,
         engine,
         coordinator,
         cluster,

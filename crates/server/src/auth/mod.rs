@@ -1,5 +1,6 @@
 //! Who a connection is: Cassandra's two built-in authenticators and the role store behind
-//! the password one.
+//! the password one. What it may do is the [`authorizer`]'s business, with the permissions
+//! granted to roles in [`permissions`].
 //!
 //! The handshake, as Cassandra runs it (native_protocol_v4.spec, sections 4.1.2 and 4.2.3):
 //!
@@ -18,6 +19,8 @@
 //! Cassandra's exactly. A failed AUTH_RESPONSE leaves the connection open for another try,
 //! as in Cassandra; a driver usually closes it.
 
+pub mod authorizer;
+pub mod permissions;
 pub mod roles;
 pub mod sasl;
 
@@ -27,6 +30,7 @@ use std::sync::Arc;
 use hayate_cql::error::ErrorCode;
 
 use crate::config::AuthenticatorKind;
+pub use authorizer::{Authorizer, PermissionError};
 pub use roles::RoleStore;
 pub use sasl::SaslError;
 

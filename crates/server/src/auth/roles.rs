@@ -14,9 +14,10 @@
 //! ```
 //!
 //! The rules of who may do what are Cassandra's (CassandraRoleManager and the role statements)
-//! with CassandraAuthorizer and no GRANTs, since hayate has no permissions yet: superusers may
-//! do anything; any other role may list its own roles and change its own password, nothing
-//! else. The messages are Cassandra's word for word, since applications and tests match on
+//! with CassandraAuthorizer and no permissions granted on roles (permissions on roles are not
+//! consulted here; see `permissions.rs`): superusers may do anything; any other role may list
+//! its own roles and change its own password, nothing else. GRANT ROLE and REVOKE ROLE are
+//! checked by the authorizer before they reach [`RoleStore::grant_role`]. The messages are Cassandra's word for word, since applications and tests match on
 //! them. Under AllowAllAuthenticator every connection is anonymous and role statements fail
 //! as they do in Cassandra, with "You have to be logged in and not anonymous".
 //!
@@ -30,7 +31,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -39,6 +40,7 @@ use hayate_cql::error::ErrorCode;
 use hayate_storage::files::write_atomically;
 use serde::{Deserialize, Serialize};
 
+use super::permissions::{Permission, PermissionStore, Resource};
 use super::{AuthError, AuthenticatedRole};
 
 /// The superuser a new node starts with, as in Cassandra.
@@ -101,8 +103,8 @@ struct Role {
     superuser: bool,
     #[serde(default)]
     options: BTreeMap<String, String>,
-    /// Roles granted to this one. Nothing grants roles yet (no GRANT ROLE); kept so that the
-    /// file need not change when something does.
+    /// Roles granted to this one directly (GRANT ROLE); their permissions and superuser
+    /// status are this role's too.
     #[serde(default)]
     member_of: BTreeSet<String>,
 }
@@ -168,6 +170,8 @@ pub struct RoleStore {
     /// Checked against for unknown names, so that a wrong name takes as long as a wrong
     /// password and role names cannot be discovered by timing logins.
     dummy_hash: OnceLock<Option<String>>,
+    /// Set under CassandraAuthorizer: see [`RoleStore::consult_permissions`].
+    permissions: OnceLock<Arc<PermissionStore>>,
 }
 
 impl RoleStore {
@@ -193,6 +197,7 @@ impl RoleStore {
             verified: Mutex::new(VerifiedCache::new(random_bytes()?)),
             verifications: Semaphore::new(VERIFICATIONS_IN_FLIGHT_MAX),
             dummy_hash: OnceLock::new(),
+            permissions: OnceLock::new(),
         };
         if create {
             let role = Role {
@@ -289,18 +294,22 @@ impl RoleStore {
             return Err(RoleError::Anonymous);
         }
         let is_super = self.is_superuser(by);
-        // The superuser check comes first: it is the answer Cassandra gives under any
-        // authorizer, including its default AllowAllAuthorizer, which grants CREATE to all.
+        let permitted = self.may(by, Permission::Create, &Resource::AllRoles);
+        // CassandraAuthorizer checks CREATE first; under AllowAllAuthorizer, which grants
+        // CREATE to all in Cassandra, the superuser check is the first answer.
+        if self.consults_permissions() && !permitted {
+            return Err(RoleError::InsufficientPrivileges {
+                user: by.name().to_string(),
+            });
+        }
         if options.superuser == Some(true) && !is_super {
             return Err(RoleError::SuperuserRequired {
                 message: "Only superusers can create a role with superuser status",
             });
         }
-        if !is_super {
-            return Err(RoleError::NoPermission {
+        if !permitted {
+            return Err(RoleError::InsufficientPrivileges {
                 user: by.name().to_string(),
-                permission: "CREATE",
-                resource: "<all roles>".to_string(),
             });
         }
         check_supported(&options, false)?;
@@ -387,14 +396,14 @@ impl RoleStore {
                 });
             }
         }
-        if !is_super {
-            if by.name() != name {
-                return Err(RoleError::NoPermission {
+        if !is_super && by.name() != name {
+            // Another role's options need ALTER on it.
+            if !self.may(by, Permission::Alter, &Resource::Role(name.to_string())) {
+                return Err(RoleError::InsufficientPrivileges {
                     user: by.name().to_string(),
-                    permission: "ALTER",
-                    resource: format!("<role {name}>"),
                 });
             }
+        } else if !is_super {
             // A role may change only its own password.
             if options.login.is_some() {
                 return Err(RoleError::OptionNotAlterable { option: "LOGIN" });
@@ -447,6 +456,16 @@ impl RoleStore {
         if by.is_anonymous() {
             return Err(RoleError::Anonymous);
         }
+        let permitted = self.may(by, Permission::Drop, &Resource::Role(name.to_string()));
+        let refused = || RoleError::InsufficientPrivileges {
+            user: by.name().to_string(),
+        };
+        // CassandraAuthorizer checks DROP before the role's existence; under
+        // AllowAllAuthorizer, which grants DROP to all in Cassandra, the other answers come
+        // first.
+        if self.consults_permissions() && !permitted {
+            return Err(refused());
+        }
         let exists = self.read_roles().contains_key(name);
         if !exists && !if_exists {
             return Err(RoleError::NotFound {
@@ -456,12 +475,8 @@ impl RoleStore {
         if by.name() == name {
             return Err(RoleError::DropSelf);
         }
-        if !self.is_superuser(by) {
-            return Err(RoleError::NoPermission {
-                user: by.name().to_string(),
-                permission: "DROP",
-                resource: format!("<role {name}>"),
-            });
+        if !permitted {
+            return Err(refused());
         }
         let mut roles = self.write_roles();
         let before = roles.clone();
@@ -482,25 +497,44 @@ impl RoleStore {
     /// LIST ROLES [OF name]: a superuser sees every role (or those of `of`); another role sees
     /// its own roles, and may name only one of them in `of`. Sorted by name.
     pub fn list_roles(&self, by: &AuthenticatedRole, of: Option<&str>) -> Result<Vec<RoleRow>, RoleError> {
+        self.list_roles_of(by, of, true)
+    }
+
+    /// LIST ROLES [OF name] [NORECURSIVE]: with `recursive` false, the roles of `of` are only
+    /// itself and those granted to it directly.
+    pub fn list_roles_of(
+        &self,
+        by: &AuthenticatedRole,
+        of: Option<&str>,
+        recursive: bool,
+    ) -> Result<Vec<RoleRow>, RoleError> {
         if by.is_anonymous() {
             return Err(RoleError::Anonymous);
         }
+        // Superusers, and under CassandraAuthorizer roles with DESCRIBE on ALL ROLES, see
+        // every role; others see their own. Asked before the lock below is taken.
+        let sees_all = self.may(by, Permission::Describe, &Resource::AllRoles);
         let roles = self.read_roles();
         if let Some(of) = of {
             if !roles.contains_key(of) {
                 return Err(RoleError::GranteeNotFound { role: of.to_string() });
             }
         }
-        let is_super = self.roles_of(&roles, by.name()).iter().any(|r| r.superuser);
-        let listed: Vec<&Role> = match (is_super, of) {
+        let listed: Vec<&Role> = match (sees_all, of) {
             (true, None) => roles.values().collect(),
+            (true, Some(of)) if !recursive => direct_roles_of(&roles, of),
             (true, Some(of)) => self.roles_of(&roles, of),
+            (false, None) if !recursive => direct_roles_of(&roles, by.name()),
             (false, None) => self.roles_of(&roles, by.name()),
             (false, Some(of)) => {
                 if !self.roles_of(&roles, by.name()).iter().any(|r| r.name == of) {
                     return Err(RoleError::NotAuthorizedToView { role: of.to_string() });
                 }
-                self.roles_of(&roles, of)
+                if recursive {
+                    self.roles_of(&roles, of)
+                } else {
+                    direct_roles_of(&roles, of)
+                }
             }
         };
         let mut rows: Vec<RoleRow> = listed
@@ -517,10 +551,107 @@ impl RoleStore {
         Ok(rows)
     }
 
+    /// Makes the role statements honour permissions granted on roles (CREATE on ALL ROLES,
+    /// ALTER and DROP on a role), as with CassandraAuthorizer. Without it only superusers
+    /// manage roles.
+    pub fn consult_permissions(&self, permissions: Arc<PermissionStore>) {
+        let _ = self.permissions.set(permissions);
+    }
+
+    fn consults_permissions(&self) -> bool {
+        self.permissions.get().is_some()
+    }
+
+    /// Whether `by` is a superuser or, when permissions are consulted, holds `permission` on
+    /// `resource` or its parent, itself or through a granted role.
+    fn may(&self, by: &AuthenticatedRole, permission: Permission, resource: &Resource) -> bool {
+        if self.is_superuser(by) {
+            return true;
+        }
+        let Some(permissions) = self.permissions.get() else {
+            return false;
+        };
+        let names = self.role_names_of(by.name());
+        resource.chain().iter().any(|r| {
+            names
+                .iter()
+                .any(|n| permissions.granted(n, r).contains(&permission))
+        })
+    }
+
     /// Whether a role of this name exists.
-    #[cfg(test)]
     pub fn exists(&self, name: &str) -> bool {
         self.read_roles().contains_key(name)
+    }
+
+    /// The names of a role and of every role granted to it, directly or not: the roles whose
+    /// permissions it holds. Empty if it does not exist.
+    pub fn role_names_of(&self, name: &str) -> BTreeSet<String> {
+        self.roles_of(&self.read_roles(), name)
+            .into_iter()
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// GRANT role TO grantee; the caller has checked that `by` may. Refuses a grant that would
+    /// make a cycle, with Cassandra's messages.
+    pub fn grant_role(&self, role: &str, grantee: &str) -> Result<(), RoleError> {
+        let mut roles = self.write_roles();
+        for name in [role, grantee] {
+            if !roles.contains_key(name) {
+                return Err(RoleError::NotFound {
+                    role: name.to_string(),
+                });
+            }
+        }
+        // Already granted, directly or through another role, or the grantee is itself
+        // granted to `role`: either way the graph would gain a redundant edge or a cycle.
+        if self.roles_of(&roles, grantee).iter().any(|r| r.name == role) {
+            return Err(RoleError::MemberOf {
+                member: grantee.to_string(),
+                of: role.to_string(),
+            });
+        }
+        if self.roles_of(&roles, role).iter().any(|r| r.name == grantee) {
+            return Err(RoleError::MemberOf {
+                member: role.to_string(),
+                of: grantee.to_string(),
+            });
+        }
+        let before = roles.clone();
+        if let Some(g) = roles.get_mut(grantee) {
+            g.member_of.insert(role.to_string());
+        }
+        if let Err(e) = self.save(&roles) {
+            *roles = before;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// REVOKE role FROM revokee; the caller has checked that `by` may.
+    pub fn revoke_role(&self, role: &str, revokee: &str) -> Result<(), RoleError> {
+        let mut roles = self.write_roles();
+        for name in [role, revokee] {
+            if !roles.contains_key(name) {
+                return Err(RoleError::NotFound {
+                    role: name.to_string(),
+                });
+            }
+        }
+        let before = roles.clone();
+        let removed = roles.get_mut(revokee).is_some_and(|r| r.member_of.remove(role));
+        if !removed {
+            return Err(RoleError::NotMember {
+                member: revokee.to_string(),
+                of: role.to_string(),
+            });
+        }
+        if let Err(e) = self.save(&roles) {
+            *roles = before;
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// A role and every role granted to it, directly or not; empty if it does not exist.
@@ -593,6 +724,16 @@ impl RoleStore {
     fn lock_verified(&self) -> std::sync::MutexGuard<'_, VerifiedCache> {
         self.verified.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A role and the roles granted to it directly.
+fn direct_roles_of<'a>(roles: &'a BTreeMap<String, Role>, name: &str) -> Vec<&'a Role> {
+    let Some(role) = roles.get(name) else {
+        return Vec::new();
+    };
+    let mut found = vec![role];
+    found.extend(role.member_of.iter().filter_map(|m| roles.get(m)));
+    found
 }
 
 fn check_name(name: &str) -> Result<(), RoleError> {
@@ -874,12 +1015,10 @@ impl std::error::Error for RoleStoreError {
 pub enum RoleError {
     /// Any role statement under AllowAllAuthenticator.
     Anonymous,
-    /// Cassandra's authorizer refusal, e.g. "User alice has no CREATE permission on
-    /// <all roles> or any of its parents".
-    NoPermission {
+    /// A role statement without the permission it needs on the role (CREATE on ALL ROLES,
+    /// ALTER or DROP on the role): Cassandra's message for all three.
+    InsufficientPrivileges {
         user: String,
-        permission: &'static str,
-        resource: String,
     },
     SuperuserRequired {
         message: &'static str,
@@ -915,6 +1054,16 @@ pub enum RoleError {
         role: String,
     },
     DropSelf,
+    /// GRANT ROLE that is already in force, directly or not, or would make a cycle.
+    MemberOf {
+        member: String,
+        of: String,
+    },
+    /// REVOKE ROLE of a role not granted directly.
+    NotMember {
+        member: String,
+        of: String,
+    },
     /// The change could not be saved; nothing changed.
     Save(RoleStoreError),
 }
@@ -923,7 +1072,7 @@ impl RoleError {
     pub fn code(&self) -> ErrorCode {
         match self {
             RoleError::Anonymous
-            | RoleError::NoPermission { .. }
+            | RoleError::InsufficientPrivileges { .. }
             | RoleError::SuperuserRequired { .. }
             | RoleError::OwnSuperuserStatus
             | RoleError::OptionNotAlterable { .. }
@@ -936,7 +1085,9 @@ impl RoleError {
             | RoleError::AlreadyExists { .. }
             | RoleError::NotFound { .. }
             | RoleError::GranteeNotFound { .. }
-            | RoleError::DropSelf => ErrorCode::Invalid,
+            | RoleError::DropSelf
+            | RoleError::MemberOf { .. }
+            | RoleError::NotMember { .. } => ErrorCode::Invalid,
             RoleError::Save(_) => ErrorCode::ServerError,
         }
     }
@@ -948,13 +1099,9 @@ impl fmt::Display for RoleError {
             RoleError::Anonymous => {
                 f.write_str("You have to be logged in and not anonymous to perform this request")
             }
-            RoleError::NoPermission {
-                user,
-                permission,
-                resource,
-            } => write!(
+            RoleError::InsufficientPrivileges { user } => write!(
                 f,
-                "User {user} has no {permission} permission on {resource} or any of its parents"
+                "User {user} does not have sufficient privileges to perform the requested operation"
             ),
             RoleError::SuperuserRequired { message } => f.write_str(message),
             RoleError::OwnSuperuserStatus => f.write_str(
@@ -985,6 +1132,8 @@ impl fmt::Display for RoleError {
             RoleError::NotFound { role } => write!(f, "{role} doesn't exist"),
             RoleError::GranteeNotFound { role } => write!(f, "<role {role}> doesn't exist"),
             RoleError::DropSelf => f.write_str("Cannot DROP primary role for current login"),
+            RoleError::MemberOf { member, of } => write!(f, "{member} is a member of {of}"),
+            RoleError::NotMember { member, of } => write!(f, "{member} is not a member of {of}"),
             RoleError::Save(e) => write!(f, "{e}"),
         }
     }
@@ -1189,7 +1338,7 @@ mod tests {
         refused(
             store.create_role(&alice, "carol", with_password("c", true, false), false),
             Unauthorized,
-            "User alice has no CREATE permission on <all roles> or any of its parents",
+            "User alice does not have sufficient privileges to perform the requested operation",
         );
         refused(
             store.create_role(&alice, "mallory", with_password("m", true, true), false),
@@ -1199,7 +1348,7 @@ mod tests {
         refused(
             store.drop_role(&alice, "bob", false),
             Unauthorized,
-            "User alice has no DROP permission on <role bob> or any of its parents",
+            "User alice does not have sufficient privileges to perform the requested operation",
         );
         refused(
             store.alter_role(
@@ -1211,7 +1360,7 @@ mod tests {
                 },
             ),
             Unauthorized,
-            "User alice has no ALTER permission on <role bob> or any of its parents",
+            "User alice does not have sufficient privileges to perform the requested operation",
         );
         refused(
             store.alter_role(

@@ -40,6 +40,8 @@ pub const NAMESPACE_NAME: &str = "hayate";
 
 /// The file, under `data_dir`, that holds roles and their password hashes.
 pub const ROLES_FILE_NAME: &str = "roles.json";
+/// The permissions GRANT gives, beside the roles file.
+pub const PERMISSIONS_FILE_NAME: &str = "permissions.json";
 
 /// The smallest frame limit we accept: below this even a routine prepared statement or a
 /// schema query result would not fit, and drivers would fail in confusing ways.
@@ -247,6 +249,26 @@ impl LimitsConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     pub authenticator: AuthenticatorKind,
+    pub authorizer: AuthorizerKind,
+}
+
+/// Cassandra's two built-in authorizers, by the names `cassandra.yaml` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum AuthorizerKind {
+    /// Every role may do everything but manage roles; GRANT, REVOKE and LIST PERMISSIONS are
+    /// refused.
+    #[default]
+    #[serde(
+        rename = "AllowAllAuthorizer",
+        alias = "org.apache.cassandra.auth.AllowAllAuthorizer"
+    )]
+    AllowAll,
+    /// Permissions granted with GRANT, kept in the permissions file beside the roles file.
+    #[serde(
+        rename = "CassandraAuthorizer",
+        alias = "org.apache.cassandra.auth.CassandraAuthorizer"
+    )]
+    Cassandra,
 }
 
 /// Cassandra's two built-in authenticators, by the names `cassandra.yaml` uses.
@@ -343,6 +365,7 @@ impl Default for AuthConfig {
     fn default() -> AuthConfig {
         AuthConfig {
             authenticator: AuthenticatorKind::AllowAll,
+            authorizer: AuthorizerKind::AllowAll,
         }
     }
 }
@@ -452,6 +475,16 @@ impl Config {
                 "data_dir",
                 "\"\"".into(),
                 "must name a directory (\".\" for the working directory)".into(),
+            ));
+        }
+        // Cassandra refuses to start with this pair: permissions need a logged-in role.
+        if self.auth.authorizer == AuthorizerKind::Cassandra
+            && self.auth.authenticator == AuthenticatorKind::AllowAll
+        {
+            return Err(invalid(
+                "auth.authorizer",
+                "\"CassandraAuthorizer\"".into(),
+                "AllowAllAuthenticator can't be used with CassandraAuthorizer: set authenticator = \"PasswordAuthenticator\"".into(),
             ));
         }
         if self.log_level.trim().is_empty() {
@@ -671,6 +704,11 @@ impl Config {
     /// Where roles and their password hashes are kept.
     pub fn roles_path(&self) -> PathBuf {
         self.data_dir.join(ROLES_FILE_NAME)
+    }
+
+    /// Where the permissions granted to roles are kept.
+    pub fn permissions_path(&self) -> PathBuf {
+        self.data_dir.join(PERMISSIONS_FILE_NAME)
     }
 
     /// The storage engine's configuration for the node's one namespace.
@@ -1106,6 +1144,24 @@ mod tests {
         let text = "[auth]\nauthenticator = \"org.apache.cassandra.auth.PasswordAuthenticator\"\n";
         let config = Config::from_toml(text, None).expect("parses");
         assert_eq!(config.auth.authenticator, AuthenticatorKind::Password);
+    }
+
+    #[test]
+    fn the_authorizer_is_allow_all_unless_configured_and_needs_a_password_authenticator() {
+        let config = Config::from_toml("", None).expect("empty config");
+        assert_eq!(config.auth.authorizer, AuthorizerKind::AllowAll);
+        let text = "[auth]\nauthenticator = \"PasswordAuthenticator\"\nauthorizer = \"org.apache.cassandra.auth.CassandraAuthorizer\"\n";
+        let config = Config::from_toml(text, None).expect("parse");
+        assert_eq!(config.auth.authorizer, AuthorizerKind::Cassandra);
+        config.validate().expect("valid");
+        let config =
+            Config::from_toml("[auth]\nauthorizer = \"CassandraAuthorizer\"\n", None).expect("parse");
+        let err = config.validate().expect_err("needs a password authenticator");
+        assert!(
+            err.to_string()
+                .contains("AllowAllAuthenticator can't be used with CassandraAuthorizer"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub struct Node {
     pub schema_log: Arc<dyn SchemaLog>,
     pub prepared: PreparedCache,
     pub auth: Authenticator,
-    pub roles: Arc<crate::auth::RoleStore>,
+    /// What logged-in roles may do; holds the role store and the granted permissions.
+    pub authorizer: crate::auth::Authorizer,
     pub metrics: Arc<Metrics>,
     pub events: broadcast::Sender<Event>,
     /// Recent traced requests (`system_traces`).

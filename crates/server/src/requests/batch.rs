@@ -34,7 +34,9 @@ async fn run(session: &Session, b: &Batch<'_>) -> QueryResult<ResultBody> {
     }
     // v5 may name the keyspace in the request; it then counts instead of the connection's.
     let keyspace = b.keyspace.map(str::to_owned).or_else(|| session.keyspace());
+    let role = session.role();
     let mut ctx = session.context(keyspace.as_deref(), None);
+    ctx.role = role.as_ref();
     let fixed;
     if let Some(now_s) = b.now_in_seconds {
         fixed = super::NowInSeconds::new(ctx.clock, now_s);
@@ -90,6 +92,11 @@ async fn run(session: &Session, b: &Batch<'_>) -> QueryResult<ResultBody> {
                 statement.kind()
             )));
         }
+        session
+            .node
+            .authorizer
+            .authorize(ctx.role, ctx.keyspace, &ctx.schema, statement)
+            .map_err(crate::roles::permission_error)?;
         let binds = Binds::new(values, markers, names)?;
         modify::plan(&ctx, statement, &binds, &mut mutations)?;
     }

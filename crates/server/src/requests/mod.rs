@@ -272,6 +272,9 @@ impl Session {
         binds: &crate::query::Binds<'_>,
     ) -> QueryResult<ResultBody> {
         let node = &*self.node;
+        node.authorizer
+            .authorize(ctx.role, ctx.keyspace, &ctx.schema, statement)
+            .map_err(crate::roles::permission_error)?;
         match statement {
             Statement::Select(s) => {
                 let system = SystemTables { cluster: node };
@@ -289,9 +292,15 @@ impl Session {
             Statement::Unsupported { what } => Err(invalid(format!("hayate does not support {what} yet"))),
             Statement::Describe(d) => crate::system::describe::run(ctx, &node.config.cluster_name, d),
             s if crate::admin::is_schema_statement(s) => {
-                crate::admin::run(ctx, &*node.schema_log, text).await
+                let body = crate::admin::run(ctx, &*node.schema_log, text).await?;
+                if let ResultBody::SchemaChange(change) = &body {
+                    node.authorizer
+                        .schema_changed(ctx.role, change)
+                        .map_err(crate::roles::permission_error)?;
+                }
+                Ok(body)
             }
-            other => crate::roles::run(ctx, &node.roles, other),
+            other => crate::roles::run(ctx, &node.authorizer, other),
         }
     }
 

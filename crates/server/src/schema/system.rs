@@ -273,6 +273,10 @@ const SYSTEM_KEYSPACES: &[KeyspaceDef] = &[
             ("triggers", TRIGGERS),
         ],
     ),
+    // No tables: roles and permissions live in the role and permission files. cqlsh looks
+    // the keyspace up to print LIST ROLES and LIST PERMISSIONS, whose results name
+    // system_auth tables, and fails with "Keyspace 'system_auth' not found" without it.
+    ("system_auth", VirtualKind::System, &[]),
     (
         "system_virtual_schema",
         VirtualKind::Virtual,
