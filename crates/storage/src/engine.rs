@@ -575,7 +575,7 @@ impl Engine {
     ///
     /// A token's rows are read together and sorted, since the index orders them by digest
     /// after the clustering key's first eight bytes: resuming inside a wide partition reads the
-    /// whole partition again (as [`Engine::read_partition`] reads its whole range).
+    /// whole partition again (a partition read, [`Engine::read_partition_raw`], does not).
     pub fn scan_rows(
         &self,
         table: TableId,
