@@ -310,6 +310,18 @@ def test_paging_a_wide_partition_reads_only_each_page(node_factory):
     got = [r.c for r in s.execute("SELECT c FROM w WHERE k = 0 AND c >= 150000 LIMIT 1000")]
     worst = max(worst, _scrape(n.metrics_port)[metric] - before)
     assert got == list(range(150_000, 151_000))
+    # Descending, paging down from the end of the partition.
+    stmt = SimpleStatement("SELECT c FROM w WHERE k = 0 ORDER BY c DESC", fetch_size=page)
+    state = None
+    top = total
+    for _ in range(5):
+        before = _scrape(n.metrics_port)[metric]
+        result = s.execute(stmt, paging_state=state)
+        got = [r.c for r in result.current_rows]
+        worst = max(worst, _scrape(n.metrics_port)[metric] - before)
+        assert got == list(range(top - 1, top - 1 - page, -1))
+        top -= page
+        state = result.paging_state
     # A page reads its rows and a little more (the row that says there is more, and the rest
     # of an index group); before the fix a page deep in the partition read all before it.
     assert worst <= 2 * page, f"a page read {worst} records"
