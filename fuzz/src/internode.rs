@@ -280,6 +280,18 @@ fn read_response() -> Message {
                 },
             ],
             more: true,
+            tombstones: vec![hayate_cluster::replica::ReplicaTombstones {
+                token: -42,
+                partition: b"partition".to_vec(),
+                tombstones: hayate_storage::PartitionTombstones::of(
+                    std::ops::Bound::Included(b"a".to_vec()),
+                    std::ops::Bound::Excluded(b"c".to_vec()),
+                    hayate_storage::Deletion {
+                        timestamp_us: 1_500,
+                        deleted_at_s: 50,
+                    },
+                ),
+            }],
         })),
     }
 }

@@ -514,8 +514,8 @@ impl Engine {
     }
 
     /// The rows of one partition with clustering keys in `[start, end]` (bounds as given), in
-    /// clustering order (reversed if asked), at most `limit`. A forward read reads about
-    /// `limit` rows from its start bound, however large the partition (see
+    /// clustering order (reversed if asked), at most `limit`. A read reads about `limit` rows
+    /// from its first bound, however large the partition (see
     /// [`Engine::read_partition_raw`]).
     pub fn read_partition(
         &self,
@@ -546,9 +546,9 @@ impl Engine {
     /// asked), until `live_limit` of them are live at the engine's clock. Rows that are not live
     /// come along and do not count. `more` is true when the read stopped at the limit.
     ///
-    /// A forward read starts at its start bound in the index and stops soon after `live_limit`
-    /// live rows: paging through a wide partition costs each page its own rows, not the rows
-    /// before it. (A reversed read still reads its whole range: the index walks forward only.)
+    /// A read starts at its start bound in the index (its end bound, reversed) and stops soon
+    /// after `live_limit` live rows: paging through a wide partition costs each page its own
+    /// rows, not the rows before it.
     pub fn read_partition_raw(
         &self,
         table: TableId,
@@ -575,7 +575,7 @@ impl Engine {
     ///
     /// A token's rows are read together and sorted, since the index orders them by digest
     /// after the clustering key's first eight bytes: resuming inside a wide partition reads the
-    /// whole partition again (as [`Engine::read_partition`] reads its whole range).
+    /// whole partition again (a partition read, [`Engine::read_partition_raw`], does not).
     pub fn scan_rows(
         &self,
         table: TableId,
@@ -1280,10 +1280,11 @@ impl Inner {
     /// live now (still as stored: the caller makes them visible).
     ///
     /// The index orders a partition's rows by the first eight bytes of the clustering key, then
-    /// by digest: rows sharing those eight bytes are read whole as a group and sorted. A forward
-    /// read stops at the first group boundary once it holds more than `live_limit` live rows,
-    /// since every row after the boundary sorts after every row before it; the one row too many
-    /// tells [`Inner::take_live`] that there is more. A reversed read reads the whole range.
+    /// by digest: rows sharing those eight bytes are read whole as a group and sorted. A read
+    /// walks the index from its start bound (forward) or its end bound (reversed) and stops at
+    /// the first group boundary once it holds more than `live_limit` live rows, since every row
+    /// past the boundary sorts after every row before it in the read's order; the one row too
+    /// many tells [`Inner::take_live`] that there is more.
     #[expect(
         clippy::too_many_arguments,
         reason = "the read's shape, passed through from two public reads"
@@ -1304,18 +1305,21 @@ impl Inner {
             Bound::Included(c) | Bound::Excluded(c) => clustering_prefix(c),
             Bound::Unbounded => open,
         };
-        let to = Bound::Included(IndexKey {
-            token: t,
-            clustering_prefix: prefix(end, u64::MAX),
-            digest: u64::MAX,
-        });
-        let mut cursor = Bound::Included(IndexKey {
+        let low = IndexKey {
             token: t,
             clustering_prefix: prefix(start, 0),
             digest: 0,
-        });
+        };
+        let high = IndexKey {
+            token: t,
+            clustering_prefix: prefix(end, u64::MAX),
+            digest: u64::MAX,
+        };
+        // A forward read walks up from the start bound, a reversed one down from the end bound.
+        let mut cursor = if reverse { high } else { low };
+        let mut first = true;
         let tombstones = self.tombstones_of(index, t, partition)?;
-        let stop_early = !reverse && live_limit < usize::MAX;
+        let stop_early = live_limit < usize::MAX;
         let batch = if stop_early {
             live_limit.saturating_add(1).clamp(16, STORED_BATCH_ENTRIES)
         } else {
@@ -1325,7 +1329,18 @@ impl Inner {
         let mut live = 0usize;
         let mut group: Option<u64> = None;
         'walk: loop {
-            let entries = index.range(cursor, to, batch);
+            let (from, to) = match (reverse, first) {
+                (false, true) => (Bound::Included(cursor), Bound::Included(high)),
+                (false, false) => (Bound::Excluded(cursor), Bound::Included(high)),
+                (true, true) => (Bound::Included(low), Bound::Included(cursor)),
+                (true, false) => (Bound::Included(low), Bound::Excluded(cursor)),
+            };
+            let entries = if reverse {
+                index.range_rev(from, to, batch)
+            } else {
+                index.range(from, to, batch)
+            };
+            first = false;
             for e in &entries {
                 if group != Some(e.key.clustering_prefix) {
                     if stop_early && live > live_limit {
@@ -1360,7 +1375,7 @@ impl Inner {
                 });
             }
             match entries.last() {
-                Some(last) if entries.len() == batch => cursor = Bound::Excluded(last.key),
+                Some(last) if entries.len() == batch => cursor = last.key,
                 _ => break,
             }
         }

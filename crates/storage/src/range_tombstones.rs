@@ -59,21 +59,25 @@ impl RangeTombstone {
 
 /// Orders start bounds by the first key they admit.
 fn cmp_start(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> Ordering {
-    let rank = |x: &Bound<Vec<u8>>| match x {
-        Bound::Unbounded => (0, None, 0),
-        Bound::Included(v) => (1, Some(v.clone()), 0),
-        Bound::Excluded(v) => (1, Some(v.clone()), 1),
-    };
+    fn rank(x: &Bound<Vec<u8>>) -> (u8, &[u8], u8) {
+        match x {
+            Bound::Unbounded => (0, &[], 0),
+            Bound::Included(v) => (1, v, 0),
+            Bound::Excluded(v) => (1, v, 1),
+        }
+    }
     rank(a).cmp(&rank(b))
 }
 
 /// Orders end bounds by the last key they admit.
 fn cmp_end(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> Ordering {
-    let rank = |x: &Bound<Vec<u8>>| match x {
-        Bound::Unbounded => (1, None, 0),
-        Bound::Excluded(v) => (0, Some(v.clone()), 0),
-        Bound::Included(v) => (0, Some(v.clone()), 1),
-    };
+    fn rank(x: &Bound<Vec<u8>>) -> (u8, &[u8], u8) {
+        match x {
+            Bound::Unbounded => (1, &[], 0),
+            Bound::Excluded(v) => (0, v, 0),
+            Bound::Included(v) => (0, v, 1),
+        }
+    }
     rank(a).cmp(&rank(b))
 }
 

@@ -295,6 +295,40 @@ impl Partition {
         }
     }
 
+    /// Entries with keys in range, in descending order from `to`, appended to `out` until it
+    /// holds `limit`.
+    fn collect_rev(&self, from: Bound<&IndexKey>, to: Bound<&IndexKey>, limit: usize, out: &mut Vec<Entry>) {
+        let end = |v: &[Entry]| match to {
+            Bound::Included(k) => v.partition_point(|e| e.key <= *k),
+            Bound::Excluded(k) => v.partition_point(|e| e.key < *k),
+            Bound::Unbounded => v.len(),
+        };
+        let in_range = |e: &Entry| match from {
+            Bound::Included(k) => e.key >= *k,
+            Bound::Excluded(k) => e.key > *k,
+            Bound::Unbounded => true,
+        };
+        let mut b = self.base[..end(&self.base)]
+            .iter()
+            .rev()
+            .filter(|e| !e.is_removed())
+            .peekable();
+        let mut d = self.delta[..end(&self.delta)].iter().rev().peekable();
+        while out.len() < limit {
+            let next = match (b.peek(), d.peek()) {
+                (Some(x), Some(y)) if x.key >= y.key => b.next(),
+                (Some(_), Some(_)) => d.next(),
+                (Some(_), None) => b.next(),
+                (None, Some(_)) => d.next(),
+                (None, None) => None,
+            };
+            match next {
+                Some(e) if in_range(e) => out.push(*e),
+                _ => break,
+            }
+        }
+    }
+
     fn heap_bytes(&self) -> usize {
         self.base.held_bytes() + self.delta.capacity() * std::mem::size_of::<Entry>()
     }
@@ -480,6 +514,27 @@ impl TableIndex {
             }
             let part = self.partitions[p].lock().expect("index partition lock poisoned");
             part.collect(from.as_ref(), to.as_ref(), limit, &mut out);
+        }
+        out
+    }
+
+    /// Entries in `[from, to]` in descending order from `to`, at most `limit`.
+    pub fn range_rev(&self, from: Bound<IndexKey>, to: Bound<IndexKey>, limit: usize) -> Vec<Entry> {
+        let mut out = Vec::new();
+        let first = match from {
+            Bound::Included(k) | Bound::Excluded(k) => partition_of(k.token),
+            Bound::Unbounded => 0,
+        };
+        let last = match to {
+            Bound::Included(k) | Bound::Excluded(k) => partition_of(k.token),
+            Bound::Unbounded => PARTITIONS - 1,
+        };
+        for p in (first..=last).rev() {
+            if out.len() >= limit {
+                break;
+            }
+            let part = self.partitions[p].lock().expect("index partition lock poisoned");
+            part.collect_rev(from.as_ref(), to.as_ref(), limit, &mut out);
         }
         out
     }
