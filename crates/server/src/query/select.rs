@@ -23,7 +23,7 @@ use hayate_cluster::coordinator::{Coordinator, ReadRequest};
 use hayate_cluster::replica::{PartitionRead, RangeRead, RangeStart, ReadCommand, ReplicaRow, RowPosition};
 use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
 use hayate_cql::statement::{CompareOp, Relation, RelationLhs, Select, Selection, SelectorExpr, Term};
-use hayate_cql::value::DataType;
+use hayate_cql::value::{json, DataType};
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
 use super::cells::{row_values, RowValues};
@@ -52,6 +52,7 @@ pub enum Output {
     Scalar {
         f: Scalar,
         column: usize,
+        ty: DataType,
     },
     /// An aggregate over the rows; `column` is `None` for `count(*)`.
     Aggregate {
@@ -176,7 +177,8 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
                                 wire,
                             )
                         } else if let Some((f, ty)) = functions::scalar(&fname, arg_ty) {
-                            (Output::Scalar { f, column: i }, label, ty.to_column_type())
+                            let wire = ty.to_column_type();
+                            (Output::Scalar { f, column: i, ty }, label, wire)
                         } else {
                             return Err(invalid(format!(
                                 "Unknown function {fname} for an argument of type {arg_ty} (hayate supports min, max, sum, avg, count, \
@@ -292,6 +294,21 @@ pub fn grouping(table: &Table, select: &Select, projection: &Projection) -> Quer
         ));
     }
     Ok(Grouping::By { clustering })
+}
+
+/// The result columns: the selection's, or for SELECT JSON the one text column `[json]`.
+pub fn result_specs(table: &Table, select: &Select, projection: &Projection) -> Vec<ColumnSpec> {
+    if !select.json {
+        return projection.specs.clone();
+    }
+    vec![ColumnSpec {
+        table: TableSpec {
+            keyspace: table.keyspace.clone(),
+            table: table.name.clone(),
+        },
+        name: "[json]".to_owned(),
+        ty: ColumnType::Varchar,
+    }]
 }
 
 fn column(table: &Table, name: &str) -> QueryResult<usize> {
@@ -424,6 +441,8 @@ fn put_bytes(s: &mut Vec<u8>, b: Option<&[u8]>) {
 struct Sink<'p> {
     projection: &'p Projection,
     grouping: Grouping,
+    /// Set for SELECT JSON.
+    json: Option<JsonRows>,
     content: Vec<u8>,
     /// Result rows in `content`.
     rows: usize,
@@ -453,10 +472,75 @@ fn cell(o: &Output, table: &Table, v: &RowValues, token: i64) -> Option<Vec<u8>>
         Output::WriteTime(i) => v.writetimes[*i].map(|t| t.to_be_bytes().to_vec()),
         Output::Ttl(i) => v.ttls[*i].map(|t| t.to_be_bytes().to_vec()),
         Output::Token => Some(token.to_be_bytes().to_vec()),
-        Output::Scalar { f, column } => v.values[*column]
+        // toJson of a null is the JSON text `null`.
+        Output::Scalar {
+            f: Scalar::ToJson,
+            column,
+            ..
+        } if v.values[*column].is_none() => Some(b"null".to_vec()),
+        Output::Scalar { f, column, .. } => v.values[*column]
             .as_deref()
             .and_then(|b| functions::apply(f, &table.columns[*column].ty, b)),
         Output::Aggregate { .. } => None,
+    }
+}
+
+impl Output {
+    /// The type of what this output shows.
+    fn data_type(&self, table: &Table) -> DataType {
+        match self {
+            Output::Column(i) => table.columns[*i].ty.clone(),
+            Output::WriteTime(_) | Output::Token => DataType::BigInt,
+            Output::Ttl(_) => DataType::Int,
+            Output::Scalar { ty, .. } | Output::Aggregate { ty, .. } => ty.clone(),
+        }
+    }
+}
+
+/// SELECT JSON: each result row becomes one text value, a JSON object keyed by the names of
+/// the selected columns (in double quotes when they are case-sensitive, as Cassandra writes
+/// them), in a column named `[json]`.
+pub struct JsonRows {
+    /// Each output's key, written as a JSON string followed by `": "`.
+    keys: Vec<String>,
+    types: Vec<DataType>,
+}
+
+impl JsonRows {
+    fn new(table: &Table, projection: &Projection) -> JsonRows {
+        let keys = projection
+            .specs
+            .iter()
+            .map(|spec| {
+                let name = if spec.name == spec.name.to_lowercase() {
+                    spec.name.clone()
+                } else {
+                    format!("\"{}\"", spec.name)
+                };
+                let mut key = String::new();
+                json::write_json_string(&name, &mut key);
+                key.push_str(": ");
+                key
+            })
+            .collect();
+        let types = projection.outputs.iter().map(|o| o.data_type(table)).collect();
+        JsonRows { keys, types }
+    }
+
+    fn object(&self, cells: &[Option<Vec<u8>>]) -> Vec<u8> {
+        let mut out = String::from("{");
+        for (i, ((key, ty), cell)) in self.keys.iter().zip(&self.types).zip(cells).enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(key);
+            match cell {
+                Some(b) => out.push_str(&json::to_json(ty, b)),
+                None => out.push_str("null"),
+            }
+        }
+        out.push('}');
+        out.into_bytes()
     }
 }
 
@@ -501,8 +585,18 @@ impl Sink<'_> {
                 self.returned += 1;
                 self.partition_rows += 1;
                 self.rows += 1;
-                for o in &self.projection.outputs {
-                    put_cell(&mut self.content, cell(o, table, v, token).as_deref());
+                if let Some(json) = &self.json {
+                    let cells: Vec<Option<Vec<u8>>> = self
+                        .projection
+                        .outputs
+                        .iter()
+                        .map(|o| cell(o, table, v, token))
+                        .collect();
+                    put_cell(&mut self.content, Some(&json.object(&cells)));
+                } else {
+                    for o in &self.projection.outputs {
+                        put_cell(&mut self.content, cell(o, table, v, token).as_deref());
+                    }
                 }
                 true
             }
@@ -576,12 +670,23 @@ impl Sink<'_> {
     }
 
     fn write_group(&mut self, first: &[Option<Vec<u8>>]) {
-        for (i, o) in self.projection.outputs.iter().enumerate() {
-            let value = match o {
+        let cells: Vec<Option<Vec<u8>>> = self
+            .projection
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| match o {
                 Output::Aggregate { kind, ty, .. } => self.accumulators[i].finish(*kind, ty),
                 _ => first.get(i).cloned().flatten(),
-            };
-            put_cell(&mut self.content, value.as_deref());
+            })
+            .collect();
+        match &self.json {
+            Some(json) => put_cell(&mut self.content, Some(&json.object(&cells))),
+            None => {
+                for c in &cells {
+                    put_cell(&mut self.content, c.as_deref());
+                }
+            }
         }
         self.rows += 1;
     }
@@ -612,9 +717,6 @@ pub async fn run(
     binds: &Binds<'_>,
 ) -> QueryResult<ResultBody> {
     let (ks, table) = resolve_table(ctx, &select.table)?;
-    if select.json {
-        return Err(invalid("hayate does not support SELECT JSON yet"));
-    }
     let projection = projection(&table, select)?;
     let grouping = grouping(&table, select, &projection)?;
     let restrictions = analyse(&table, &select.where_clause, binds, select.allow_filtering)?;
@@ -639,6 +741,7 @@ pub async fn run(
     let mut sink = Sink {
         projection: &projection,
         grouping,
+        json: select.json.then(|| JsonRows::new(&table, &projection)),
         content: Vec::new(),
         rows: 0,
         group: None,
@@ -674,7 +777,7 @@ pub async fn run(
         }
     };
     sink.finish();
-    let mut metadata = RowsMetadata::new(projection.specs.clone());
+    let mut metadata = RowsMetadata::new(result_specs(&table, select, &projection));
     metadata.paging_state = if grouping == Grouping::All {
         None
     } else {
