@@ -168,6 +168,16 @@ def test_aggregates_beside_columns_without_group_by(g):
     assert rows(g, "SELECT count(*) FROM g LIMIT 2") == [(24,)]
 
 
+def test_aggregates_without_group_by_refuse_per_partition_limit(g):
+    with pytest.raises(InvalidRequest) as e:
+        g.execute("SELECT count(*) FROM g PER PARTITION LIMIT 1")
+    assert "PER PARTITION LIMIT is not allowed with aggregate queries." in str(e.value)
+
+
+def test_distinct_aggregates_count_partitions(g):
+    assert rows(g, "SELECT DISTINCT a, b, count(*) FROM g")[0][2] == 4
+
+
 def test_distinct_groups_by_partition(g):
     assert sorted_by_key(rows(g, "SELECT DISTINCT a, b FROM g GROUP BY a, b")) == [
         (0, 0), (0, 1), (1, 0), (1, 1),

@@ -601,6 +601,9 @@ impl Sink<'_> {
                 true
             }
             Grouping::All => {
+                // Counted only so that DISTINCT takes one row of each partition; PER PARTITION
+                // LIMIT is refused with aggregates.
+                self.partition_rows += 1;
                 if self.group.is_none() {
                     self.start_group(table, v, token, Vec::new());
                 }
@@ -719,6 +722,11 @@ pub async fn run(
     let (ks, table) = resolve_table(ctx, &select.table)?;
     let projection = projection(&table, select)?;
     let grouping = grouping(&table, select, &projection)?;
+    if grouping == Grouping::All && select.per_partition_limit.is_some() {
+        return Err(invalid(
+            "PER PARTITION LIMIT is not allowed with aggregate queries.",
+        ));
+    }
     let restrictions = analyse(&table, &select.where_clause, binds, select.allow_filtering)?;
     let reverse = ordering(&table, select, &restrictions)?;
     let limit = limit_value(&select.limit, binds, "[limit]")?;
