@@ -28,6 +28,13 @@ pub enum QueryError {
     Config(String),
     /// 0x0000: something went wrong on our side; the message says what and where to look.
     Server(String),
+    /// 0x1400: a function failed on its argument (e.g. `fromJson` of text that is not JSON).
+    FunctionFailure {
+        keyspace: String,
+        function: String,
+        arg_types: Vec<String>,
+        message: String,
+    },
     /// 0x2500: a prepared statement this node does not know.
     Unprepared { id: Vec<u8>, message: String },
     /// 0x1000, 0x1100, 0x1200, 0x1300, 0x1500: the replicas could not meet the consistency
@@ -43,7 +50,8 @@ impl fmt::Display for QueryError {
             | QueryError::Unauthorized(m)
             | QueryError::Config(m)
             | QueryError::Server(m)
-            | QueryError::Unprepared { message: m, .. } => f.write_str(m),
+            | QueryError::Unprepared { message: m, .. }
+            | QueryError::FunctionFailure { message: m, .. } => f.write_str(m),
             QueryError::AlreadyExists { keyspace, table } if table.is_empty() => {
                 write!(f, "Keyspace {keyspace} already exists")
             }
@@ -93,6 +101,16 @@ impl QueryError {
             QueryError::Config(_) => ErrorBody::ConfigError,
             QueryError::Server(_) => ErrorBody::ServerError,
             QueryError::Unprepared { id, .. } => ErrorBody::Unprepared { id: id.clone() },
+            QueryError::FunctionFailure {
+                keyspace,
+                function,
+                arg_types,
+                ..
+            } => ErrorBody::FunctionFailure {
+                keyspace: keyspace.clone(),
+                function: function.clone(),
+                arg_types: arg_types.clone(),
+            },
             QueryError::Coordinator(e) => coordinator_body(e),
         };
         WireError::new(body, message)

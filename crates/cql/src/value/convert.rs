@@ -494,8 +494,10 @@ fn iso_duration(s: &str, acc: &mut DurationAcc) -> Option<()> {
         while !rest.is_empty() {
             let len = rest.bytes().take_while(u8::is_ascii_digit).count();
             let n: i128 = rest.get(..len)?.parse().ok()?;
-            let designator = rest[len..].chars().next()?.to_ascii_lowercase();
-            rest = &rest[len + 1..];
+            // The designator may be any character, of any UTF-8 length.
+            let designator = rest[len..].chars().next()?;
+            rest = &rest[len + designator.len_utf8()..];
+            let designator = designator.to_ascii_lowercase();
             let index = match (designator, units[0]) {
                 ('y', "y") => 0,
                 ('m', "y") => 1,
@@ -665,6 +667,10 @@ mod tests {
         assert!(d("P").is_err());
         assert!(d("1x").is_err());
         assert!(d("").is_err());
+        // A designator of more than one byte was sliced through the middle (found by the
+        // json_decode fuzz target; a CQL literal reached it too).
+        assert!(d("P20Уe").is_err());
+        assert!(d("PT1Ω").is_err());
         assert_eq!(
             conv("duration", Literal::Duration("3mo".into())),
             Ok(Value::Duration {

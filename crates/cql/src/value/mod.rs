@@ -14,6 +14,7 @@ mod codec;
 mod compare;
 mod convert;
 mod error;
+pub mod json;
 pub mod order;
 mod text;
 mod types;

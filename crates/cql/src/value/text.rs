@@ -44,7 +44,7 @@ fn write_float(v: f64, out: &mut String) {
     }
 }
 
-fn write_uuid(u: &[u8; 16], out: &mut String) {
+pub(super) fn write_uuid(u: &[u8; 16], out: &mut String) {
     for (i, b) in u.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
             out.push('-');
@@ -55,7 +55,7 @@ fn write_uuid(u: &[u8; 16], out: &mut String) {
 
 /// A decimal as Java's `BigDecimal.toString` writes it: plain when the scale is not negative
 /// and the number is not tiny, otherwise scientific with an `E`.
-fn write_decimal(scale: i32, unscaled: &[u8], out: &mut String) {
+pub(super) fn write_decimal(scale: i32, unscaled: &[u8], out: &mut String) {
     let sm = bignum::to_sign_magnitude(unscaled);
     let digits = bignum::magnitude_to_digits(&sm.magnitude);
     let digits = String::from_utf8_lossy(&digits);
@@ -84,7 +84,7 @@ fn write_decimal(scale: i32, unscaled: &[u8], out: &mut String) {
 }
 
 /// Cassandra's own duration notation: `1y2mo3d4h5m6s7ms8us9ns`, a leading `-` if negative.
-fn write_duration(months: i32, days: i32, nanos: i64, out: &mut String) {
+pub(super) fn write_duration(months: i32, days: i32, nanos: i64, out: &mut String) {
     if months < 0 || days < 0 || nanos < 0 {
         out.push('-');
     }

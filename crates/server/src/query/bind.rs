@@ -7,10 +7,10 @@ use hayate_cql::statement::{BindMarker, Term};
 use hayate_cql::value::{
     canonicalize, encode_list, encode_map, encode_set, encode_tuple, literal_to_bytes, validate,
 };
-use hayate_cql::value::{DataType, Literal};
+use hayate_cql::value::{json, DataType, Literal};
 use hayate_cql::wire::Value as WireValue;
 
-use crate::error::{invalid, QueryResult};
+use crate::error::{invalid, QueryError, QueryResult};
 
 /// A term's value: null, "leave as is" (an unset bind value), or bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -280,6 +280,9 @@ fn function(name: &str, args: &[Term], to: &Receiver<'_>, binds: &Binds<'_>) -> 
             binds,
         );
     }
+    if name == "fromjson" {
+        return from_json(args, to, binds);
+    }
     let now_ms = now_us() / 1000;
     let bytes = match (name.as_str(), args) {
         ("now", []) => timeuuid_now().to_vec(),
@@ -301,7 +304,7 @@ fn function(name: &str, args: &[Term], to: &Receiver<'_>, binds: &Binds<'_>) -> 
         _ => {
             return Err(invalid(format!(
                 "Unknown function {name} called (hayate supports now(), uuid(), currentTimestamp(), \
-                 currentDate(), currentTime(), currentTimeUUID() and toTimestamp(now()) in values)"
+                 currentDate(), currentTime(), currentTimeUUID(), toTimestamp(now()) and fromJson() in values)"
             )))
         }
     };
@@ -312,4 +315,44 @@ fn function(name: &str, args: &[Term], to: &Receiver<'_>, binds: &Binds<'_>) -> 
         ))
     })?;
     Ok(Evaluated::Bytes(bytes))
+}
+
+/// `fromJson(text)`: the JSON text decoded as a value of the receiver's type. A null argument
+/// gives null; text that is not JSON, or not JSON of the type, fails the function, as in
+/// Cassandra.
+fn from_json(args: &[Term], to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResult<Evaluated> {
+    let [arg] = args else {
+        return Err(invalid(format!(
+            "Invalid number of arguments in call to function system.fromjson: 1 required but {} provided",
+            args.len()
+        )));
+    };
+    let text = match evaluate(
+        arg,
+        &Receiver {
+            name: "arg0(system.fromjson)",
+            ty: &DataType::Text,
+        },
+        binds,
+    )? {
+        Evaluated::Bytes(b) => b,
+        other => return Ok(other),
+    };
+    let fail = |message: String| QueryError::FunctionFailure {
+        keyspace: "system".to_owned(),
+        function: "fromjson".to_owned(),
+        arg_types: vec!["text".to_owned()],
+        message: format!("execution of 'system.fromjson[text]' failed: {message}"),
+    };
+    // Text arguments were validated as UTF-8 on the way in.
+    let text = std::str::from_utf8(&text).map_err(|e| fail(e.to_string()))?;
+    match json::from_json(to.ty, text) {
+        Ok(Some(b)) => Ok(Evaluated::Bytes(b)),
+        Ok(None) => Ok(Evaluated::Null),
+        Err(e @ json::JsonError::Syntax { .. }) => Err(fail(format!(
+            "Could not decode JSON string '{}': {e}",
+            json::shown(text)
+        ))),
+        Err(e) => Err(fail(format!("Error decoding JSON value for {}: {e}", to.name))),
+    }
 }

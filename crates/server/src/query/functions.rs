@@ -1,6 +1,6 @@
 //! Cassandra's native functions that hayate runs: the blob conversions (`textAsBlob`,
 //! `blobAsText`, ... for every native type), the time conversions (`toTimestamp`, `toDate`,
-//! `toUnixTimestamp`), and the aggregates `min`, `max`, `sum`, `avg` and `count`.
+//! `toUnixTimestamp`), `toJson`, and the aggregates `min`, `max`, `sum`, `avg` and `count`.
 
 use std::cmp::Ordering;
 
@@ -14,6 +14,8 @@ pub enum Scalar {
     ToUnixTimestamp,
     ToTimestamp,
     ToDate,
+    /// `toJson`: the value as JSON text, as SELECT JSON writes it.
+    ToJson,
 }
 
 /// The 100 ns intervals between 1582-10-15 (the UUID epoch) and 1970-01-01.
@@ -35,6 +37,7 @@ pub fn scalar(name: &str, arg_ty: &DataType) -> Option<(Scalar, DataType)> {
             .then_some((Scalar::Reinterpret, to));
     }
     match (lower.as_str(), arg_ty) {
+        ("tojson", _) => Some((Scalar::ToJson, DataType::Text)),
         ("tounixtimestamp", DataType::Timestamp | DataType::Timeuuid | DataType::Date) => {
             Some((Scalar::ToUnixTimestamp, DataType::BigInt))
         }
@@ -69,6 +72,7 @@ fn millis(ty: &DataType, v: &[u8]) -> Option<i64> {
 pub fn apply(f: &Scalar, arg_ty: &DataType, v: &[u8]) -> Option<Vec<u8>> {
     match f {
         Scalar::Reinterpret => Some(v.to_vec()),
+        Scalar::ToJson => Some(hayate_cql::value::json::to_json(arg_ty, v).into_bytes()),
         Scalar::ToUnixTimestamp | Scalar::ToTimestamp => Some(millis(arg_ty, v)?.to_be_bytes().to_vec()),
         Scalar::ToDate => {
             let days = millis(arg_ty, v)?.div_euclid(MS_PER_DAY) + DATE_EPOCH;

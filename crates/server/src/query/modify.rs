@@ -21,7 +21,7 @@ use hayate_cql::statement::{
     Assignment, BatchKind, BatchStatement, Condition, Delete, DeleteTarget, Insert, InsertValues, Operation,
     QualifiedName, Relation, Statement, Term, Update, Using,
 };
-use hayate_cql::value::DataType;
+use hayate_cql::value::{json, DataType};
 use hayate_storage::row::{Cell, Deletion, Liveness, Row};
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
@@ -259,12 +259,27 @@ fn insert(
             "hayate does not support lightweight transactions (INSERT ... IF NOT EXISTS) yet",
         ));
     }
-    let InsertValues::Columns { columns, values } = &s.values else {
-        return Err(invalid("hayate does not support INSERT JSON yet"));
+    let assigned = match &s.values {
+        InsertValues::Columns { columns, values } => {
+            if columns.len() != values.len() {
+                return Err(invalid("Unmatched column names/values"));
+            }
+            let mut seen = vec![false; table.columns.len()];
+            let mut assigned = Vec::with_capacity(columns.len());
+            for (name, term) in columns.iter().zip(values) {
+                let i = table
+                    .column_index(name)
+                    .ok_or_else(|| invalid(format!("Undefined column name {name}")))?;
+                if std::mem::replace(&mut seen[i], true) {
+                    return Err(invalid(format!("Multiple definitions found for column {name}")));
+                }
+                let ty = &table.columns[i].ty;
+                assigned.push((i, evaluate(term, &Receiver { name, ty }, binds)?));
+            }
+            assigned
+        }
+        InsertValues::Json { json, default_unset } => json_values(&table, json, *default_unset, binds)?,
     };
-    if columns.len() != values.len() {
-        return Err(invalid("Unmatched column names/values"));
-    }
     let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
     let mut key_values: Vec<Option<Vec<u8>>> = vec![None; table.columns.len()];
     let mut update = Row {
@@ -275,16 +290,8 @@ fn insert(
         }),
         ..Row::default()
     };
-    let mut seen = vec![false; table.columns.len()];
-    for (name, term) in columns.iter().zip(values) {
-        let i = table
-            .column_index(name)
-            .ok_or_else(|| invalid(format!("Undefined column name {name}")))?;
-        if std::mem::replace(&mut seen[i], true) {
-            return Err(invalid(format!("Multiple definitions found for column {name}")));
-        }
+    for (i, v) in assigned {
         let col = &table.columns[i];
-        let v = evaluate(term, &Receiver { name, ty: &col.ty }, binds)?;
         if col.kind != ColumnKind::Regular {
             key_values[i] = Some(key_value(col, v)?);
             continue;
@@ -304,6 +311,67 @@ fn insert(
         },
     });
     Ok(())
+}
+
+/// The values of `INSERT INTO t JSON '{...}'`, by column index. The object's keys name
+/// columns as CQL identifiers do: folded to lower case unless in double quotes. A column the
+/// object leaves out is set to null, or left as it is with `DEFAULT UNSET`.
+fn json_values(
+    table: &Table,
+    json: &Term,
+    default_unset: bool,
+    binds: &Binds<'_>,
+) -> QueryResult<Vec<(usize, Evaluated)>> {
+    let text = match evaluate(
+        json,
+        &Receiver {
+            name: "[json]",
+            ty: &DataType::Text,
+        },
+        binds,
+    )? {
+        Evaluated::Bytes(b) => b,
+        Evaluated::Null => return Err(invalid("Got null for INSERT JSON values")),
+        Evaluated::Unset => return Err(invalid("Got unset for INSERT JSON values")),
+    };
+    // Text values were validated as UTF-8 when bound or parsed.
+    let text = std::str::from_utf8(&text).map_err(|e| invalid(format!("Invalid JSON text: {e}")))?;
+    let object = json::parse_object(text)
+        .map_err(|e| {
+            invalid(format!(
+                "Could not decode JSON string as a map: {e}. (String was: {})",
+                json::shown(text)
+            ))
+        })?
+        .ok_or_else(|| invalid("Got null for INSERT JSON values"))?;
+    let mut given = vec![None; table.columns.len()];
+    for (key, raw) in object {
+        let name = match key.strip_prefix('"').and_then(|k| k.strip_suffix('"')) {
+            Some(quoted) => quoted.to_owned(),
+            None => key.to_lowercase(),
+        };
+        let i = table
+            .column_index(&name)
+            .ok_or_else(|| invalid(format!("JSON values map contains unrecognized column: {name}")))?;
+        given[i] = Some(raw);
+    }
+    let mut assigned = Vec::with_capacity(table.columns.len());
+    for (i, (col, raw)) in table.columns.iter().zip(given).enumerate() {
+        let value = match raw {
+            Some(raw) => match json::value_from_json(&col.ty, raw)
+                .map_err(|e| invalid(format!("Error decoding JSON value for {}: {e}", col.name)))?
+            {
+                Some(b) => Evaluated::Bytes(b),
+                None => Evaluated::Null,
+            },
+            // A missing key column is a null key, which the key check refuses by name.
+            None if matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) => Evaluated::Null,
+            None if default_unset || col.kind != ColumnKind::Regular => continue,
+            None => Evaluated::Null,
+        };
+        assigned.push((i, value));
+    }
+    Ok(assigned)
 }
 
 /// The table an UPDATE or DELETE writes, checked as every write is.

@@ -52,17 +52,22 @@ pub fn prepare(
                 limit(&s.limit, "[limit]", specs);
             });
             let projection = select::projection(&table, s)?;
-            result = RowsMetadata::new(projection.specs);
+            result = RowsMetadata::new(select::result_specs(&table, s, &projection));
             pk_source = Some((table, vec![None; 0]));
         }
         Statement::Insert(s) => {
             let (_, table) = resolve_table(ctx, &s.table)?;
             visit_table(&table, &mut |t, specs| {
-                if let InsertValues::Columns { columns, values } = &s.values {
-                    for (name, term) in columns.iter().zip(values) {
-                        if let Some(c) = t.column(name) {
-                            term_spec(term, &c.name, &c.ty, t.column_index(name), specs);
+                match &s.values {
+                    InsertValues::Columns { columns, values } => {
+                        for (name, term) in columns.iter().zip(values) {
+                            if let Some(c) = t.column(name) {
+                                term_spec(term, &c.name, &c.ty, t.column_index(name), specs);
+                            }
                         }
+                    }
+                    InsertValues::Json { json, .. } => {
+                        term_spec(json, "[json]", &DataType::Text, None, specs)
                     }
                 }
                 using(&s.using, specs);
@@ -212,6 +217,12 @@ fn term_spec(term: &Term, name: &str, ty: &DataType, column: Option<usize>, spec
             }
         }
         Term::Cast { term, .. } | Term::Negate(term) => term_spec(term, name, ty, column, specs),
+        // fromJson(?) takes JSON text, whatever the type of what receives its result.
+        Term::Function { name: f, args } if f.name.eq_ignore_ascii_case("fromjson") => {
+            if let [arg] = args.as_slice() {
+                term_spec(arg, "arg0(system.fromjson)", &DataType::Text, None, specs);
+            }
+        }
         _ => {}
     }
 }

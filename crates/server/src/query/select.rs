@@ -22,8 +22,8 @@ use std::ops::Bound;
 use hayate_cluster::coordinator::{Coordinator, ReadRequest};
 use hayate_cluster::replica::{PartitionRead, RangeRead, RangeStart, ReadCommand, ReplicaRow, RowPosition};
 use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
-use hayate_cql::statement::{Select, Selection, SelectorExpr, Term};
-use hayate_cql::value::DataType;
+use hayate_cql::statement::{CompareOp, Relation, RelationLhs, Select, Selection, SelectorExpr, Term};
+use hayate_cql::value::{json, DataType};
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
 use super::cells::{row_values, RowValues};
@@ -52,6 +52,7 @@ pub enum Output {
     Scalar {
         f: Scalar,
         column: usize,
+        ty: DataType,
     },
     /// An aggregate over the rows; `column` is `None` for `count(*)`.
     Aggregate {
@@ -176,7 +177,8 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
                                 wire,
                             )
                         } else if let Some((f, ty)) = functions::scalar(&fname, arg_ty) {
-                            (Output::Scalar { f, column: i }, label, ty.to_column_type())
+                            let wire = ty.to_column_type();
+                            (Output::Scalar { f, column: i, ty }, label, wire)
                         } else {
                             return Err(invalid(format!(
                                 "Unknown function {fname} for an argument of type {arg_ty} (hayate supports min, max, sum, avg, count, \
@@ -191,17 +193,122 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
             }
         }
     }
+    // Selectors that are not aggregates may sit beside aggregates: as in Cassandra, they show
+    // the first row of each group.
     let aggregate = outputs.iter().any(|o| matches!(o, Output::Aggregate { .. }));
-    if aggregate && outputs.iter().any(|o| !matches!(o, Output::Aggregate { .. })) {
-        return Err(invalid(
-            "hayate does not support mixing aggregates with other selectors yet (Cassandra returns the first row's values for them)",
-        ));
-    }
     Ok(Projection {
         outputs,
         specs,
         aggregate,
     })
+}
+
+/// How rows read become result rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grouping {
+    /// Each row read is a result row.
+    Rows,
+    /// Aggregates without GROUP BY: every row read is in one group, and its one result row
+    /// comes back even when no row matched (with `count` 0 and the other selectors null).
+    All,
+    /// GROUP BY: rows of one partition whose first `clustering` clustering columns are equal
+    /// are one group, and each group is one result row. Groups never span partitions, since
+    /// the partition key is always part of the group.
+    By { clustering: usize },
+}
+
+/// Checks GROUP BY as Cassandra does: the columns must be primary key columns, in their
+/// declared order, and may skip only columns restricted by `=`; they must cover the whole
+/// partition key.
+pub fn grouping(table: &Table, select: &Select, projection: &Projection) -> QueryResult<Grouping> {
+    if select.group_by.is_empty() {
+        return Ok(if projection.aggregate {
+            Grouping::All
+        } else {
+            Grouping::Rows
+        });
+    }
+    let out_of_order = || {
+        invalid("Group by currently only support groups of columns following their declared order in the PRIMARY KEY")
+    };
+    let restricted_by_eq = |i: usize| {
+        let name = &table.columns[i].name;
+        select.where_clause.iter().any(|r| match r {
+            Relation::Compare {
+                lhs: RelationLhs::Column(c),
+                op: CompareOp::Eq,
+                ..
+            } => c == name,
+            Relation::Compare {
+                lhs: RelationLhs::Tuple(cs),
+                op: CompareOp::Eq,
+                ..
+            } => cs.contains(name),
+            _ => false,
+        })
+    };
+    let key: Vec<usize> = table
+        .partition_key
+        .iter()
+        .chain(&table.clustering)
+        .copied()
+        .collect();
+    let mut next = 0;
+    for name in &select.group_by {
+        let i = table.column_index(name).ok_or_else(|| {
+            invalid(format!(
+                "Undefined column name {name} in table {}.{}",
+                table.keyspace, table.name
+            ))
+        })?;
+        if !matches!(
+            table.columns[i].kind,
+            ColumnKind::PartitionKey | ColumnKind::Clustering
+        ) {
+            return Err(invalid(format!(
+                "Group by is currently only supported on the columns of the PRIMARY KEY, got {name}"
+            )));
+        }
+        loop {
+            let Some(&k) = key.get(next) else {
+                return Err(out_of_order());
+            };
+            next += 1;
+            if k == i {
+                break;
+            }
+            if !restricted_by_eq(k) {
+                return Err(out_of_order());
+            }
+        }
+    }
+    if next < table.partition_key.len() {
+        return Err(invalid(
+            "Group by is not supported on only a part of the partition key",
+        ));
+    }
+    let clustering = next - table.partition_key.len();
+    if clustering > 0 && select.distinct {
+        return Err(invalid(
+            "Grouping on clustering columns is not allowed for SELECT DISTINCT queries",
+        ));
+    }
+    Ok(Grouping::By { clustering })
+}
+
+/// The result columns: the selection's, or for SELECT JSON the one text column `[json]`.
+pub fn result_specs(table: &Table, select: &Select, projection: &Projection) -> Vec<ColumnSpec> {
+    if !select.json {
+        return projection.specs.clone();
+    }
+    vec![ColumnSpec {
+        table: TableSpec {
+            keyspace: table.keyspace.clone(),
+            table: table.name.clone(),
+        },
+        name: "[json]".to_owned(),
+        ty: ColumnType::Varchar,
+    }]
 }
 
 fn column(table: &Table, name: &str) -> QueryResult<usize> {
@@ -328,22 +435,128 @@ fn put_bytes(s: &mut Vec<u8>, b: Option<&[u8]>) {
     }
 }
 
-/// Collects output rows, enforcing LIMIT, PER PARTITION LIMIT and the page size.
+/// Collects output rows, enforcing LIMIT, PER PARTITION LIMIT and the page size. Under
+/// GROUP BY each of these counts groups, as Cassandra counts them, so a group is never split
+/// across pages.
 struct Sink<'p> {
     projection: &'p Projection,
+    grouping: Grouping,
+    /// Set for SELECT JSON.
+    json: Option<JsonRows>,
     content: Vec<u8>,
+    /// Result rows in `content`.
     rows: usize,
+    /// The group being aggregated, when grouping.
+    group: Option<Group>,
     accumulators: Vec<Accumulator>,
+    /// Result rows (or groups) returned so far, by this page and the ones before it.
     returned: u64,
     limit: Option<usize>,
     per_partition: Option<usize>,
     page: usize,
+    /// Result rows (or groups) of the current partition.
     partition_rows: u32,
+}
+
+/// A group of rows being aggregated: the values of its grouping columns, and the cells its
+/// non-aggregate selectors show, which are those of its first row.
+struct Group {
+    key: Vec<Option<Vec<u8>>>,
+    first: Vec<Option<Vec<u8>>>,
+}
+
+/// What one output shows for one row; `None` for an aggregate, which shows its group.
+fn cell(o: &Output, table: &Table, v: &RowValues, token: i64) -> Option<Vec<u8>> {
+    match o {
+        Output::Column(i) => v.values[*i].clone(),
+        Output::WriteTime(i) => v.writetimes[*i].map(|t| t.to_be_bytes().to_vec()),
+        Output::Ttl(i) => v.ttls[*i].map(|t| t.to_be_bytes().to_vec()),
+        Output::Token => Some(token.to_be_bytes().to_vec()),
+        // toJson of a null is the JSON text `null`.
+        Output::Scalar {
+            f: Scalar::ToJson,
+            column,
+            ..
+        } if v.values[*column].is_none() => Some(b"null".to_vec()),
+        Output::Scalar { f, column, .. } => v.values[*column]
+            .as_deref()
+            .and_then(|b| functions::apply(f, &table.columns[*column].ty, b)),
+        Output::Aggregate { .. } => None,
+    }
+}
+
+impl Output {
+    /// The type of what this output shows.
+    fn data_type(&self, table: &Table) -> DataType {
+        match self {
+            Output::Column(i) => table.columns[*i].ty.clone(),
+            Output::WriteTime(_) | Output::Token => DataType::BigInt,
+            Output::Ttl(_) => DataType::Int,
+            Output::Scalar { ty, .. } | Output::Aggregate { ty, .. } => ty.clone(),
+        }
+    }
+}
+
+/// SELECT JSON: each result row becomes one text value, a JSON object keyed by the names of
+/// the selected columns (in double quotes when they are case-sensitive, as Cassandra writes
+/// them), in a column named `[json]`.
+pub struct JsonRows {
+    /// Each output's key, written as a JSON string followed by `": "`.
+    keys: Vec<String>,
+    types: Vec<DataType>,
+}
+
+impl JsonRows {
+    fn new(table: &Table, projection: &Projection) -> JsonRows {
+        let keys = projection
+            .specs
+            .iter()
+            .map(|spec| {
+                let name = if spec.name == spec.name.to_lowercase() {
+                    spec.name.clone()
+                } else {
+                    format!("\"{}\"", spec.name)
+                };
+                let mut key = String::new();
+                json::write_json_string(&name, &mut key);
+                key.push_str(": ");
+                key
+            })
+            .collect();
+        let types = projection.outputs.iter().map(|o| o.data_type(table)).collect();
+        JsonRows { keys, types }
+    }
+
+    fn object(&self, cells: &[Option<Vec<u8>>]) -> Vec<u8> {
+        let mut out = String::from("{");
+        for (i, ((key, ty), cell)) in self.keys.iter().zip(&self.types).zip(cells).enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(key);
+            match cell {
+                Some(b) => out.push_str(&json::to_json(ty, b)),
+                None => out.push_str("null"),
+            }
+        }
+        out.push('}');
+        out.into_bytes()
+    }
+}
+
+fn put_cell(content: &mut Vec<u8>, cell: Option<&[u8]>) {
+    match cell {
+        Some(b) => {
+            content.extend_from_slice(&(b.len() as i32).to_be_bytes());
+            content.extend_from_slice(b);
+        }
+        None => content.extend_from_slice(&(-1i32).to_be_bytes()),
+    }
 }
 
 impl Sink<'_> {
     fn done(&self) -> bool {
-        self.limit.is_some_and(|l| self.returned as usize >= l) || self.rows >= self.page
+        self.limit_reached() || self.rows >= self.page
     }
 
     fn limit_reached(&self) -> bool {
@@ -355,39 +568,144 @@ impl Sink<'_> {
             .is_some_and(|l| self.partition_rows as usize >= l)
     }
 
-    fn push(&mut self, table: &Table, v: &RowValues, token: i64) {
-        self.returned += 1;
-        self.partition_rows += 1;
-        if self.projection.aggregate {
-            for (o, acc) in self.projection.outputs.iter().zip(&mut self.accumulators) {
-                if let Output::Aggregate { kind, column, .. } = o {
-                    match column {
-                        Some(i) => acc.add(*kind, &table.columns[*i].ty, v.values[*i].as_deref()),
-                        // count(*): every row counts.
-                        None => acc.add(*kind, &DataType::Blob, Some(&[1])),
+    /// Rows to ask the engine for at once: no more than the page holds, unless rows are
+    /// grouped, when a page of groups may take any number of rows.
+    fn want(&self) -> usize {
+        match self.grouping {
+            Grouping::Rows => (self.page - self.rows).clamp(1, SCAN_BATCH_ROWS),
+            Grouping::All | Grouping::By { .. } => SCAN_BATCH_ROWS,
+        }
+    }
+
+    /// Takes one row. Returns false when the row starts a group that this page has no room
+    /// for (or that LIMIT excludes): the caller stops before it, and the next page starts at it.
+    fn push(&mut self, table: &Table, v: &RowValues, token: i64) -> bool {
+        match self.grouping {
+            Grouping::Rows => {
+                self.returned += 1;
+                self.partition_rows += 1;
+                self.rows += 1;
+                if let Some(json) = &self.json {
+                    let cells: Vec<Option<Vec<u8>>> = self
+                        .projection
+                        .outputs
+                        .iter()
+                        .map(|o| cell(o, table, v, token))
+                        .collect();
+                    put_cell(&mut self.content, Some(&json.object(&cells)));
+                } else {
+                    for o in &self.projection.outputs {
+                        put_cell(&mut self.content, cell(o, table, v, token).as_deref());
                     }
                 }
+                true
             }
+            Grouping::All => {
+                // Counted only so that DISTINCT takes one row of each partition; PER PARTITION
+                // LIMIT is refused with aggregates.
+                self.partition_rows += 1;
+                if self.group.is_none() {
+                    self.start_group(table, v, token, Vec::new());
+                }
+                self.accumulate(table, v);
+                true
+            }
+            Grouping::By { clustering } => {
+                let key: Vec<Option<Vec<u8>>> = table
+                    .partition_key
+                    .iter()
+                    .chain(&table.clustering[..clustering])
+                    .map(|&i| v.values[i].clone())
+                    .collect();
+                if self.group.as_ref().is_some_and(|g| g.key == key) {
+                    self.accumulate(table, v);
+                    return true;
+                }
+                self.flush_group();
+                if self.done() {
+                    return false;
+                }
+                if !self.partition_full() {
+                    self.start_group(table, v, token, key);
+                    self.accumulate(table, v);
+                }
+                true
+            }
+        }
+    }
+
+    fn start_group(&mut self, table: &Table, v: &RowValues, token: i64, key: Vec<Option<Vec<u8>>>) {
+        let first = self
+            .projection
+            .outputs
+            .iter()
+            .map(|o| cell(o, table, v, token))
+            .collect();
+        self.group = Some(Group { key, first });
+        self.accumulators = vec![Accumulator::default(); self.projection.outputs.len()];
+    }
+
+    fn accumulate(&mut self, table: &Table, v: &RowValues) {
+        for (o, acc) in self.projection.outputs.iter().zip(&mut self.accumulators) {
+            if let Output::Aggregate { kind, column, .. } = o {
+                match column {
+                    Some(i) => acc.add(*kind, &table.columns[*i].ty, v.values[*i].as_deref()),
+                    // count(*): every row counts.
+                    None => acc.add(*kind, &DataType::Blob, Some(&[1])),
+                }
+            }
+        }
+    }
+
+    /// Writes the group being aggregated as a result row, if there is one. A partition's end
+    /// ends its groups, so the readers call this there too.
+    fn flush_group(&mut self) {
+        // Without GROUP BY, the one group spans partitions and ends with the reads.
+        if !matches!(self.grouping, Grouping::By { .. }) {
             return;
         }
-        self.rows += 1;
-        for o in &self.projection.outputs {
-            let cell: Option<Vec<u8>> = match o {
-                Output::Column(i) => v.values[*i].clone(),
-                Output::WriteTime(i) => v.writetimes[*i].map(|t| t.to_be_bytes().to_vec()),
-                Output::Ttl(i) => v.ttls[*i].map(|t| t.to_be_bytes().to_vec()),
-                Output::Token => Some(token.to_be_bytes().to_vec()),
-                Output::Scalar { f, column } => v.values[*column]
-                    .as_deref()
-                    .and_then(|b| functions::apply(f, &table.columns[*column].ty, b)),
-                Output::Aggregate { .. } => None,
-            };
-            match cell {
-                Some(b) => {
-                    self.content.extend_from_slice(&(b.len() as i32).to_be_bytes());
-                    self.content.extend_from_slice(&b);
+        let Some(group) = self.group.take() else {
+            return;
+        };
+        self.write_group(&group.first);
+        self.returned += 1;
+        self.partition_rows += 1;
+    }
+
+    fn write_group(&mut self, first: &[Option<Vec<u8>>]) {
+        let cells: Vec<Option<Vec<u8>>> = self
+            .projection
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| match o {
+                Output::Aggregate { kind, ty, .. } => self.accumulators[i].finish(*kind, ty),
+                _ => first.get(i).cloned().flatten(),
+            })
+            .collect();
+        match &self.json {
+            Some(json) => put_cell(&mut self.content, Some(&json.object(&cells))),
+            None => {
+                for c in &cells {
+                    put_cell(&mut self.content, c.as_deref());
                 }
-                None => self.content.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        self.rows += 1;
+    }
+
+    /// Ends the reads: the last group is written, and aggregates without GROUP BY write their
+    /// one row even when no row matched.
+    fn finish(&mut self) {
+        match self.grouping {
+            Grouping::Rows => {}
+            Grouping::By { .. } => self.flush_group(),
+            Grouping::All => {
+                let first = self.group.take().map(|g| g.first).unwrap_or_default();
+                if first.is_empty() {
+                    self.accumulators = vec![Accumulator::default(); self.projection.outputs.len()];
+                }
+                self.write_group(&first);
             }
         }
     }
@@ -402,18 +720,18 @@ pub async fn run(
     binds: &Binds<'_>,
 ) -> QueryResult<ResultBody> {
     let (ks, table) = resolve_table(ctx, &select.table)?;
-    if select.json {
-        return Err(invalid("hayate does not support SELECT JSON yet"));
-    }
-    if !select.group_by.is_empty() {
-        return Err(invalid("hayate does not support GROUP BY yet"));
-    }
     let projection = projection(&table, select)?;
+    let grouping = grouping(&table, select, &projection)?;
+    if grouping == Grouping::All && select.per_partition_limit.is_some() {
+        return Err(invalid(
+            "PER PARTITION LIMIT is not allowed with aggregate queries.",
+        ));
+    }
     let restrictions = analyse(&table, &select.where_clause, binds, select.allow_filtering)?;
     let reverse = ordering(&table, select, &restrictions)?;
     let limit = limit_value(&select.limit, binds, "[limit]")?;
     let per_partition = limit_value(&select.per_partition_limit, binds, "[per_partition_limit]")?;
-    let page = if projection.aggregate {
+    let page = if grouping == Grouping::All {
         usize::MAX
     } else {
         ctx.page_size
@@ -430,8 +748,11 @@ pub async fn run(
     };
     let mut sink = Sink {
         projection: &projection,
+        grouping,
+        json: select.json.then(|| JsonRows::new(&table, &projection)),
         content: Vec::new(),
         rows: 0,
+        group: None,
         accumulators: vec![Accumulator::default(); projection.outputs.len()],
         returned: resume.as_ref().map_or(0, |(_, r)| r.returned),
         limit,
@@ -463,23 +784,13 @@ pub async fn run(
             reads.scan(&mut sink, resume).await?
         }
     };
-    if projection.aggregate {
-        sink.content.clear();
-        for (o, acc) in projection.outputs.iter().zip(&sink.accumulators) {
-            if let Output::Aggregate { kind, ty, .. } = o {
-                match acc.finish(*kind, ty) {
-                    Some(b) => {
-                        sink.content.extend_from_slice(&(b.len() as i32).to_be_bytes());
-                        sink.content.extend_from_slice(&b);
-                    }
-                    None => sink.content.extend_from_slice(&(-1i32).to_be_bytes()),
-                }
-            }
-        }
-        sink.rows = 1;
-    }
-    let mut metadata = RowsMetadata::new(projection.specs.clone());
-    metadata.paging_state = if projection.aggregate { None } else { next_state };
+    sink.finish();
+    let mut metadata = RowsMetadata::new(result_specs(&table, select, &projection));
+    metadata.paging_state = if grouping == Grouping::All {
+        None
+    } else {
+        next_state
+    };
     metadata.no_metadata = ctx.skip_metadata;
     Ok(ResultBody::Rows(Rows {
         metadata,
@@ -577,6 +888,9 @@ impl Reads<'_> {
                 sink.partition_rows = 0;
                 after = None;
             }
+            // The row read before the current one in this partition, where a page that ends
+            // before a group resumes.
+            let mut prev = after.clone();
             let ranges: Vec<ClusteringRange> = if table.clustering.is_empty() {
                 if after.is_some() {
                     continue;
@@ -605,7 +919,7 @@ impl Reads<'_> {
                     if sink.done() || self.partition_done(sink) {
                         break 'ranges;
                     }
-                    let want = (sink.page - sink.rows).clamp(1, SCAN_BATCH_ROWS);
+                    let want = sink.want();
                     let result = self
                         .read(ReadCommand::Partition(PartitionRead {
                             table: table.storage_id,
@@ -619,7 +933,13 @@ impl Reads<'_> {
                         .await?;
                     let mut last_key = None;
                     for row in result.rows {
-                        emit(self.ctx, table, self.restrictions, sink, &row);
+                        if !emit(self.ctx, table, self.restrictions, sink, &row) {
+                            if sink.limit_reached() {
+                                return Ok(None);
+                            }
+                            return Ok(Some(partition_state(sink, pi, prev.as_deref())));
+                        }
+                        prev = Some(row.clustering.clone());
                         last_key = Some(row.clustering);
                         if sink.done() || self.partition_done(sink) {
                             break;
@@ -636,6 +956,7 @@ impl Reads<'_> {
                 }
             }
             after = None;
+            sink.flush_group();
             if sink.limit_reached() {
                 return Ok(None);
             }
@@ -668,15 +989,18 @@ impl Reads<'_> {
         }
         // The partition the rows being counted in `sink.partition_rows` belong to.
         let mut current: Option<Vec<u8>> = None;
+        // The row read last, where a page that ends before a group resumes.
+        let mut prev: Option<RowPosition> = None;
         let mut start = match resume.and_then(|r| r.scan) {
             Some(p) => {
                 current = Some(p.partition.clone());
+                prev = Some(p.clone());
                 RangeStart::After(p)
             }
             None => RangeStart::Token(start_token),
         };
         loop {
-            let want = (sink.page - sink.rows).clamp(1, SCAN_BATCH_ROWS);
+            let want = sink.want();
             let result = self
                 .read(ReadCommand::Range(RangeRead {
                     table: self.table.storage_id,
@@ -688,6 +1012,14 @@ impl Reads<'_> {
             let mut next: Option<RowPosition> = None;
             for row in &result.rows {
                 if current.as_deref() != Some(row.partition.as_slice()) {
+                    // A partition's end ends its group, which may fill the page.
+                    sink.flush_group();
+                    if sink.limit_reached() {
+                        return Ok(None);
+                    }
+                    if let (true, Some(p)) = (sink.done(), &prev) {
+                        return Ok(Some(scan_state(sink, p.token, &p.partition, None)));
+                    }
                     sink.partition_rows = 0;
                     current = Some(row.partition.clone());
                 }
@@ -700,16 +1032,34 @@ impl Reads<'_> {
                     });
                     break;
                 }
-                emit(self.ctx, self.table, r, sink, row);
+                if !emit(self.ctx, self.table, r, sink, row) {
+                    if sink.limit_reached() {
+                        return Ok(None);
+                    }
+                    // The row starts a group this page has no room for: resume before it.
+                    let Some(p) = &prev else {
+                        return Err(invalid(
+                            "internal error: a page of groups ended before its first row",
+                        ));
+                    };
+                    return Ok(Some(scan_state(
+                        sink,
+                        p.token,
+                        &p.partition,
+                        p.clustering.as_deref(),
+                    )));
+                }
+                prev = Some(row.position());
                 if sink.limit_reached() {
                     return Ok(None);
                 }
                 if sink.done() {
-                    let mut s = paging_head(KIND_SCAN, sink.returned, sink.partition_rows);
-                    s.extend_from_slice(&row.token.to_be_bytes());
-                    put_bytes(&mut s, Some(&row.partition));
-                    put_bytes(&mut s, Some(&row.clustering));
-                    return Ok(Some(s));
+                    return Ok(Some(scan_state(
+                        sink,
+                        row.token,
+                        &row.partition,
+                        Some(&row.clustering),
+                    )));
                 }
             }
             start = match next {
@@ -724,17 +1074,25 @@ impl Reads<'_> {
     }
 }
 
+/// Resume a scan after the row at `clustering` of `partition`, or after the whole partition.
+fn scan_state(sink: &Sink<'_>, token: i64, partition: &[u8], clustering: Option<&[u8]>) -> Vec<u8> {
+    let mut s = paging_head(KIND_SCAN, sink.returned, sink.partition_rows);
+    s.extend_from_slice(&token.to_be_bytes());
+    put_bytes(&mut s, Some(partition));
+    put_bytes(&mut s, clustering);
+    s
+}
+
 /// Adds a row to the page if it is live at the request's clock and passes the filters.
-fn emit(ctx: &Context<'_>, table: &Table, r: &Restrictions, sink: &mut Sink<'_>, row: &ReplicaRow) {
+/// Returns false when the sink refused it (see [`Sink::push`]).
+fn emit(ctx: &Context<'_>, table: &Table, r: &Restrictions, sink: &mut Sink<'_>, row: &ReplicaRow) -> bool {
     let now = ctx.clock.now_s();
     let visible = row.row.visible(now);
     if !visible.is_live(now) {
-        return;
+        return true;
     }
     let v = row_values(table, &row.partition, &row.clustering, &visible, now);
-    if passes(table, r, &v) {
-        sink.push(table, &v, row.token);
-    }
+    !passes(table, r, &v) || sink.push(table, &v, row.token)
 }
 
 /// Resume in partition `pi` after the row with clustering key `last`, or at its start.
@@ -765,7 +1123,14 @@ fn built_in(
         if !passes(table, r, &v) {
             continue;
         }
-        sink.push(table, &v, 0);
+        if !sink.push(table, &v, 0) {
+            if sink.limit_reached() {
+                return Ok(None);
+            }
+            let mut s = paging_head(KIND_BUILT_IN, sink.returned, 0);
+            s.extend_from_slice(&(i as u64).to_be_bytes());
+            return Ok(Some(s));
+        }
         if sink.limit_reached() {
             return Ok(None);
         }

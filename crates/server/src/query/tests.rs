@@ -368,3 +368,43 @@ async fn a_paging_state_we_did_not_make_is_refused() {
         assert!(matches!(err, QueryError::Invalid(_)), "{err:?}");
     }
 }
+
+/// Groups larger than one read batch (`SCAN_BATCH_ROWS`) must still be whole on their page:
+/// the reads go on past a batch's end, and a page ends only between groups.
+#[tokio::test]
+async fn group_by_pages_keep_groups_larger_than_a_read_batch_whole() {
+    let db = Db::new(
+        1,
+        &["CREATE TABLE g (k int, c int, d int, PRIMARY KEY (k, c, d))"],
+    );
+    let per_group = 1_500;
+    for k in 0..2 {
+        for c in 0..2 {
+            for d in 0..per_group {
+                db.exec(&format!("INSERT INTO g (k, c, d) VALUES ({k}, {c}, {d})"))
+                    .await;
+            }
+        }
+    }
+    for query in [
+        "SELECT k, c, count(*), max(d) FROM g GROUP BY k, c",
+        "SELECT k, c, count(*), max(d) FROM g WHERE k IN (0, 1) GROUP BY k, c",
+    ] {
+        let mut state: Option<Vec<u8>> = None;
+        let mut groups = Vec::new();
+        loop {
+            let page = db.select(query, Some(1), state.as_deref()).await;
+            assert!(page.rows.len() <= 1, "{query}: a page of one group");
+            groups.extend(page.rows);
+            state = page.paging_state;
+            if state.is_none() {
+                break;
+            }
+        }
+        assert_eq!(groups.len(), 4, "{query}");
+        for g in &groups {
+            assert_eq!(g[2], bigint(per_group.into()), "{query}: {g:?}");
+            assert_eq!(g[3], int(per_group - 1), "{query}: {g:?}");
+        }
+    }
+}
