@@ -20,63 +20,85 @@ pub struct RowValues {
     pub ttls: Vec<Option<i32>>,
 }
 
-/// Turns a stored row (already visible at `now_s`) into column values.
-pub fn row_values(table: &Table, partition: &[u8], clustering: &[u8], row: &Row, now_s: u32) -> RowValues {
+/// Turns a stored row (already visible at `now_s`) into column values. `statics` is the
+/// partition's static row (visible too), whose cells fill the static columns: every row of a
+/// partition shows the same static values.
+pub fn row_values(
+    table: &Table,
+    partition: &[u8],
+    clustering: &[u8],
+    row: &Row,
+    statics: Option<&Row>,
+    now_s: u32,
+) -> RowValues {
     let n = table.columns.len();
-    let mut values: Vec<Option<Vec<u8>>> = vec![None; n];
-    let mut writetimes = vec![None; n];
-    let mut ttls = vec![None; n];
+    let mut out = RowValues {
+        values: vec![None; n],
+        writetimes: vec![None; n],
+        ttls: vec![None; n],
+    };
     for (i, v) in table
         .partition_key
         .iter()
         .zip(super::keys::split_partition_key(table, partition))
     {
-        values[*i] = Some(v);
+        out.values[*i] = Some(v);
     }
-    if !table.clustering.is_empty() {
+    // The static row alone (a partition with no live rows) shows null clustering columns.
+    if !table.clustering.is_empty() && !is_static_key(table, clustering) {
         for (i, v) in table
             .clustering
             .iter()
             .zip(super::keys::split_clustering_key(table, clustering))
         {
-            values[*i] = Some(v);
+            out.values[*i] = Some(v);
         }
     }
+    if !is_static_key(table, clustering) {
+        fill_cells(table, row, ColumnKind::Regular, now_s, &mut out);
+    }
+    if let Some(statics) = statics {
+        fill_cells(table, statics, ColumnKind::Static, now_s, &mut out);
+    }
+    out
+}
+
+/// True if `clustering` is the key of a partition's static row. A static row is stored as the
+/// row with the empty clustering key: every clustering column's order key is at least one byte
+/// long (see `hayate_cql::value::order`), so in a table with clustering columns no regular row
+/// has that key, and it sorts before every row of its partition.
+pub fn is_static_key(table: &Table, clustering: &[u8]) -> bool {
+    clustering.is_empty() && !table.clustering.is_empty()
+}
+
+/// The values of the columns of `kind` that `row`'s cells hold.
+fn fill_cells(table: &Table, row: &Row, kind: ColumnKind, now_s: u32, out: &mut RowValues) {
     let mut start = 0;
     while start < row.cells.len() {
         let id = row.cells[start].column;
         let end = start + row.cells[start..].iter().take_while(|c| c.column == id).count();
         let cells = &row.cells[start..end];
         start = end;
-        let Some(i) = table
-            .columns
-            .iter()
-            .position(|c| c.id == id && c.kind == ColumnKind::Regular)
-        else {
+        let Some(i) = table.columns.iter().position(|c| c.id == id && c.kind == kind) else {
             continue; // a dropped column's leftovers
         };
         let ty = &table.columns[i].ty;
         if ty.is_multi_cell() {
-            values[i] = collection_value(ty, cells, now_s);
+            out.values[i] = collection_value(ty, cells, now_s);
         } else if let Some(cell) = cells.iter().find(|c| c.path.is_empty()) {
             if let Some(v) = cell.value_at(now_s) {
-                values[i] = Some(v.to_vec());
-                writetimes[i] = Some(cell.timestamp_us);
+                out.values[i] = Some(v.to_vec());
+                out.writetimes[i] = Some(cell.timestamp_us);
                 if let CellValue::Live {
                     ttl_s, expires_at_s, ..
                 } = &cell.value
                 {
                     if *ttl_s > 0 {
-                        ttls[i] = Some(expires_at_s.saturating_sub(now_s) as i32);
+                        out.ttls[i] = Some(expires_at_s.saturating_sub(now_s) as i32);
                     }
                 }
             }
         }
-    }
-    RowValues {
-        values,
-        writetimes,
-        ttls,
     }
 }
 

@@ -274,6 +274,9 @@ fn insert(
         }),
         ..Row::default()
     };
+    // Static cells go to the partition's static row, which has no row marker: a partition
+    // whose static cells are all deleted or expired has no static row left, as in Cassandra.
+    let mut statics = Row::default();
     let mut seen = vec![false; table.columns.len()];
     for (name, term) in columns.iter().zip(values) {
         let i = table
@@ -284,25 +287,72 @@ fn insert(
         }
         let col = &table.columns[i];
         let v = evaluate(term, &Receiver { name, ty: &col.ty }, binds)?;
-        if col.kind != ColumnKind::Regular {
-            key_values[i] = Some(key_value(col, v)?);
-            continue;
+        match col.kind {
+            ColumnKind::PartitionKey | ColumnKind::Clustering => key_values[i] = Some(key_value(col, v)?),
+            ColumnKind::Static => set_column(col, v, wt, &mut statics)?,
+            ColumnKind::Regular => set_column(col, v, wt, &mut update)?,
         }
-        set_column(col, v, wt, &mut update)?;
     }
-    let (partition, clustering) = full_key(&table, &key_values)?;
-    update.normalize();
-    out.push(Mutation {
-        keyspace: ks,
-        table,
-        partition,
-        target: Target::Row {
-            clustering,
-            update,
-            reads: Vec::new(),
-        },
-    });
+    // `INSERT INTO t (k, s) VALUES (...)`: no clustering key and only static columns writes
+    // the static row alone.
+    let static_only = !table.clustering.is_empty()
+        && table.clustering.iter().all(|&i| key_values[i].is_none())
+        && columns.iter().any(|n| table.column(n).is_some_and(|c| c.kind == ColumnKind::Static))
+        && !columns.iter().any(|n| table.column(n).is_some_and(|c| c.kind == ColumnKind::Regular));
+    let (partition, clustering) = if static_only {
+        (partition_key_only(&table, &key_values)?, Vec::new())
+    } else {
+        full_key(&table, &key_values)?
+    };
+    if !static_only {
+        update.normalize();
+        out.push(Mutation {
+            keyspace: ks.clone(),
+            table: table.clone(),
+            partition: partition.clone(),
+            target: Target::Row {
+                clustering,
+                update,
+                reads: Vec::new(),
+            },
+        });
+    }
+    if static_only || !statics.cells.is_empty() || !statics.column_deletions.is_empty() {
+        statics.normalize();
+        out.push(Mutation {
+            keyspace: ks,
+            table,
+            partition,
+            target: Target::Row {
+                clustering: Vec::new(),
+                update: statics,
+                reads: Vec::new(),
+            },
+        });
+    }
     Ok(())
+}
+
+/// The partition key alone, for a write of the static row.
+fn partition_key_only(table: &Table, key_values: &[Option<Vec<u8>>]) -> QueryResult<Vec<u8>> {
+    let missing: Vec<String> = table
+        .partition_key
+        .iter()
+        .filter(|&&i| key_values[i].is_none())
+        .map(|&i| table.columns[i].name.clone())
+        .collect();
+    if !missing.is_empty() {
+        return Err(invalid(format!(
+            "Some partition key parts are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    let pk: Vec<&[u8]> = table
+        .partition_key
+        .iter()
+        .map(|&i| key_values[i].as_deref().unwrap_or(&[]))
+        .collect();
+    super::keys::partition_key(&pk)
 }
 
 /// The table an UPDATE or DELETE writes, checked as every write is.
@@ -502,7 +552,14 @@ fn update(
     let (ks, table) = target_table(ctx, &s.table, &s.condition)?;
     let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
     let (partitions, r) = named_rows(&table, &s.where_clause, binds)?;
-    if !r.clustering_complete {
+    let is_static = |name: &str| table.column(name).is_some_and(|c| c.kind == ColumnKind::Static);
+    let static_only = s.assignments.iter().all(|a| is_static(&a.column));
+    if static_only && r.restricts_clustering() {
+        return Err(invalid(
+            "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns",
+        ));
+    }
+    if !static_only && !r.clustering_complete {
         let missing: Vec<&str> = table.clustering_columns().map(|c| c.name.as_str()).collect();
         return Err(invalid(format!(
             "Some clustering keys are missing: {}",
@@ -511,11 +568,23 @@ fn update(
     }
     let mut update = Row::default();
     let mut reads = Vec::new();
+    let mut statics = Row::default();
+    let mut static_reads = Vec::new();
     for a in &s.assignments {
-        assign(&table, a, binds, wt, &mut update, &mut reads)?;
+        if is_static(&a.column) {
+            assign(&table, a, binds, wt, &mut statics, &mut static_reads)?;
+        } else {
+            assign(&table, a, binds, wt, &mut update, &mut reads)?;
+        }
     }
-    update.normalize();
-    each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
+    if !static_only {
+        update.normalize();
+        each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
+    }
+    if s.assignments.iter().any(|a| is_static(&a.column)) {
+        statics.normalize();
+        each_row(&ks, &table, &partitions, &[ClusteringRange::prefix(Vec::new())], statics, static_reads, out);
+    }
     Ok(())
 }
 
@@ -531,7 +600,7 @@ fn assign(
         .column_index(&a.column)
         .ok_or_else(|| invalid(format!("Undefined column name {}", a.column)))?;
     let col = &table.columns[i];
-    if col.kind != ColumnKind::Regular {
+    if col.kind.is_primary_key() {
         return Err(invalid(format!(
             "PRIMARY KEY part {} found in SET part",
             col.name
@@ -703,11 +772,23 @@ fn delete(
         }
         return Ok(());
     }
-    if !r.clustering_complete {
+    let target_name = |t: &DeleteTarget| match t {
+        DeleteTarget::Column(c) => c.clone(),
+        DeleteTarget::Element { column, .. } => column.clone(),
+        DeleteTarget::Field { column, .. } => column.clone(),
+    };
+    let is_static = |name: &str| table.column(name).is_some_and(|c| c.kind == ColumnKind::Static);
+    let static_only = s.targets.iter().all(|t| is_static(&target_name(t)));
+    if static_only && r.restricts_clustering() {
+        return Err(invalid(
+            "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns",
+        ));
+    }
+    if !static_only && !r.clustering_complete {
         return Err(invalid("Range deletions are not supported for specific columns"));
     }
-    let mut update = Row::default();
-    let mut reads = Vec::new();
+    let mut regular = (Row::default(), Vec::new());
+    let mut statics = (Row::default(), Vec::new());
     for t in &s.targets {
         let (name, key) = match t {
             DeleteTarget::Column(c) => (c, None),
@@ -720,13 +801,18 @@ fn delete(
             .column_index(name)
             .ok_or_else(|| invalid(format!("Undefined column name {name}")))?;
         let col = &table.columns[i];
-        if col.kind != ColumnKind::Regular {
+        if col.kind.is_primary_key() {
             return Err(invalid(format!(
                 "Invalid identifier {name} for deletion (should not be a PRIMARY KEY part)"
             )));
         }
+        let (update, reads) = if col.kind == ColumnKind::Static {
+            (&mut statics.0, &mut statics.1)
+        } else {
+            (&mut regular.0, &mut regular.1)
+        };
         match (key, &col.ty) {
-            (None, ty) if ty.is_multi_cell() => delete_column(col, wt.timestamp_us, wt.now_s, &mut update),
+            (None, ty) if ty.is_multi_cell() => delete_column(col, wt.timestamp_us, wt.now_s, update),
             (None, _) => update.cells.push(tombstone_cell(col, Vec::new(), wt)),
             (
                 Some(k),
@@ -779,8 +865,17 @@ fn delete(
             }
         }
     }
-    update.normalize();
-    each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
+    if !static_only {
+        let (mut update, reads) = regular;
+        update.normalize();
+        each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
+    }
+    if s.targets.iter().any(|t| is_static(&target_name(t))) {
+        let (mut update, reads) = statics;
+        update.normalize();
+        let whole = [ClusteringRange::prefix(Vec::new())];
+        each_row(&ks, &table, &partitions, &whole, update, reads, out);
+    }
     Ok(())
 }
 

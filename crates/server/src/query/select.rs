@@ -24,9 +24,10 @@ use hayate_cluster::replica::{PartitionRead, RangeRead, RangeStart, ReadCommand,
 use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
 use hayate_cql::statement::{Select, Selection, SelectorExpr, Term};
 use hayate_cql::value::DataType;
+use hayate_storage::row::Row;
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
-use super::cells::{row_values, RowValues};
+use super::cells::{is_static_key, row_values, RowValues};
 use super::functions::{self, Accumulator, AggregateKind, Scalar};
 use super::keys::ClusteringRange;
 use super::restrictions::{analyse, Restrictions};
@@ -103,7 +104,7 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
                         let fname = if writetime { "writetime" } else { "ttl" };
                         let i = column(table, name)?;
                         let c = &table.columns[i];
-                        if c.kind != ColumnKind::Regular {
+                        if c.kind.is_primary_key() {
                             return Err(invalid(format!(
                                 "Cannot use selection function {fname} on PRIMARY KEY part {name}"
                             )));
@@ -409,6 +410,9 @@ pub async fn run(
         return Err(invalid("hayate does not support GROUP BY yet"));
     }
     let projection = projection(&table, select)?;
+    if select.distinct {
+        distinct_columns(&table, &projection)?;
+    }
     let restrictions = analyse(&table, &select.where_clause, binds, select.allow_filtering)?;
     let reverse = ordering(&table, select, &restrictions)?;
     let limit = limit_value(&select.limit, binds, "[limit]")?;
@@ -486,6 +490,29 @@ pub async fn run(
         rows_count: sink.rows,
         rows_content: sink.content,
     }))
+}
+
+/// SELECT DISTINCT returns one row per partition, so it may show only what a partition has
+/// once: its key and its static columns.
+fn distinct_columns(table: &Table, projection: &Projection) -> QueryResult<()> {
+    for o in &projection.outputs {
+        let column = match o {
+            Output::Column(i) | Output::WriteTime(i) | Output::Ttl(i) => Some(*i),
+            Output::Scalar { column, .. } => Some(*column),
+            Output::Aggregate { column, .. } => *column,
+            Output::Token => None,
+        };
+        if let Some(i) = column {
+            let c = &table.columns[i];
+            if matches!(c.kind, ColumnKind::Clustering | ColumnKind::Regular) && !table.is_virtual {
+                return Err(invalid(format!(
+                    "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {})",
+                    c.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether rows come in reverse clustering order, checking ORDER BY as Cassandra does.
@@ -577,6 +604,7 @@ impl Reads<'_> {
                 sink.partition_rows = 0;
                 after = None;
             }
+            let statics = self.static_row(token, pk).await?;
             let ranges: Vec<ClusteringRange> = if table.clustering.is_empty() {
                 if after.is_some() {
                     continue;
@@ -619,7 +647,7 @@ impl Reads<'_> {
                         .await?;
                     let mut last_key = None;
                     for row in result.rows {
-                        emit(self.ctx, table, self.restrictions, sink, &row);
+                        emit(self.ctx, table, self.restrictions, sink, &row, statics.as_ref());
                         last_key = Some(row.clustering);
                         if sink.done() || self.partition_done(sink) {
                             break;
@@ -636,6 +664,7 @@ impl Reads<'_> {
                 }
             }
             after = None;
+            self.statics_alone(sink, token, pk, statics.as_ref());
             if sink.limit_reached() {
                 return Ok(None);
             }
@@ -666,11 +695,19 @@ impl Reads<'_> {
         if start_token > end_token {
             return Ok(None);
         }
-        // The partition the rows being counted in `sink.partition_rows` belong to.
+        // The partition the rows being counted in `sink.partition_rows` belong to, with its
+        // token and its static row (visible, if live).
         let mut current: Option<Vec<u8>> = None;
+        let mut current_token = 0;
+        let mut statics: Option<Row> = None;
         let mut start = match resume.and_then(|r| r.scan) {
             Some(p) => {
                 current = Some(p.partition.clone());
+                current_token = p.token;
+                if p.clustering.is_some() {
+                    // Resuming inside a partition, whose static row the last page read.
+                    statics = self.static_row(p.token, &p.partition).await?;
+                }
                 RangeStart::After(p)
             }
             None => RangeStart::Token(start_token),
@@ -688,8 +725,17 @@ impl Reads<'_> {
             let mut next: Option<RowPosition> = None;
             for row in &result.rows {
                 if current.as_deref() != Some(row.partition.as_slice()) {
+                    if let Some(state) = self.end_scanned_partition(sink, current_token, &current, statics.take()) {
+                        return Ok(state);
+                    }
                     sink.partition_rows = 0;
                     current = Some(row.partition.clone());
+                    current_token = row.token;
+                }
+                if is_static_key(self.table, &row.clustering) {
+                    // The static row sorts first in its partition.
+                    statics = self.visible_statics(&row.row);
+                    continue;
                 }
                 if self.partition_done(sink) {
                     // Go straight to the next partition.
@@ -700,7 +746,7 @@ impl Reads<'_> {
                     });
                     break;
                 }
-                emit(self.ctx, self.table, r, sink, row);
+                emit(self.ctx, self.table, r, sink, row, statics.as_ref());
                 if sink.limit_reached() {
                     return Ok(None);
                 }
@@ -718,20 +764,106 @@ impl Reads<'_> {
                     Some(last) => RangeStart::After(last.position()),
                     None => return Ok(None),
                 },
-                None => return Ok(None),
+                None => {
+                    return Ok(self
+                        .end_scanned_partition(sink, current_token, &current, statics.take())
+                        .flatten())
+                }
             };
         }
     }
+
+    /// A partition's static row, visible at the request's clock, if the table has static
+    /// columns and the partition has live static cells.
+    async fn static_row(&self, token: i64, partition: &[u8]) -> QueryResult<Option<Row>> {
+        if !self.table.has_statics() {
+            return Ok(None);
+        }
+        let result = self
+            .read(ReadCommand::Partition(PartitionRead {
+                table: self.table.storage_id,
+                token,
+                partition: partition.to_vec(),
+                start: Bound::Included(Vec::new()),
+                end: Bound::Included(Vec::new()),
+                reverse: false,
+                limit: 1,
+            }))
+            .await?;
+        Ok(result.rows.first().and_then(|r| self.visible_statics(&r.row)))
+    }
+
+    fn visible_statics(&self, row: &Row) -> Option<Row> {
+        let now = self.ctx.clock.now_s();
+        let visible = row.visible(now);
+        visible.is_live(now).then_some(visible)
+    }
+
+    /// Adds the row a partition shows when it has live static cells but no row the query
+    /// returned, as Cassandra does when the query asks for whole partitions: the partition
+    /// key, the static values, and nulls elsewhere.
+    fn statics_alone(&self, sink: &mut Sink<'_>, token: i64, partition: &[u8], statics: Option<&Row>) {
+        let Some(statics) = statics else { return };
+        if sink.partition_rows > 0 || self.restrictions.restricts_clustering() || sink.done() {
+            return;
+        }
+        let now = self.ctx.clock.now_s();
+        let v = row_values(self.table, partition, &[], &Row::default(), Some(statics), now);
+        if passes(self.table, self.restrictions, &v) {
+            sink.push(self.table, &v, token);
+        }
+    }
+
+    /// Ends a scanned partition: shows its static row alone if nothing else of it was shown.
+    /// Returns the scan's result when that filled the page (`Some(None)`: the scan is over).
+    fn end_scanned_partition(
+        &self,
+        sink: &mut Sink<'_>,
+        token: i64,
+        partition: &Option<Vec<u8>>,
+        statics: Option<Row>,
+    ) -> Option<Option<Vec<u8>>> {
+        let partition = partition.as_deref()?;
+        let before = sink.returned;
+        self.statics_alone(sink, token, partition, statics.as_ref());
+        if sink.returned == before {
+            return None;
+        }
+        if sink.limit_reached() {
+            return Some(None);
+        }
+        if sink.done() {
+            // Resume after the whole partition.
+            let mut s = paging_head(KIND_SCAN, sink.returned, 0);
+            s.extend_from_slice(&token.to_be_bytes());
+            put_bytes(&mut s, Some(partition));
+            put_bytes(&mut s, None);
+            return Some(Some(s));
+        }
+        None
+    }
 }
 
-/// Adds a row to the page if it is live at the request's clock and passes the filters.
-fn emit(ctx: &Context<'_>, table: &Table, r: &Restrictions, sink: &mut Sink<'_>, row: &ReplicaRow) {
+/// Adds a row to the page if it is live at the request's clock and passes the filters; the
+/// partition's static row (`statics`) lends it the static columns' values. The static row
+/// itself is not a row of the result.
+fn emit(
+    ctx: &Context<'_>,
+    table: &Table,
+    r: &Restrictions,
+    sink: &mut Sink<'_>,
+    row: &ReplicaRow,
+    statics: Option<&Row>,
+) {
+    if is_static_key(table, &row.clustering) {
+        return;
+    }
     let now = ctx.clock.now_s();
     let visible = row.row.visible(now);
     if !visible.is_live(now) {
         return;
     }
-    let v = row_values(table, &row.partition, &row.clustering, &visible, now);
+    let v = row_values(table, &row.partition, &row.clustering, &visible, statics, now);
     if passes(table, r, &v) {
         sink.push(table, &v, row.token);
     }

@@ -344,13 +344,22 @@ fn parse_column_type(def: &ColumnDefinition) -> QueryResult<DataType> {
             def.name
         )));
     }
-    if def.is_static {
-        return Err(invalid(format!(
-            "hayate does not support static columns yet (column {})",
-            def.name
-        )));
-    }
     Ok(ty)
+}
+
+/// The kind a new column definition has before the PRIMARY KEY is read.
+fn defined_kind(def: &ColumnDefinition) -> ColumnKind {
+    if def.is_static {
+        ColumnKind::Static
+    } else {
+        ColumnKind::Regular
+    }
+}
+
+/// Cassandra's message for a static column in a table without clustering columns, which has
+/// one row per partition and so nothing to share a value between.
+fn statics_need_clustering() -> crate::error::QueryError {
+    invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column")
 }
 
 /// Checks table options and turns them into what the table stores.
@@ -424,7 +433,7 @@ pub fn create_table(
             name: def.name.clone(),
             id: columns.len() as u32,
             ty: parse_column_type(def)?,
-            kind: ColumnKind::Regular,
+            kind: defined_kind(def),
             descending: false,
         });
     }
@@ -438,6 +447,9 @@ pub fn create_table(
             .iter()
             .position(|c| c.name == key)
             .ok_or_else(|| invalid(format!("Unknown definition {key} referenced in PRIMARY KEY")))?;
+        if columns[i].kind == ColumnKind::Static {
+            return Err(invalid(format!("Static column {key} cannot be part of the PRIMARY KEY")));
+        }
         if columns[i].kind != ColumnKind::Regular {
             return Err(invalid(format!("Duplicate definition {key} in PRIMARY KEY")));
         }
@@ -487,8 +499,8 @@ pub fn create_table(
             columns[clustering[i]].descending = order.descending;
         }
     }
-    if !columns.iter().any(|c| c.kind == ColumnKind::Regular) && clustering.is_empty() {
-        // Cassandra allows a table of only key columns; nothing to check.
+    if clustering.is_empty() && columns.iter().any(|c| c.kind == ColumnKind::Static) {
+        return Err(statics_need_clustering());
     }
     let mut options = BTreeMap::new();
     table_options(&stmt.properties, &mut options)?;
@@ -534,11 +546,14 @@ pub fn alter_table(
                     return Err(invalid(format!("Column with name '{}' already exists", def.name)));
                 }
                 let ty = parse_column_type(def)?;
+                if def.is_static && table.clustering.is_empty() {
+                    return Err(statics_need_clustering());
+                }
                 table.columns.push(Column {
                     name: def.name.clone(),
                     id: table.next_column_id,
                     ty,
-                    kind: ColumnKind::Regular,
+                    kind: defined_kind(def),
                     descending: false,
                 });
                 table.next_column_id += 1;
@@ -549,7 +564,7 @@ pub fn alter_table(
                 let i = table
                     .column_index(col)
                     .ok_or_else(|| invalid(format!("Column {col} was not found in table {name}")))?;
-                if table.columns[i].kind != ColumnKind::Regular {
+                if table.columns[i].kind.is_primary_key() {
                     return Err(invalid(format!("Cannot drop PRIMARY KEY column {col}")));
                 }
                 table.columns.remove(i);
@@ -563,7 +578,7 @@ pub fn alter_table(
                 let i = table
                     .column_index(from)
                     .ok_or_else(|| invalid(format!("Column {from} was not found in table {name}")))?;
-                if table.columns[i].kind == ColumnKind::Regular {
+                if !table.columns[i].kind.is_primary_key() {
                     return Err(invalid(format!("Cannot rename non PRIMARY KEY column {from}")));
                 }
                 if table.column(to).is_some() {

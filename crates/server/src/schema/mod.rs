@@ -121,6 +121,11 @@ impl ColumnKind {
             ColumnKind::Static => "static",
         }
     }
+
+    /// True for partition key and clustering columns.
+    pub fn is_primary_key(self) -> bool {
+        matches!(self, ColumnKind::PartitionKey | ColumnKind::Clustering)
+    }
 }
 
 mod type_text {
@@ -239,6 +244,12 @@ impl Table {
             Some(OptionValue::Text(v)) => hayate_cluster::coordinator::SpeculativeRetry::parse(v),
             _ => hayate_cluster::coordinator::SpeculativeRetry::default(),
         }
+    }
+
+    /// True if the table has a static column: then every partition may hold a static row,
+    /// stored under the empty clustering key (see `query::cells`).
+    pub fn has_statics(&self) -> bool {
+        self.columns.iter().any(|c| c.kind == ColumnKind::Static)
     }
 
     pub fn default_ttl_s(&self) -> u32 {

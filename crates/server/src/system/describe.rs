@@ -181,6 +181,9 @@ pub fn create_table(t: &Table) -> String {
     let single_key = t.partition_key.len() == 1 && t.clustering.is_empty();
     for c in &t.columns {
         s.push_str(&format!("    {} {}", quote_identifier(&c.name), c.ty));
+        if c.kind == ColumnKind::Static {
+            s.push_str(" static");
+        }
         if single_key && c.kind == ColumnKind::PartitionKey {
             s.push_str(" PRIMARY KEY");
         }
