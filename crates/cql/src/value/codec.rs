@@ -123,6 +123,18 @@ pub(crate) fn read_element<'a>(buf: &mut &'a [u8], what: &'static str) -> Result
 }
 
 /// Reads one tuple component: `None` for a null (length -1).
+/// The components of a serialized tuple or user-defined type value, `None` for a null one.
+/// A value may stop before its type's last component; the caller checks the count.
+pub fn split_components(bytes: &[u8]) -> Result<Vec<Option<&[u8]>>, ValueError> {
+    let mut buf = bytes;
+    // Each component takes at least its 4-byte length, which bounds the vector.
+    let mut out = Vec::with_capacity(bytes.len() / 4);
+    while !buf.is_empty() {
+        out.push(read_component(&mut buf)?);
+    }
+    Ok(out)
+}
+
 pub(crate) fn read_component<'a>(buf: &mut &'a [u8]) -> Result<Option<&'a [u8]>, ValueError> {
     let what = "a tuple component";
     let len = read_i32(buf, what)?;
@@ -230,7 +242,8 @@ pub fn validate(ty: &DataType, bytes: &[u8]) -> Result<(), ValueError> {
             }
             trailing(buf, "map")
         }
-        DataType::Tuple(types) => {
+        DataType::Tuple(_) | DataType::Udt { .. } => {
+            let types = ty.components().unwrap_or_default();
             let mut buf = bytes;
             let mut count = 0;
             while !buf.is_empty() {
@@ -309,7 +322,7 @@ impl Value {
             ty,
             DataType::Ascii | DataType::Text | DataType::Blob | DataType::Varint | DataType::Duration
         ) && !ty.is_collection()
-            && !matches!(ty, DataType::Tuple(_));
+            && ty.components().is_none();
         if bytes.is_empty() && empty_ok {
             return Ok(Value::Empty);
         }
@@ -367,7 +380,8 @@ impl Value {
                 }
                 Value::Map(out)
             }
-            DataType::Tuple(types) => {
+            DataType::Tuple(_) | DataType::Udt { .. } => {
+                let types = ty.components().unwrap_or_default();
                 let mut buf = bytes;
                 let mut out = Vec::with_capacity(types.len());
                 for ty in types {
@@ -632,7 +646,8 @@ pub fn canonicalize(ty: &DataType, bytes: &[u8], out: &mut Vec<u8>) -> Result<()
             trailing(buf, "map")?;
             encode_map(key, entries, out);
         }
-        DataType::Tuple(types) => {
+        DataType::Tuple(_) | DataType::Udt { .. } => {
+            let types = ty.components().unwrap_or_default();
             validate(ty, bytes)?;
             let mut buf = bytes;
             for ty in types {

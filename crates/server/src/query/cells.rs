@@ -3,10 +3,11 @@
 //! A frozen value or a scalar is one cell with an empty path. A non-frozen collection is one
 //! cell per element: a list element's path is a 16-byte time-ordered id (so appends sort last
 //! and prepends first), a set element's path is the element's order key with an empty value,
-//! and a map entry's path is the key's order key. Cells iterate in path order, which is
+//! and a map entry's path is the key's order key. A non-frozen user-defined type is one cell
+//! per non-null field, whose path is the field's index ([`field_path`]). Cells iterate in path order, which is
 //! therefore the collection's order, as Cassandra returns it.
 
-use hayate_cql::value::{decode_order_key, encode_list, encode_map, encode_set, DataType};
+use hayate_cql::value::{decode_order_key, encode_list, encode_map, encode_set, encode_tuple, DataType};
 use hayate_storage::row::{Cell, CellValue, Row};
 
 use crate::schema::{ColumnKind, Table};
@@ -126,9 +127,32 @@ fn collection_value(ty: &DataType, cells: &[Cell], now_s: u32) -> Option<Vec<u8>
                 .collect();
             encode_map(key, entries, &mut out);
         }
+        DataType::Udt { def, .. } => {
+            let mut fields: Vec<Option<&[u8]>> = vec![None; def.field_names.len()];
+            for (p, v) in &live {
+                // A field dropped from the type cannot be, but a damaged path is skipped.
+                if let Some(slot) = field_of_path(p).and_then(|i| fields.get_mut(i)) {
+                    *slot = Some(v);
+                }
+            }
+            encode_tuple(fields, &mut out);
+        }
         _ => return None,
     }
     Some(out)
+}
+
+/// The path of field `index` of a non-frozen user-defined type: the index as a big-endian u16
+/// (a type has at most [`hayate_cql::value::UDT_FIELDS_MAX`] fields), so fields iterate in
+/// declaration order.
+pub fn field_path(index: usize) -> Vec<u8> {
+    let index = u16::try_from(index).expect("a user type has at most UDT_FIELDS_MAX fields");
+    index.to_be_bytes().to_vec()
+}
+
+fn field_of_path(path: &[u8]) -> Option<usize> {
+    let bytes: [u8; 2] = path.try_into().ok()?;
+    Some(usize::from(u16::from_be_bytes(bytes)))
 }
 
 /// The serialized value a set element's or map key's path stands for.

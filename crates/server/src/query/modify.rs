@@ -21,11 +21,11 @@ use hayate_cql::statement::{
     Assignment, BatchKind, BatchStatement, Condition, Delete, DeleteTarget, Insert, InsertValues, Operation,
     QualifiedName, Relation, Statement, Term, Update, Using,
 };
-use hayate_cql::value::DataType;
+use hayate_cql::value::{split_components, DataType};
 use hayate_storage::row::{Cell, Deletion, Liveness, Row};
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
-use super::cells::{element_path, list_path};
+use super::cells::{element_path, field_path, list_path};
 use super::keys::ClusteringRange;
 use super::restrictions::{analyse, split_list, Restrictions};
 use super::{resolve_table, Context, TTL_MAX_S};
@@ -297,8 +297,12 @@ fn insert(
     // the static row alone.
     let static_only = !table.clustering.is_empty()
         && table.clustering.iter().all(|&i| key_values[i].is_none())
-        && columns.iter().any(|n| table.column(n).is_some_and(|c| c.kind == ColumnKind::Static))
-        && !columns.iter().any(|n| table.column(n).is_some_and(|c| c.kind == ColumnKind::Regular));
+        && columns
+            .iter()
+            .any(|n| table.column(n).is_some_and(|c| c.kind == ColumnKind::Static))
+        && !columns
+            .iter()
+            .any(|n| table.column(n).is_some_and(|c| c.kind == ColumnKind::Regular));
     let (partition, clustering) = if static_only {
         (partition_key_only(&table, &key_values)?, Vec::new())
     } else {
@@ -509,6 +513,18 @@ fn add_elements(
                 update.cells.push(live_cell(col, element_path(key, &k), v, wt));
             }
         }
+        DataType::Udt { def, .. } => {
+            let fields = split_components(value).map_err(|_| bad())?;
+            if fields.len() > def.field_names.len() {
+                return Err(bad());
+            }
+            // Null fields need no cell: the column deletion before them removed the old ones.
+            for (i, field) in fields.into_iter().enumerate() {
+                if let Some(v) = field {
+                    update.cells.push(live_cell(col, field_path(i), v.to_vec(), wt));
+                }
+            }
+        }
         _ => return Err(bad()),
     }
     Ok(())
@@ -525,6 +541,16 @@ fn key_size(col: &Column, key: &[u8]) -> QueryResult<()> {
         )));
     }
     Ok(())
+}
+
+/// A term as Cassandra quotes it in an error message, as near as we can.
+fn value_text(t: &Term) -> String {
+    match t {
+        Term::Literal(hayate_cql::value::Literal::Int(v) | hayate_cql::value::Literal::Float(v)) => v.clone(),
+        Term::Literal(hayate_cql::value::Literal::Str(v)) => format!("'{v}'"),
+        Term::Marker(_) => "?".to_owned(),
+        _ => "...".to_owned(),
+    }
 }
 
 fn split_map(bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
@@ -583,7 +609,15 @@ fn update(
     }
     if s.assignments.iter().any(|a| is_static(&a.column)) {
         statics.normalize();
-        each_row(&ks, &table, &partitions, &[ClusteringRange::prefix(Vec::new())], statics, static_reads, out);
+        each_row(
+            &ks,
+            &table,
+            &partitions,
+            &[ClusteringRange::prefix(Vec::new())],
+            statics,
+            static_reads,
+            out,
+        );
     }
     Ok(())
 }
@@ -722,7 +756,36 @@ fn assign(
                 )))
             }
         },
-        Operation::SetField { .. } => return Err(invalid("hayate does not support user-defined types yet")),
+        Operation::SetField { field, value } => {
+            let DataType::Udt { def, frozen: false } = &col.ty else {
+                return Err(invalid(
+                    if col.ty.is_frozen() && matches!(col.ty, DataType::Udt { .. }) {
+                        format!(
+                            "Invalid operation ({}.{field} = {}) for frozen UDT column {}",
+                            col.name,
+                            value_text(value),
+                            col.name
+                        )
+                    } else {
+                        format!(
+                            "Invalid operation ({}.{field} = ...) for non-UDT column {}",
+                            col.name, col.name
+                        )
+                    },
+                ));
+            };
+            let i = def.field_index(field).ok_or_else(|| {
+                invalid(format!(
+                    "UDT column {} does not have a field named {field}",
+                    col.name
+                ))
+            })?;
+            match eval(value, &def.field_types[i])? {
+                Evaluated::Bytes(v) => update.cells.push(live_cell(col, field_path(i), v, wt)),
+                Evaluated::Null => update.cells.push(tombstone_cell(col, field_path(i), wt)),
+                Evaluated::Unset => {}
+            }
+        }
     }
     Ok(())
 }
@@ -793,8 +856,26 @@ fn delete(
         let (name, key) = match t {
             DeleteTarget::Column(c) => (c, None),
             DeleteTarget::Element { column, key } => (column, Some(key)),
-            DeleteTarget::Field { .. } => {
-                return Err(invalid("hayate does not support user-defined types yet"))
+            DeleteTarget::Field { column, field } => {
+                let i = table
+                    .column_index(column)
+                    .ok_or_else(|| invalid(format!("Undefined column name {column}")))?;
+                let col = &table.columns[i];
+                let DataType::Udt { def, frozen: false } = &col.ty else {
+                    return Err(invalid(format!(
+                        "Invalid field deletion on non-UDT or frozen UDT column {column}"
+                    )));
+                };
+                let f = def.field_index(field).ok_or_else(|| {
+                    invalid(format!("UDT column {column} does not have a field named {field}"))
+                })?;
+                let update = if col.kind == ColumnKind::Static {
+                    &mut statics.0
+                } else {
+                    &mut regular.0
+                };
+                update.cells.push(tombstone_cell(col, field_path(f), wt));
+                continue;
             }
         };
         let i = table

@@ -23,7 +23,7 @@ use hayate_cluster::coordinator::{Coordinator, ReadRequest};
 use hayate_cluster::replica::{PartitionRead, RangeRead, RangeStart, ReadCommand, ReplicaRow, RowPosition};
 use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
 use hayate_cql::statement::{Select, Selection, SelectorExpr, Term};
-use hayate_cql::value::DataType;
+use hayate_cql::value::{split_components, DataType};
 use hayate_storage::row::Row;
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
@@ -53,6 +53,11 @@ pub enum Output {
     Scalar {
         f: Scalar,
         column: usize,
+    },
+    /// One field of a user-defined type column: `col.field`.
+    Field {
+        column: usize,
+        index: usize,
     },
     /// An aggregate over the rows; `column` is `None` for `count(*)`.
     Aggregate {
@@ -123,6 +128,28 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
                         } else {
                             (Output::Ttl(i), format!("ttl({name})"), ColumnType::Int)
                         }
+                    }
+                    SelectorExpr::Field { expr, field } => {
+                        let SelectorExpr::Column(name) = expr.as_ref() else {
+                            return Err(invalid(
+                                "hayate supports field selection only on a column, as column.field",
+                            ));
+                        };
+                        let i = column(table, name)?;
+                        let DataType::Udt { def, .. } = &table.columns[i].ty else {
+                            return Err(invalid(format!(
+                                "Invalid field selection: {name} of type {} is not a user type",
+                                table.columns[i].ty
+                            )));
+                        };
+                        let index = def.field_index(field).ok_or_else(|| {
+                            invalid(format!("{} of type {} has no field {field}", name, def.name))
+                        })?;
+                        (
+                            Output::Field { column: i, index },
+                            format!("{name}.{field}"),
+                            def.field_types[index].to_column_type(),
+                        )
                     }
                     SelectorExpr::CountRows => (
                         Output::Aggregate {
@@ -378,6 +405,11 @@ impl Sink<'_> {
                 Output::WriteTime(i) => v.writetimes[*i].map(|t| t.to_be_bytes().to_vec()),
                 Output::Ttl(i) => v.ttls[*i].map(|t| t.to_be_bytes().to_vec()),
                 Output::Token => Some(token.to_be_bytes().to_vec()),
+                Output::Field { column, index } => v.values[*column].as_deref().and_then(|b| {
+                    split_components(b)
+                        .ok()
+                        .and_then(|c| c.get(*index).copied().flatten().map(<[u8]>::to_vec))
+                }),
                 Output::Scalar { f, column } => v.values[*column]
                     .as_deref()
                     .and_then(|b| functions::apply(f, &table.columns[*column].ty, b)),
@@ -497,7 +529,9 @@ pub async fn run(
 fn distinct_columns(table: &Table, projection: &Projection) -> QueryResult<()> {
     for o in &projection.outputs {
         let column = match o {
-            Output::Column(i) | Output::WriteTime(i) | Output::Ttl(i) => Some(*i),
+            Output::Column(i) | Output::WriteTime(i) | Output::Ttl(i) | Output::Field { column: i, .. } => {
+                Some(*i)
+            }
             Output::Scalar { column, .. } => Some(*column),
             Output::Aggregate { column, .. } => *column,
             Output::Token => None,
@@ -725,7 +759,9 @@ impl Reads<'_> {
             let mut next: Option<RowPosition> = None;
             for row in &result.rows {
                 if current.as_deref() != Some(row.partition.as_slice()) {
-                    if let Some(state) = self.end_scanned_partition(sink, current_token, &current, statics.take()) {
+                    if let Some(state) =
+                        self.end_scanned_partition(sink, current_token, &current, statics.take())
+                    {
                         return Ok(state);
                     }
                     sink.partition_rows = 0;

@@ -386,7 +386,8 @@ async fn pages_of_a_table_with_statics_show_each_partition_once() {
             0 => {
                 db.exec(&format!("UPDATE t SET s = {k} WHERE k = {k}")).await;
                 for c in 0..3 {
-                    db.exec(&format!("INSERT INTO t (k, c, v) VALUES ({k}, {c}, {c})")).await;
+                    db.exec(&format!("INSERT INTO t (k, c, v) VALUES ({k}, {c}, {c})"))
+                        .await;
                     want.push(vec![int(k), int(c), int(k), int(c)]);
                 }
             }
@@ -395,7 +396,8 @@ async fn pages_of_a_table_with_statics_show_each_partition_once() {
                 want.push(vec![int(k), None, int(k), None]);
             }
             _ => {
-                db.exec(&format!("INSERT INTO t (k, c, v) VALUES ({k}, 0, 0)")).await;
+                db.exec(&format!("INSERT INTO t (k, c, v) VALUES ({k}, 0, 0)"))
+                    .await;
                 want.push(vec![int(k), int(0), None, int(0)]);
             }
         }
@@ -405,7 +407,9 @@ async fn pages_of_a_table_with_statics_show_each_partition_once() {
         let mut all = Vec::new();
         let mut state: Option<Vec<u8>> = None;
         loop {
-            let p = db.select("SELECT k, c, s, v FROM t", Some(page), state.as_deref()).await;
+            let p = db
+                .select("SELECT k, c, s, v FROM t", Some(page), state.as_deref())
+                .await;
             all.extend(p.rows);
             state = p.paging_state;
             if state.is_none() {

@@ -191,6 +191,7 @@ impl SchemaStore {
                 .into_iter()
                 .map(|t| (t.name.clone(), Arc::new(t)))
                 .collect();
+            keyspace.resolve();
             schema.keyspaces.insert(keyspace.name.clone(), Arc::new(keyspace));
         }
         system::add_system_keyspaces(&mut schema);
