@@ -181,7 +181,7 @@ pub fn validate(ty: &DataType, bytes: &[u8]) -> Result<(), ValueError> {
                 hex: hex_prefix(bytes),
             }),
         },
-        DataType::Blob | DataType::Varint => Ok(()),
+        DataType::Blob | DataType::Varint | DataType::Custom(_) => Ok(()),
         DataType::Boolean => fixed(bytes, 1, true, "Expected 1 or 0 byte value"),
         DataType::TinyInt => fixed(bytes, 1, false, "Expected 1 byte for a tinyint"),
         DataType::SmallInt => fixed(bytes, 2, false, "Expected 2 bytes for a smallint"),
@@ -320,7 +320,12 @@ impl Value {
         validate(ty, bytes)?;
         let empty_ok = !matches!(
             ty,
-            DataType::Ascii | DataType::Text | DataType::Blob | DataType::Varint | DataType::Duration
+            DataType::Ascii
+                | DataType::Text
+                | DataType::Blob
+                | DataType::Varint
+                | DataType::Duration
+                | DataType::Custom(_)
         ) && !ty.is_collection()
             && ty.components().is_none();
         if bytes.is_empty() && empty_ok {
@@ -330,7 +335,7 @@ impl Value {
         Ok(match ty {
             DataType::Ascii => Value::Ascii(String::from_utf8_lossy(bytes).into_owned()),
             DataType::Text => Value::Text(String::from_utf8_lossy(bytes).into_owned()),
-            DataType::Blob => Value::Blob(bytes.to_vec()),
+            DataType::Blob | DataType::Custom(_) => Value::Blob(bytes.to_vec()),
             DataType::Boolean => Value::Boolean(bytes[0] != 0),
             DataType::TinyInt => Value::TinyInt(i8::from_be_bytes(array(bytes))),
             DataType::SmallInt => Value::SmallInt(i16::from_be_bytes(array(bytes))),

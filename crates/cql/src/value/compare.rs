@@ -26,6 +26,7 @@ pub fn compare(ty: &DataType, a: &[u8], b: &[u8]) -> Ordering {
         DataType::Ascii
         | DataType::Text
         | DataType::Blob
+        | DataType::Custom(_)
         | DataType::Inet
         | DataType::Duration
         | DataType::Date

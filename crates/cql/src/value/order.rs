@@ -315,9 +315,12 @@ fn write_len(len: usize, out: &mut Vec<u8>) {
 
 fn encode_ascending(ty: &DataType, v: &[u8], out: &mut Vec<u8>) {
     match ty {
-        DataType::Ascii | DataType::Text | DataType::Blob | DataType::Inet | DataType::Duration => {
-            write_escaped(v, out)
-        }
+        DataType::Ascii
+        | DataType::Text
+        | DataType::Blob
+        | DataType::Inet
+        | DataType::Duration
+        | DataType::Custom(_) => write_escaped(v, out),
         DataType::Float | DataType::Double => {
             let (class, bits) = float_key(ty, v);
             out.push(class);
@@ -502,9 +505,12 @@ impl Reader<'_, '_> {
 
 fn decode_ascending(ty: &DataType, r: &mut Reader<'_, '_>, out: &mut Vec<u8>) -> Result<(), ValueError> {
     match ty {
-        DataType::Ascii | DataType::Text | DataType::Blob | DataType::Inet | DataType::Duration => {
-            r.escaped_into(out)
-        }
+        DataType::Ascii
+        | DataType::Text
+        | DataType::Blob
+        | DataType::Inet
+        | DataType::Duration
+        | DataType::Custom(_) => r.escaped_into(out),
         DataType::Float | DataType::Double => {
             let width = fixed_width(ty);
             match r.byte()? {

@@ -85,6 +85,10 @@ pub enum DataType {
     },
     /// Always frozen.
     Tuple(Vec<DataType>),
+    /// A custom type named by its Java class, `'com.example.MyType'`, that is no marshal class
+    /// of a native type: its values are opaque bytes, sorted and compared as a blob's, and the
+    /// wire names it by its class (option id 0x0000).
+    Custom(String),
     /// A user-defined type. A non-frozen one (a column's own type declared without
     /// `frozen<...>`) is stored one cell per field, so one field can be set alone.
     Udt {
@@ -347,6 +351,7 @@ impl DataType {
                 ColumnType::Map(Box::new(key.to_column_type()), Box::new(value.to_column_type()))
             }
             DataType::Tuple(types) => ColumnType::Tuple(types.iter().map(DataType::to_column_type).collect()),
+            DataType::Custom(class) => ColumnType::Custom(class.clone()),
             DataType::Udt { def, .. } => ColumnType::Udt {
                 keyspace: def.keyspace.clone(),
                 name: def.name.clone(),
@@ -383,6 +388,35 @@ impl DataType {
             DataType::Inet => "inet",
             DataType::Duration => "duration",
             DataType::Counter => "counter",
+            _ => return None,
+        })
+    }
+
+    /// The native type a Cassandra marshal class stands for (`org.apache.cassandra.db.marshal.`
+    /// and the class's simple name), as a quoted custom type names it.
+    fn from_marshal_class(class: &str) -> Option<DataType> {
+        let simple = class.strip_prefix("org.apache.cassandra.db.marshal.")?;
+        Some(match simple {
+            "AsciiType" => DataType::Ascii,
+            "UTF8Type" => DataType::Text,
+            "BytesType" => DataType::Blob,
+            "BooleanType" => DataType::Boolean,
+            "ByteType" => DataType::TinyInt,
+            "ShortType" => DataType::SmallInt,
+            "Int32Type" => DataType::Int,
+            "LongType" => DataType::BigInt,
+            "IntegerType" => DataType::Varint,
+            "FloatType" => DataType::Float,
+            "DoubleType" => DataType::Double,
+            "DecimalType" => DataType::Decimal,
+            "TimestampType" | "DateType" => DataType::Timestamp,
+            "SimpleDateType" => DataType::Date,
+            "TimeType" => DataType::Time,
+            "UUIDType" => DataType::Uuid,
+            "TimeUUIDType" => DataType::Timeuuid,
+            "InetAddressType" => DataType::Inet,
+            "DurationType" => DataType::Duration,
+            "CounterColumnType" => DataType::Counter,
             _ => return None,
         })
     }
@@ -440,6 +474,7 @@ impl fmt::Display for DataType {
                 f.write_str(">")?;
             }
             DataType::Udt { def, .. } => f.write_str(&def.name)?,
+            DataType::Custom(class) => write!(f, "'{}'", class.replace('\'', "''"))?,
             _ => {}
         }
         if self.is_frozen() {
@@ -629,12 +664,43 @@ impl Parser<'_> {
         }
     }
 
+    /// A quoted Java class name, `'org.apache.cassandra.db.marshal.BytesType'`, with `''` for a
+    /// quote inside it.
+    fn class_name(&mut self) -> Result<String, TypeError> {
+        let mut name = String::new();
+        let mut chars = self.text[self.pos + 1..].char_indices();
+        while let Some((i, c)) = chars.next() {
+            if c != '\'' {
+                name.push(c);
+                continue;
+            }
+            if self.text[self.pos + 1 + i + 1..].starts_with('\'') {
+                name.push('\'');
+                chars.next();
+                continue;
+            }
+            self.pos += 1 + i + 1;
+            if name.is_empty() {
+                return Err(self.syntax("expected a class name inside the quotes"));
+            }
+            return Ok(name);
+        }
+        Err(self.syntax("unterminated quoted class name"))
+    }
+
     fn parse_raw(&mut self, depth: usize) -> Result<Raw, TypeError> {
         if depth > TYPE_NESTING_MAX {
             return Err(TypeError::TooLarge {
                 what: "nesting depth",
                 max: TYPE_NESTING_MAX,
             });
+        }
+        self.skip_ws();
+        if self.text[self.pos..].starts_with('\'') {
+            let class = self.class_name()?;
+            return Ok(Raw::Native(
+                DataType::from_marshal_class(&class).unwrap_or(DataType::Custom(class)),
+            ));
         }
         let name = self.ident()?;
         let one = |p: &mut Self| -> Result<Box<Raw>, TypeError> {
@@ -858,6 +924,32 @@ mod tests {
             panic!("still a list")
         };
         assert_eq!(element.components().map(<[DataType]>::len), Some(3));
+    }
+
+    #[test]
+    fn quoted_classes_are_native_types_or_opaque_custom_ones() {
+        assert_eq!(
+            parse("'org.apache.cassandra.db.marshal.BytesType'"),
+            DataType::Blob
+        );
+        assert_eq!(
+            parse(" 'org.apache.cassandra.db.marshal.TimeUUIDType' "),
+            DataType::Timeuuid
+        );
+        let custom = parse("'com.example.It''s'");
+        assert_eq!(custom, DataType::Custom("com.example.It's".into()));
+        assert_eq!(custom.to_string(), "'com.example.It''s'");
+        assert_eq!(
+            DataType::parse(&custom.to_string()),
+            Ok(custom.clone()),
+            "prints back to itself"
+        );
+        assert_eq!(
+            custom.to_column_type(),
+            ColumnType::Custom("com.example.It's".into())
+        );
+        assert!(DataType::parse("'unterminated").is_err());
+        assert!(DataType::parse("''").is_err());
     }
 
     #[test]
