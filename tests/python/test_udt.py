@@ -65,6 +65,20 @@ def test_field_updates_and_deletes_of_a_non_frozen_udt(u):
     assert rows(u, "SELECT a FROM u WHERE k = 2") == [(None,)]
 
 
+def test_frozen_udts_as_primary_key_columns_sort_field_by_field(ks):
+    s = ks.session
+    s.execute("CREATE TYPE pt (x int, y text)")
+    s.execute("CREATE TABLE keyed (k frozen<pt>, c frozen<pt>, v int, PRIMARY KEY (k, c))")
+    for i, (x, y) in enumerate([(2, "a"), (1, "b"), (1, "a"), (1, None)]):
+        s.execute("INSERT INTO keyed (k, c, v) VALUES ({x: 0, y: 'p'}, {x: %s, y: %s}, %s)", [x, y, i])
+    got = [(r.c.x, r.c.y, r.v) for r in s.execute("SELECT c, v FROM keyed WHERE k = {x: 0, y: 'p'}")]
+    assert got == [(1, None, 3), (1, "a", 2), (1, "b", 1), (2, "a", 0)]
+    got = [r.v for r in s.execute("SELECT v FROM keyed WHERE k = {x: 0, y: 'p'} AND c > {x: 1, y: 'a'}")]
+    assert got == [1, 0]
+    with pytest.raises(InvalidRequest, match="Invalid non-frozen user-defined type"):
+        s.execute("CREATE TABLE bad (k pt PRIMARY KEY)")
+
+
 def test_bad_udt_writes_get_cassandras_errors(u):
     cases = [
         ("UPDATE u SET fa.zip = 2 WHERE k = 1", "Invalid operation (fa.zip = 2) for frozen UDT column fa"),
@@ -196,3 +210,35 @@ def test_types_survive_a_restart(node_factory):
     session.execute("UPDATE ur.t SET a.country = 'JP' WHERE k = 1")
     assert session.execute("SELECT a FROM ur.t WHERE k = 1").one().a.country == "JP"
     assert set(cluster.metadata.keyspaces["ur"].user_types) == {"address", "person"}
+
+
+@pytest.fixture(scope="module")
+def three():
+    from hayate_cluster import running
+
+    yield from running("udt")
+
+
+def test_types_and_statics_through_a_three_node_cluster(three):
+    """Types go through the schema log like tables: made on one node, used on another, with
+    values and static rows replicated to all three (RF 3, written and read at ALL)."""
+    from cassandra import ConsistencyLevel
+    from cassandra.query import SimpleStatement
+
+    from hayate_cluster import whitelisted
+
+    def run(k, cql):
+        return whitelisted(three, k).execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.ALL))
+
+    run(1, "CREATE KEYSPACE cu WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+    run(2, "CREATE TYPE cu.address (street text, zip int)")
+    run(3, "CREATE TABLE cu.t (k int, c int, home address STATIC, v frozen<address>, PRIMARY KEY (k, c))")
+    run(1, "INSERT INTO cu.t (k, c, home, v) VALUES (1, 1, {street: 'S', zip: 1}, {zip: 2})")
+    run(2, "UPDATE cu.t SET home.zip = 5 WHERE k = 1")
+    run(3, "ALTER TYPE cu.address ADD country text")
+    for k in (1, 2, 3):
+        row = run(k, "SELECT c, home, v FROM cu.t WHERE k = 1").one()
+        assert (row.c, row.home.street, row.home.zip, row.home.country, row.v.zip) == (1, "S", 5, None, 2), k
+        s = whitelisted(three, k)
+        s.cluster.refresh_schema_metadata()
+        assert s.cluster.metadata.keyspaces["cu"].user_types["address"].field_names == ["street", "zip", "country"]
