@@ -726,9 +726,7 @@ fn decode_nested(ty: &DataType, r: &mut Reader<'_, '_>, out: &mut Vec<u8>) -> Re
 }
 
 fn tuple_arity(ty: &DataType) -> usize {
-    match ty {
-        _ => ty.components().map_or(0, <[DataType]>::len),
-    }
+    ty.components().map_or(0, <[DataType]>::len)
 }
 
 #[cfg(test)]
