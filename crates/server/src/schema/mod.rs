@@ -250,16 +250,24 @@ impl Schema {
 
 impl Keyspace {
     /// Replaces the placeholders a schema file's column types were read with by the
-    /// keyspace's type definitions.
-    pub fn resolve(&mut self) {
+    /// keyspace's type definitions; a column naming a type the keyspace does not define is a
+    /// damaged file.
+    pub fn resolve(&mut self) -> Result<(), String> {
         for table in self.tables.values_mut() {
             let t = Arc::make_mut(table);
             for c in &mut t.columns {
                 for def in self.types.values() {
                     c.ty = c.ty.with_user_type(def);
                 }
+                if let Some(name) = placeholder_in(&c.ty) {
+                    return Err(format!(
+                        "column {}.{}.{} uses the type {name}, which the keyspace does not define",
+                        self.name, t.name, c.name
+                    ));
+                }
             }
         }
+        Ok(())
     }
 
     /// The keyspace's type named `name`, for parsing a type text used in it.
@@ -307,6 +315,19 @@ impl Keyspace {
                 .and_then(|v| parse_replicas(v))
                 .unwrap_or(1)
         }
+    }
+}
+
+/// The name of a user-defined type placeholder (read from a schema file, not yet resolved)
+/// inside `ty`, if one is left.
+fn placeholder_in(ty: &DataType) -> Option<&str> {
+    match ty {
+        DataType::Udt { def, .. } if def.keyspace.is_empty() => Some(&def.name),
+        DataType::Udt { def, .. } => def.field_types.iter().find_map(placeholder_in),
+        DataType::List { element, .. } | DataType::Set { element, .. } => placeholder_in(element),
+        DataType::Map { key, value, .. } => placeholder_in(key).or_else(|| placeholder_in(value)),
+        DataType::Tuple(types) => types.iter().find_map(placeholder_in),
+        _ => None,
     }
 }
 
