@@ -203,12 +203,6 @@ def test_batch_statements_share_one_timestamp(t):
     assert rows(t, "SELECT v FROM t WHERE k = 9 AND c = 1") == [(None,)]
 
 
-@pytest.mark.xfail(
-    not REFERENCE,  # Apache Cassandra has them: against it the test must simply pass
-    strict=True,
-    raises=InvalidRequest,
-    reason="hayate refuses static columns (not in the CQL server issue's scope) with a clear Invalid error",
-)
 def test_static_columns_are_shared_by_the_partition(ks):
     s = ks.session
     s.execute("CREATE TABLE st (k int, c int, owner text STATIC, v int, PRIMARY KEY (k, c))")

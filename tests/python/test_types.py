@@ -282,12 +282,6 @@ def test_tuples(ks):
     assert got == {1: (1, "one", [1.5]), 2: (2, None, [])}
 
 
-@pytest.mark.xfail(
-    not REFERENCE,  # Apache Cassandra has them: against it the test must simply pass
-    strict=True,
-    raises=InvalidRequest,
-    reason="hayate refuses user-defined types (not in the CQL server issue's scope) with a clear Invalid error",
-)
 def test_user_defined_types(ks, cluster):
     s = ks.session
     s.execute("CREATE TYPE address (street text, zip int, tags frozen<set<text>>)")

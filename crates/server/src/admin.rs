@@ -39,6 +39,9 @@ pub fn is_schema_statement(stmt: &Statement) -> bool {
             | Statement::CreateTable(_)
             | Statement::AlterTable { .. }
             | Statement::DropTable { .. }
+            | Statement::CreateType { .. }
+            | Statement::AlterType { .. }
+            | Statement::DropType { .. }
             | Statement::Truncate { .. }
     )
 }

@@ -83,6 +83,23 @@ pub enum Statement {
         table: QualifiedName,
         if_exists: bool,
     },
+    /// `CREATE TYPE [IF NOT EXISTS] ks.t (field type, ...)`
+    CreateType {
+        name: QualifiedName,
+        if_not_exists: bool,
+        /// Each field's name and type as written.
+        fields: Vec<(String, String)>,
+    },
+    /// `ALTER TYPE ks.t ADD field type` or `ALTER TYPE ks.t RENAME a TO b [AND c TO d ...]`
+    AlterType {
+        name: QualifiedName,
+        action: AlterTypeAction,
+    },
+    /// `DROP TYPE [IF EXISTS] ks.t`
+    DropType {
+        name: QualifiedName,
+        if_exists: bool,
+    },
     /// `TRUNCATE [TABLE] t`
     Truncate {
         table: QualifiedName,
@@ -460,6 +477,15 @@ pub enum PropertyValue {
     Map(Vec<(Literal, Literal)>),
 }
 
+/// What `ALTER TYPE` changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AlterTypeAction {
+    /// `ADD field type`
+    Add { field: String, type_text: String },
+    /// `RENAME a TO b [AND c TO d ...]`
+    Rename(Vec<(String, String)>),
+}
+
 /// `CREATE TABLE [IF NOT EXISTS] t (col type [STATIC] [PRIMARY KEY], ..., PRIMARY KEY (...))
 /// [WITH ...]`
 #[derive(Clone, Debug, PartialEq)]
@@ -589,7 +615,10 @@ impl Statement {
             | Statement::DropKeyspace { .. }
             | Statement::CreateTable(_)
             | Statement::AlterTable { .. }
-            | Statement::DropTable { .. } => "ddl",
+            | Statement::DropTable { .. }
+            | Statement::CreateType { .. }
+            | Statement::AlterType { .. }
+            | Statement::DropType { .. } => "ddl",
             Statement::Truncate { .. } => "truncate",
             Statement::CreateRole { .. }
             | Statement::AlterRole { .. }

@@ -10,7 +10,6 @@ use super::parser::{Parser, Result};
 const UNSUPPORTED_CREATE: &[(&[&str], &str)] = &[
     (&["INDEX"], "CREATE INDEX"),
     (&["CUSTOM", "INDEX"], "CREATE CUSTOM INDEX"),
-    (&["TYPE"], "CREATE TYPE"),
     (&["FUNCTION"], "CREATE FUNCTION"),
     (&["OR", "REPLACE", "FUNCTION"], "CREATE FUNCTION"),
     (&["AGGREGATE"], "CREATE AGGREGATE"),
@@ -19,14 +18,10 @@ const UNSUPPORTED_CREATE: &[(&[&str], &str)] = &[
     (&["TRIGGER"], "CREATE TRIGGER"),
 ];
 
-const UNSUPPORTED_ALTER: &[(&[&str], &str)] = &[
-    (&["TYPE"], "ALTER TYPE"),
-    (&["MATERIALIZED", "VIEW"], "ALTER MATERIALIZED VIEW"),
-];
+const UNSUPPORTED_ALTER: &[(&[&str], &str)] = &[(&["MATERIALIZED", "VIEW"], "ALTER MATERIALIZED VIEW")];
 
 const UNSUPPORTED_DROP: &[(&[&str], &str)] = &[
     (&["INDEX"], "DROP INDEX"),
-    (&["TYPE"], "DROP TYPE"),
     (&["FUNCTION"], "DROP FUNCTION"),
     (&["AGGREGATE"], "DROP AGGREGATE"),
     (&["MATERIALIZED", "VIEW"], "DROP MATERIALIZED VIEW"),
@@ -73,6 +68,9 @@ impl Parser<'_> {
         if self.eat_kw("TABLE") || self.eat_kw("COLUMNFAMILY") {
             return Ok(Statement::CreateTable(self.create_table()?));
         }
+        if self.eat_kw("TYPE") {
+            return self.create_type();
+        }
         if self.eat_kw("ROLE") {
             return self.create_role();
         }
@@ -110,6 +108,30 @@ impl Parser<'_> {
                 action,
             });
         }
+        if self.eat_kw("TYPE") {
+            let name = self.qualified_name()?;
+            let action = if self.eat_kw("ADD") {
+                let field = self.ident_expecting("a field name")?;
+                let type_text = self.type_text()?;
+                AlterTypeAction::Add { field, type_text }
+            } else if self.eat_kw("RENAME") {
+                let mut renames = Vec::new();
+                loop {
+                    self.check_list_len(renames.len())?;
+                    let from = self.ident_expecting("a field name")?;
+                    self.expect_kw("TO")?;
+                    let to = self.ident_expecting("the new field name")?;
+                    renames.push((from, to));
+                    if !self.eat_kw("AND") {
+                        break;
+                    }
+                }
+                AlterTypeAction::Rename(renames)
+            } else {
+                return Err(self.mismatched("ADD or RENAME"));
+            };
+            return Ok(Statement::AlterType { name, action });
+        }
         if self.eat_kw("ROLE") {
             return self.alter_role();
         }
@@ -134,6 +156,11 @@ impl Parser<'_> {
             let table = self.qualified_name()?;
             return Ok(Statement::DropTable { table, if_exists });
         }
+        if self.eat_kw("TYPE") {
+            let if_exists = self.if_exists()?;
+            let name = self.qualified_name()?;
+            return Ok(Statement::DropType { name, if_exists });
+        }
         if self.eat_kw("ROLE") {
             let if_exists = self.if_exists()?;
             let role = self.role_name()?;
@@ -156,6 +183,24 @@ impl Parser<'_> {
         }
         let table = self.qualified_name()?;
         Ok(Statement::Truncate { table })
+    }
+
+    /// After `CREATE TYPE`: `[IF NOT EXISTS] name (field type, ...)`, at least one field.
+    fn create_type(&mut self) -> Result<Statement> {
+        let if_not_exists = self.if_not_exists()?;
+        let name = self.qualified_name()?;
+        self.expect(TokenKind::LParen, "'('")?;
+        let fields = self.comma_list(|p| {
+            let field = p.ident_expecting("a field name")?;
+            let type_text = p.type_text()?;
+            Ok((field, type_text))
+        })?;
+        self.expect(TokenKind::RParen, "')' or ','")?;
+        Ok(Statement::CreateType {
+            name,
+            if_not_exists,
+            fields,
+        })
     }
 
     /// After `CREATE TABLE`.

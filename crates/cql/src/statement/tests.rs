@@ -1046,7 +1046,6 @@ fn unsupported_statements_are_named() {
         ("CREATE INDEX ON t (v)", "CREATE INDEX"),
         ("CREATE INDEX IF NOT EXISTS idx ON ks.t (keys(m))", "CREATE INDEX"),
         ("CREATE CUSTOM INDEX ON t (v) USING 'StorageAttachedIndex'", "CREATE CUSTOM INDEX"),
-        ("CREATE TYPE address (street text, zip int)", "CREATE TYPE"),
         (
             "CREATE OR REPLACE FUNCTION f (a int) CALLED ON NULL INPUT RETURNS int LANGUAGE java AS $$ return a; $$",
             "CREATE FUNCTION",
@@ -1057,10 +1056,8 @@ fn unsupported_statements_are_named() {
             "CREATE MATERIALIZED VIEW",
         ),
         ("CREATE TRIGGER tr ON t USING 'org.Trigger'", "CREATE TRIGGER"),
-        ("ALTER TYPE address ADD country text", "ALTER TYPE"),
         ("ALTER MATERIALIZED VIEW v WITH comment = 'x'", "ALTER MATERIALIZED VIEW"),
         ("DROP INDEX IF EXISTS idx", "DROP INDEX"),
-        ("DROP TYPE address", "DROP TYPE"),
         ("DROP FUNCTION f", "DROP FUNCTION"),
         ("DROP AGGREGATE a", "DROP AGGREGATE"),
         ("DROP MATERIALIZED VIEW v", "DROP MATERIALIZED VIEW"),
@@ -1471,4 +1468,39 @@ fn lists_and_tokens_are_bounded() {
     assert!(err(&too_many_tokens).message.contains("tokens"));
     let long_name = format!("SELECT * FROM \"{}\"", "x".repeat(IDENTIFIER_MAX_BYTES + 1));
     assert!(err(&long_name).message.contains("identifier longer than"));
+}
+
+#[test]
+fn type_statements_parse() {
+    let Statement::CreateType {
+        name,
+        if_not_exists,
+        fields,
+    } = parse("CREATE TYPE IF NOT EXISTS ks.address (street text, zip int, tags frozen<set<text>>)")
+        .expect("parses")
+        .statement
+    else {
+        panic!("not CREATE TYPE")
+    };
+    assert!(if_not_exists);
+    assert_eq!(name.keyspace.as_deref(), Some("ks"));
+    assert_eq!(fields[2], ("tags".to_owned(), "frozen<set<text>>".to_owned()));
+    let Statement::AlterType { action, .. } = parse("ALTER TYPE address RENAME a TO b AND c TO d")
+        .expect("parses")
+        .statement
+    else {
+        panic!("not ALTER TYPE")
+    };
+    assert_eq!(
+        action,
+        AlterTypeAction::Rename(vec![("a".into(), "b".into()), ("c".into(), "d".into())])
+    );
+    assert!(matches!(
+        parse("DROP TYPE IF EXISTS address").expect("parses").statement,
+        Statement::DropType { if_exists: true, .. }
+    ));
+    assert!(
+        parse("CREATE TYPE empty ()").is_err(),
+        "a type has at least one field, as in Cassandra"
+    );
 }

@@ -123,6 +123,18 @@ pub(crate) fn read_element<'a>(buf: &mut &'a [u8], what: &'static str) -> Result
 }
 
 /// Reads one tuple component: `None` for a null (length -1).
+/// The components of a serialized tuple or user-defined type value, `None` for a null one.
+/// A value may stop before its type's last component; the caller checks the count.
+pub fn split_components(bytes: &[u8]) -> Result<Vec<Option<&[u8]>>, ValueError> {
+    let mut buf = bytes;
+    // Each component takes at least its 4-byte length, which bounds the vector.
+    let mut out = Vec::with_capacity(bytes.len() / 4);
+    while !buf.is_empty() {
+        out.push(read_component(&mut buf)?);
+    }
+    Ok(out)
+}
+
 pub(crate) fn read_component<'a>(buf: &mut &'a [u8]) -> Result<Option<&'a [u8]>, ValueError> {
     let what = "a tuple component";
     let len = read_i32(buf, what)?;
@@ -169,7 +181,7 @@ pub fn validate(ty: &DataType, bytes: &[u8]) -> Result<(), ValueError> {
                 hex: hex_prefix(bytes),
             }),
         },
-        DataType::Blob | DataType::Varint => Ok(()),
+        DataType::Blob | DataType::Varint | DataType::Custom(_) => Ok(()),
         DataType::Boolean => fixed(bytes, 1, true, "Expected 1 or 0 byte value"),
         DataType::TinyInt => fixed(bytes, 1, false, "Expected 1 byte for a tinyint"),
         DataType::SmallInt => fixed(bytes, 2, false, "Expected 2 bytes for a smallint"),
@@ -230,7 +242,8 @@ pub fn validate(ty: &DataType, bytes: &[u8]) -> Result<(), ValueError> {
             }
             trailing(buf, "map")
         }
-        DataType::Tuple(types) => {
+        DataType::Tuple(_) | DataType::Udt { .. } => {
+            let types = ty.components().unwrap_or_default();
             let mut buf = bytes;
             let mut count = 0;
             while !buf.is_empty() {
@@ -307,9 +320,14 @@ impl Value {
         validate(ty, bytes)?;
         let empty_ok = !matches!(
             ty,
-            DataType::Ascii | DataType::Text | DataType::Blob | DataType::Varint | DataType::Duration
+            DataType::Ascii
+                | DataType::Text
+                | DataType::Blob
+                | DataType::Varint
+                | DataType::Duration
+                | DataType::Custom(_)
         ) && !ty.is_collection()
-            && !matches!(ty, DataType::Tuple(_));
+            && ty.components().is_none();
         if bytes.is_empty() && empty_ok {
             return Ok(Value::Empty);
         }
@@ -317,7 +335,7 @@ impl Value {
         Ok(match ty {
             DataType::Ascii => Value::Ascii(String::from_utf8_lossy(bytes).into_owned()),
             DataType::Text => Value::Text(String::from_utf8_lossy(bytes).into_owned()),
-            DataType::Blob => Value::Blob(bytes.to_vec()),
+            DataType::Blob | DataType::Custom(_) => Value::Blob(bytes.to_vec()),
             DataType::Boolean => Value::Boolean(bytes[0] != 0),
             DataType::TinyInt => Value::TinyInt(i8::from_be_bytes(array(bytes))),
             DataType::SmallInt => Value::SmallInt(i16::from_be_bytes(array(bytes))),
@@ -367,7 +385,8 @@ impl Value {
                 }
                 Value::Map(out)
             }
-            DataType::Tuple(types) => {
+            DataType::Tuple(_) | DataType::Udt { .. } => {
+                let types = ty.components().unwrap_or_default();
                 let mut buf = bytes;
                 let mut out = Vec::with_capacity(types.len());
                 for ty in types {
@@ -632,7 +651,8 @@ pub fn canonicalize(ty: &DataType, bytes: &[u8], out: &mut Vec<u8>) -> Result<()
             trailing(buf, "map")?;
             encode_map(key, entries, out);
         }
-        DataType::Tuple(types) => {
+        DataType::Tuple(_) | DataType::Udt { .. } => {
+            let types = ty.components().unwrap_or_default();
             validate(ty, bytes)?;
             let mut buf = bytes;
             for ty in types {

@@ -26,6 +26,7 @@ pub fn compare(ty: &DataType, a: &[u8], b: &[u8]) -> Ordering {
         DataType::Ascii
         | DataType::Text
         | DataType::Blob
+        | DataType::Custom(_)
         | DataType::Inet
         | DataType::Duration
         | DataType::Date
@@ -62,9 +63,11 @@ pub fn compare(ty: &DataType, a: &[u8], b: &[u8]) -> Ordering {
             order::encode_order_key(ty, b, false, &mut kb);
             ka.cmp(&kb)
         }
-        DataType::List { .. } | DataType::Set { .. } | DataType::Map { .. } | DataType::Tuple(_) => {
-            compare_nested(ty, a, b)
-        }
+        DataType::List { .. }
+        | DataType::Set { .. }
+        | DataType::Map { .. }
+        | DataType::Tuple(_)
+        | DataType::Udt { .. } => compare_nested(ty, a, b),
         // Fixed-width byte-ordered types with a malformed side: classes, then bytes.
         _ => {
             let width = order::fixed_width(ty);

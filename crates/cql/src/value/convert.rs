@@ -76,7 +76,7 @@ fn convert(ty: &DataType, lit: &Literal, out: &mut Vec<u8>) -> Result<(), ValueE
             out.extend_from_slice(s.as_bytes());
         }
         (DataType::Text, Literal::Str(s)) => out.extend_from_slice(s.as_bytes()),
-        (DataType::Blob, Literal::Hex(h)) => out.extend_from_slice(h),
+        (DataType::Blob | DataType::Custom(_), Literal::Hex(h)) => out.extend_from_slice(h),
         (DataType::Boolean, Literal::Bool(b)) => out.push(u8::from(*b)),
         (DataType::Boolean, Literal::Str(s)) => match s.to_ascii_lowercase().as_str() {
             "true" => out.push(1),

@@ -21,7 +21,8 @@ mod types;
 mod vint;
 
 pub use codec::{
-    canonicalize, encode_list, encode_map, encode_set, encode_tuple, validate, Value, COLLECTION_ELEMENTS_MAX,
+    canonicalize, encode_list, encode_map, encode_set, encode_tuple, split_components, validate, Value,
+    COLLECTION_ELEMENTS_MAX,
 };
 pub use compare::compare;
 pub use convert::literal_to_bytes;
@@ -29,4 +30,7 @@ pub use error::ValueError;
 pub use literal::Literal;
 pub use order::{decode_order_key, encode_order_key, ORDERED_VALUE_MAX_BYTES};
 pub use text::to_cql_literal;
-pub use types::{DataType, TypeError, TUPLE_COMPONENTS_MAX, TYPE_NESTING_MAX, TYPE_TEXT_MAX_BYTES};
+pub use types::{
+    DataType, TypeError, UserType, TUPLE_COMPONENTS_MAX, TYPE_NESTING_MAX, TYPE_TEXT_MAX_BYTES,
+    UDT_FIELDS_MAX,
+};

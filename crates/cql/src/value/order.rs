@@ -204,7 +204,7 @@ fn uuid_from_key(ty: &DataType, key: &[u8]) -> [u8; 16] {
 /// means its structure parses (counts, lengths, no trailing bytes); its elements may still be
 /// malformed for their own types, which their own keys handle.
 pub(crate) fn nested_class(ty: &DataType, v: &[u8]) -> u8 {
-    if v.is_empty() && !matches!(ty, DataType::Tuple(_)) {
+    if v.is_empty() && ty.components().is_none() {
         return CLASS_EMPTY;
     }
     let mut items = ItemsIter::new(ty, v);
@@ -237,7 +237,7 @@ impl<'t, 'a> ItemsIter<'t, 'a> {
             index: 0,
             failed: false,
         };
-        if !matches!(ty, DataType::Tuple(_)) {
+        if ty.components().is_none() {
             let per_item = if matches!(ty, DataType::Map { .. }) { 2 } else { 1 };
             match it.buf.split_first_chunk::<4>() {
                 Some((count, rest)) => {
@@ -258,7 +258,7 @@ impl<'t, 'a> ItemsIter<'t, 'a> {
         match self.ty {
             DataType::List { element, .. } | DataType::Set { element, .. } => Some(element),
             DataType::Map { key, value, .. } => Some(if self.index & 1 == 0 { key } else { value }),
-            DataType::Tuple(types) => types.get(self.index),
+            DataType::Tuple(_) | DataType::Udt { .. } => self.ty.components()?.get(self.index),
             _ => None,
         }
     }
@@ -315,9 +315,12 @@ fn write_len(len: usize, out: &mut Vec<u8>) {
 
 fn encode_ascending(ty: &DataType, v: &[u8], out: &mut Vec<u8>) {
     match ty {
-        DataType::Ascii | DataType::Text | DataType::Blob | DataType::Inet | DataType::Duration => {
-            write_escaped(v, out)
-        }
+        DataType::Ascii
+        | DataType::Text
+        | DataType::Blob
+        | DataType::Inet
+        | DataType::Duration
+        | DataType::Custom(_) => write_escaped(v, out),
         DataType::Float | DataType::Double => {
             let (class, bits) = float_key(ty, v);
             out.push(class);
@@ -371,7 +374,11 @@ fn encode_ascending(ty: &DataType, v: &[u8], out: &mut Vec<u8>) {
             write_len(v.len(), out);
         }
         DataType::Decimal => encode_decimal(v, out),
-        DataType::List { .. } | DataType::Set { .. } | DataType::Map { .. } | DataType::Tuple(_) => {
+        DataType::List { .. }
+        | DataType::Set { .. }
+        | DataType::Map { .. }
+        | DataType::Tuple(_)
+        | DataType::Udt { .. } => {
             let class = nested_class(ty, v);
             out.push(class);
             match class {
@@ -498,9 +505,12 @@ impl Reader<'_, '_> {
 
 fn decode_ascending(ty: &DataType, r: &mut Reader<'_, '_>, out: &mut Vec<u8>) -> Result<(), ValueError> {
     match ty {
-        DataType::Ascii | DataType::Text | DataType::Blob | DataType::Inet | DataType::Duration => {
-            r.escaped_into(out)
-        }
+        DataType::Ascii
+        | DataType::Text
+        | DataType::Blob
+        | DataType::Inet
+        | DataType::Duration
+        | DataType::Custom(_) => r.escaped_into(out),
         DataType::Float | DataType::Double => {
             let width = fixed_width(ty);
             match r.byte()? {
@@ -567,9 +577,11 @@ fn decode_ascending(ty: &DataType, r: &mut Reader<'_, '_>, out: &mut Vec<u8>) ->
             extend_to(&twos, len, out)
         }
         DataType::Decimal => decode_decimal(r, out),
-        DataType::List { .. } | DataType::Set { .. } | DataType::Map { .. } | DataType::Tuple(_) => {
-            decode_nested(ty, r, out)
-        }
+        DataType::List { .. }
+        | DataType::Set { .. }
+        | DataType::Map { .. }
+        | DataType::Tuple(_)
+        | DataType::Udt { .. } => decode_nested(ty, r, out),
     }
 }
 
@@ -658,12 +670,12 @@ fn decode_decimal(r: &mut Reader<'_, '_>, out: &mut Vec<u8>) -> Result<(), Value
 
 fn decode_nested(ty: &DataType, r: &mut Reader<'_, '_>, out: &mut Vec<u8>) -> Result<(), ValueError> {
     match r.byte()? {
-        CLASS_EMPTY if !matches!(ty, DataType::Tuple(_)) => return Ok(()),
+        CLASS_EMPTY if ty.components().is_none() => return Ok(()),
         CLASS_MALFORMED => return r.escaped_into(out),
         CLASS_VALID => {}
         _ => return Err(corrupt("unknown collection class")),
     }
-    let is_tuple = matches!(ty, DataType::Tuple(_));
+    let is_tuple = ty.components().is_some();
     let count_at = out.len();
     if !is_tuple {
         out.extend_from_slice(&[0; 4]);
@@ -679,7 +691,7 @@ fn decode_nested(ty: &DataType, r: &mut Reader<'_, '_>, out: &mut Vec<u8>) -> Re
                     value
                 }
             }
-            DataType::Tuple(types) => match types.get(index) {
+            DataType::Tuple(_) | DataType::Udt { .. } => match ty.components().and_then(|t| t.get(index)) {
                 Some(t) => t,
                 // Only the end marker may follow the last component.
                 None => &DataType::Blob,
@@ -714,10 +726,7 @@ fn decode_nested(ty: &DataType, r: &mut Reader<'_, '_>, out: &mut Vec<u8>) -> Re
 }
 
 fn tuple_arity(ty: &DataType) -> usize {
-    match ty {
-        DataType::Tuple(types) => types.len(),
-        _ => 0,
-    }
+    ty.components().map_or(0, <[DataType]>::len)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! for Cassandra means the same thing here.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::response::result::ColumnType;
 
@@ -22,6 +23,28 @@ pub const TYPE_NESTING_MAX: usize = crate::response::result::TYPE_NESTING_MAX;
 
 /// The most components in a tuple type.
 pub const TUPLE_COMPONENTS_MAX: usize = 256;
+
+/// The most fields in a user-defined type. A non-frozen UDT stores one cell per field, whose
+/// path is the field's index as a big-endian u16, so the bound must stay within a u16.
+pub const UDT_FIELDS_MAX: usize = 1024;
+
+/// A user-defined type, as `CREATE TYPE` defines it: named fields, in declaration order. Its
+/// values are serialized as a tuple's are, one `[int length][bytes]` per field, and may stop
+/// early (the missing trailing fields are null), which is how a field added by `ALTER TYPE`
+/// reads in values written before it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UserType {
+    pub keyspace: String,
+    pub name: String,
+    pub field_names: Vec<String>,
+    pub field_types: Vec<DataType>,
+}
+
+impl UserType {
+    pub fn field_index(&self, name: &str) -> Option<usize> {
+        self.field_names.iter().position(|f| f == name)
+    }
+}
 
 /// A CQL data type.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -62,6 +85,16 @@ pub enum DataType {
     },
     /// Always frozen.
     Tuple(Vec<DataType>),
+    /// A custom type named by its Java class, `'com.example.MyType'`, that is no marshal class
+    /// of a native type: its values are opaque bytes, sorted and compared as a blob's, and the
+    /// wire names it by its class (option id 0x0000).
+    Custom(String),
+    /// A user-defined type. A non-frozen one (a column's own type declared without
+    /// `frozen<...>`) is stored one cell per field, so one field can be set alone.
+    Udt {
+        def: Arc<UserType>,
+        frozen: bool,
+    },
 }
 
 /// Why a type's text was refused. Display reads like Cassandra's InvalidRequest or SyntaxError
@@ -71,8 +104,12 @@ pub enum DataType {
 pub enum TypeError {
     /// The text is not CQL type syntax.
     Syntax { text: String, reason: String },
-    /// A name that is no native type (user-defined types are not supported yet).
+    /// A name that is no native type nor a user-defined type of the keyspace.
     Unknown { name: String },
+    /// `list<address>`: a user-defined type inside a collection must be frozen.
+    NonFrozenUdtNested { text: String },
+    /// A non-frozen user-defined type with a non-frozen collection field.
+    NonFrozenUdtWithCollections,
     /// `list<list<int>>`: a collection inside a collection must be frozen.
     NonFrozenNested { text: String },
     /// `frozen<int>`: only collections and tuples can be frozen.
@@ -90,6 +127,12 @@ impl fmt::Display for TypeError {
         match self {
             TypeError::Syntax { text, reason } => write!(f, "Invalid type '{text}': {reason}"),
             TypeError::Unknown { name } => write!(f, "Unknown type {name}"),
+            TypeError::NonFrozenUdtNested { text } => {
+                write!(f, "Non-frozen UDTs are not allowed inside collections: {text}")
+            }
+            TypeError::NonFrozenUdtWithCollections => {
+                f.write_str("Non-frozen UDTs with nested non-frozen collections are not supported")
+            }
             TypeError::NonFrozenNested { text } => {
                 write!(
                     f,
@@ -114,15 +157,29 @@ impl fmt::Display for TypeError {
 impl std::error::Error for TypeError {}
 
 impl DataType {
-    /// Parses CQL type text: case-insensitive, any whitespace between tokens.
+    /// Parses CQL type text: case-insensitive, any whitespace between tokens. Names of
+    /// user-defined types are unknown: see [`DataType::parse_with`].
     pub fn parse(text: &str) -> Result<DataType, TypeError> {
+        DataType::parse_with(text, &|_| None)
+    }
+
+    /// Parses CQL type text, asking `user_type` for the definition of a name that is not a
+    /// native type (the user-defined types of the keyspace the type is used in).
+    pub fn parse_with(
+        text: &str,
+        user_type: &dyn Fn(&str) -> Option<Arc<UserType>>,
+    ) -> Result<DataType, TypeError> {
         if text.len() > TYPE_TEXT_MAX_BYTES {
             return Err(TypeError::TooLarge {
                 what: "text length in bytes",
                 max: TYPE_TEXT_MAX_BYTES,
             });
         }
-        let mut parser = Parser { text, pos: 0 };
+        let mut parser = Parser {
+            text,
+            pos: 0,
+            user_type,
+        };
         let raw = parser.parse_raw(0)?;
         parser.skip_ws();
         if parser.pos != text.len() {
@@ -139,24 +196,93 @@ impl DataType {
         )
     }
 
-    /// True when the server stores the value as one cell per element: a non-frozen collection.
+    /// True when the server stores the value as one cell per element: a non-frozen collection
+    /// or user-defined type.
     pub fn is_multi_cell(&self) -> bool {
         match self {
-            DataType::List { frozen, .. } | DataType::Set { frozen, .. } | DataType::Map { frozen, .. } => {
-                !frozen
-            }
+            DataType::List { frozen, .. }
+            | DataType::Set { frozen, .. }
+            | DataType::Map { frozen, .. }
+            | DataType::Udt { frozen, .. } => !frozen,
             _ => false,
         }
     }
 
-    /// True for frozen collections and tuples.
+    /// True for frozen collections, tuples and frozen user-defined types.
     pub fn is_frozen(&self) -> bool {
         match self {
-            DataType::List { frozen, .. } | DataType::Set { frozen, .. } | DataType::Map { frozen, .. } => {
-                *frozen
-            }
+            DataType::List { frozen, .. }
+            | DataType::Set { frozen, .. }
+            | DataType::Map { frozen, .. }
+            | DataType::Udt { frozen, .. } => *frozen,
             DataType::Tuple(_) => true,
             _ => false,
+        }
+    }
+
+    /// The component types of a value serialized as a sequence of `[int length][bytes]`: a
+    /// tuple's components or a user-defined type's fields.
+    pub fn components(&self) -> Option<&[DataType]> {
+        match self {
+            DataType::Tuple(types) => Some(types),
+            DataType::Udt { def, .. } => Some(&def.field_types),
+            _ => None,
+        }
+    }
+
+    /// True if this type is, or holds somewhere inside, the user-defined type `keyspace.name`.
+    pub fn uses_user_type(&self, keyspace: &str, name: &str) -> bool {
+        match self {
+            DataType::Udt { def, .. } => {
+                (def.keyspace == keyspace && def.name == name)
+                    || def.field_types.iter().any(|t| t.uses_user_type(keyspace, name))
+            }
+            DataType::List { element, .. } | DataType::Set { element, .. } => {
+                element.uses_user_type(keyspace, name)
+            }
+            DataType::Map { key, value, .. } => {
+                key.uses_user_type(keyspace, name) || value.uses_user_type(keyspace, name)
+            }
+            DataType::Tuple(types) => types.iter().any(|t| t.uses_user_type(keyspace, name)),
+            _ => false,
+        }
+    }
+
+    /// The same type with every use of the user-defined type `def` (same keyspace and name)
+    /// replaced by `def`, as `ALTER TYPE` changes it; frozenness is kept. A placeholder with
+    /// an empty keyspace matches `def` by name alone.
+    pub fn with_user_type(&self, def: &Arc<UserType>) -> DataType {
+        match self {
+            DataType::Udt { def: old, frozen } => {
+                // A placeholder read from a schema file (no keyspace yet) matches by name.
+                let same = old.name == def.name && (old.keyspace == def.keyspace || old.keyspace.is_empty());
+                let replaced = if same {
+                    def.clone()
+                } else {
+                    let mut inner = (**old).clone();
+                    inner.field_types = inner.field_types.iter().map(|t| t.with_user_type(def)).collect();
+                    Arc::new(inner)
+                };
+                DataType::Udt {
+                    def: replaced,
+                    frozen: *frozen,
+                }
+            }
+            DataType::List { element, frozen } => DataType::List {
+                element: Box::new(element.with_user_type(def)),
+                frozen: *frozen,
+            },
+            DataType::Set { element, frozen } => DataType::Set {
+                element: Box::new(element.with_user_type(def)),
+                frozen: *frozen,
+            },
+            DataType::Map { key, value, frozen } => DataType::Map {
+                key: Box::new(key.with_user_type(def)),
+                value: Box::new(value.with_user_type(def)),
+                frozen: *frozen,
+            },
+            DataType::Tuple(types) => DataType::Tuple(types.iter().map(|t| t.with_user_type(def)).collect()),
+            other => other.clone(),
         }
     }
 
@@ -180,14 +306,15 @@ impl DataType {
         }
     }
 
-    /// The same type, frozen if it is a collection (tuples already are). Nested types are
-    /// already frozen by construction.
+    /// The same type, frozen if it is a collection or user-defined type (tuples already are).
+    /// Nested types are already frozen by construction.
     pub fn frozen(&self) -> DataType {
         let mut ty = self.clone();
         match &mut ty {
-            DataType::List { frozen, .. } | DataType::Set { frozen, .. } | DataType::Map { frozen, .. } => {
-                *frozen = true
-            }
+            DataType::List { frozen, .. }
+            | DataType::Set { frozen, .. }
+            | DataType::Map { frozen, .. }
+            | DataType::Udt { frozen, .. } => *frozen = true,
             _ => {}
         }
         ty
@@ -224,6 +351,17 @@ impl DataType {
                 ColumnType::Map(Box::new(key.to_column_type()), Box::new(value.to_column_type()))
             }
             DataType::Tuple(types) => ColumnType::Tuple(types.iter().map(DataType::to_column_type).collect()),
+            DataType::Custom(class) => ColumnType::Custom(class.clone()),
+            DataType::Udt { def, .. } => ColumnType::Udt {
+                keyspace: def.keyspace.clone(),
+                name: def.name.clone(),
+                fields: def
+                    .field_names
+                    .iter()
+                    .zip(&def.field_types)
+                    .map(|(n, t)| (n.clone(), t.to_column_type()))
+                    .collect(),
+            },
         }
     }
 
@@ -250,6 +388,35 @@ impl DataType {
             DataType::Inet => "inet",
             DataType::Duration => "duration",
             DataType::Counter => "counter",
+            _ => return None,
+        })
+    }
+
+    /// The native type a Cassandra marshal class stands for (`org.apache.cassandra.db.marshal.`
+    /// and the class's simple name), as a quoted custom type names it.
+    fn from_marshal_class(class: &str) -> Option<DataType> {
+        let simple = class.strip_prefix("org.apache.cassandra.db.marshal.")?;
+        Some(match simple {
+            "AsciiType" => DataType::Ascii,
+            "UTF8Type" => DataType::Text,
+            "BytesType" => DataType::Blob,
+            "BooleanType" => DataType::Boolean,
+            "ByteType" => DataType::TinyInt,
+            "ShortType" => DataType::SmallInt,
+            "Int32Type" => DataType::Int,
+            "LongType" => DataType::BigInt,
+            "IntegerType" => DataType::Varint,
+            "FloatType" => DataType::Float,
+            "DoubleType" => DataType::Double,
+            "DecimalType" => DataType::Decimal,
+            "TimestampType" | "DateType" => DataType::Timestamp,
+            "SimpleDateType" => DataType::Date,
+            "TimeType" => DataType::Time,
+            "UUIDType" => DataType::Uuid,
+            "TimeUUIDType" => DataType::Timeuuid,
+            "InetAddressType" => DataType::Inet,
+            "DurationType" => DataType::Duration,
+            "CounterColumnType" => DataType::Counter,
             _ => return None,
         })
     }
@@ -306,6 +473,8 @@ impl fmt::Display for DataType {
                 }
                 f.write_str(">")?;
             }
+            DataType::Udt { def, .. } => f.write_str(&def.name)?,
+            DataType::Custom(class) => write!(f, "'{}'", class.replace('\'', "''"))?,
             _ => {}
         }
         if self.is_frozen() {
@@ -325,6 +494,7 @@ enum Raw {
     Map(Box<Raw>, Box<Raw>),
     Tuple(Vec<Raw>),
     Frozen(Box<Raw>),
+    Udt(Arc<UserType>),
 }
 
 impl fmt::Display for Raw {
@@ -335,6 +505,7 @@ impl fmt::Display for Raw {
             Raw::Set(e) => write!(f, "set<{e}>"),
             Raw::Map(k, v) => write!(f, "map<{k}, {v}>"),
             Raw::Frozen(inner) => write!(f, "frozen<{inner}>"),
+            Raw::Udt(def) => f.write_str(&def.name),
             Raw::Tuple(types) => {
                 f.write_str("tuple<")?;
                 for (i, ty) in types.iter().enumerate() {
@@ -359,10 +530,19 @@ impl Raw {
     fn prepare(&self, frozen: bool) -> Result<DataType, TypeError> {
         match self {
             Raw::Native(ty) => Ok(ty.clone()),
+            Raw::Udt(def) => {
+                if !frozen && def.field_types.iter().any(DataType::is_multi_cell) {
+                    return Err(TypeError::NonFrozenUdtWithCollections);
+                }
+                Ok(DataType::Udt {
+                    def: def.clone(),
+                    frozen,
+                })
+            }
             Raw::Frozen(inner) => {
                 if !matches!(
                     **inner,
-                    Raw::List(_) | Raw::Set(_) | Raw::Map(..) | Raw::Tuple(_) | Raw::Frozen(_)
+                    Raw::List(_) | Raw::Set(_) | Raw::Map(..) | Raw::Tuple(_) | Raw::Frozen(_) | Raw::Udt(_)
                 ) {
                     return Err(TypeError::FrozenNonCollection {
                         inner: inner.to_string(),
@@ -418,6 +598,11 @@ impl Raw {
                 text: self.to_string(),
             });
         }
+        if !frozen && matches!(inner, Raw::Udt(_)) {
+            return Err(TypeError::NonFrozenUdtNested {
+                text: self.to_string(),
+            });
+        }
         let ty = inner.prepare(true)?;
         if ty.is_counter() {
             return Err(TypeError::CounterInside {
@@ -432,6 +617,7 @@ impl Raw {
 struct Parser<'a> {
     text: &'a str,
     pos: usize,
+    user_type: &'a dyn Fn(&str) -> Option<Arc<UserType>>,
 }
 
 impl Parser<'_> {
@@ -478,12 +664,43 @@ impl Parser<'_> {
         }
     }
 
+    /// A quoted Java class name, `'org.apache.cassandra.db.marshal.BytesType'`, with `''` for a
+    /// quote inside it.
+    fn class_name(&mut self) -> Result<String, TypeError> {
+        let mut name = String::new();
+        let mut chars = self.text[self.pos + 1..].char_indices();
+        while let Some((i, c)) = chars.next() {
+            if c != '\'' {
+                name.push(c);
+                continue;
+            }
+            if self.text[self.pos + 1 + i + 1..].starts_with('\'') {
+                name.push('\'');
+                chars.next();
+                continue;
+            }
+            self.pos += 1 + i + 1;
+            if name.is_empty() {
+                return Err(self.syntax("expected a class name inside the quotes"));
+            }
+            return Ok(name);
+        }
+        Err(self.syntax("unterminated quoted class name"))
+    }
+
     fn parse_raw(&mut self, depth: usize) -> Result<Raw, TypeError> {
         if depth > TYPE_NESTING_MAX {
             return Err(TypeError::TooLarge {
                 what: "nesting depth",
                 max: TYPE_NESTING_MAX,
             });
+        }
+        self.skip_ws();
+        if self.text[self.pos..].starts_with('\'') {
+            let class = self.class_name()?;
+            return Ok(Raw::Native(
+                DataType::from_marshal_class(&class).unwrap_or(DataType::Custom(class)),
+            ));
         }
         let name = self.ident()?;
         let one = |p: &mut Self| -> Result<Box<Raw>, TypeError> {
@@ -521,11 +738,14 @@ impl Parser<'_> {
             }
             other => match DataType::native_from_name(other) {
                 Some(ty) => Raw::Native(ty),
-                None => {
-                    return Err(TypeError::Unknown {
-                        name: other.to_owned(),
-                    })
-                }
+                None => match (self.user_type)(other) {
+                    Some(def) => Raw::Udt(def),
+                    None => {
+                        return Err(TypeError::Unknown {
+                            name: other.to_owned(),
+                        })
+                    }
+                },
             },
         })
     }
@@ -632,6 +852,104 @@ mod tests {
         assert!(err("map<int>").contains("expected ','"));
         assert!(err("int int").contains("unexpected text"));
         assert!(err(&"list<".repeat(100)).contains("nesting"));
+    }
+
+    fn address() -> Arc<UserType> {
+        Arc::new(UserType {
+            keyspace: "ks".into(),
+            name: "address".into(),
+            field_names: vec!["street".into(), "zip".into()],
+            field_types: vec![DataType::Text, DataType::Int],
+        })
+    }
+
+    #[test]
+    fn user_types_parse_by_name_with_cassandras_freezing_rules() {
+        let def = address();
+        let lookup = |n: &str| (n == "address").then(|| def.clone());
+        let parse = |text: &str| DataType::parse_with(text, &lookup);
+        let plain = parse("address").expect("a column's own UDT may be non-frozen");
+        assert!(plain.is_multi_cell() && plain.to_string() == "address");
+        let frozen = parse("frozen<Address>").expect("names fold to lower case");
+        assert!(frozen.is_frozen() && frozen.to_string() == "frozen<address>");
+        assert_eq!(
+            parse("list<frozen<address>>").expect("ok").to_string(),
+            "list<frozen<address>>"
+        );
+        assert_eq!(
+            parse("tuple<int, address>")
+                .expect("tuples freeze their parts")
+                .to_string(),
+            "frozen<tuple<int, frozen<address>>>"
+        );
+        assert_eq!(
+            parse("list<address>").expect_err("must be frozen").to_string(),
+            "Non-frozen UDTs are not allowed inside collections: list<address>"
+        );
+        assert_eq!(
+            DataType::parse("address")
+                .expect_err("no types known")
+                .to_string(),
+            "Unknown type address"
+        );
+        assert_eq!(
+            frozen.to_column_type(),
+            ColumnType::Udt {
+                keyspace: "ks".into(),
+                name: "address".into(),
+                fields: vec![
+                    ("street".into(), ColumnType::Varchar),
+                    ("zip".into(), ColumnType::Int)
+                ],
+            }
+        );
+    }
+
+    #[test]
+    fn altering_a_user_type_reaches_every_use_of_it() {
+        let old = address();
+        let mut new = (*old).clone();
+        new.field_names.push("country".into());
+        new.field_types.push(DataType::Text);
+        let new = Arc::new(new);
+        let ty = DataType::List {
+            element: Box::new(DataType::Udt {
+                def: old,
+                frozen: true,
+            }),
+            frozen: false,
+        };
+        assert!(ty.uses_user_type("ks", "address") && !ty.uses_user_type("other", "address"));
+        let DataType::List { element, .. } = ty.with_user_type(&new) else {
+            panic!("still a list")
+        };
+        assert_eq!(element.components().map(<[DataType]>::len), Some(3));
+    }
+
+    #[test]
+    fn quoted_classes_are_native_types_or_opaque_custom_ones() {
+        assert_eq!(
+            parse("'org.apache.cassandra.db.marshal.BytesType'"),
+            DataType::Blob
+        );
+        assert_eq!(
+            parse(" 'org.apache.cassandra.db.marshal.TimeUUIDType' "),
+            DataType::Timeuuid
+        );
+        let custom = parse("'com.example.It''s'");
+        assert_eq!(custom, DataType::Custom("com.example.It's".into()));
+        assert_eq!(custom.to_string(), "'com.example.It''s'");
+        assert_eq!(
+            DataType::parse(&custom.to_string()),
+            Ok(custom.clone()),
+            "prints back to itself"
+        );
+        assert_eq!(
+            custom.to_column_type(),
+            ColumnType::Custom("com.example.It's".into())
+        );
+        assert!(DataType::parse("'unterminated").is_err());
+        assert!(DataType::parse("''").is_err());
     }
 
     #[test]

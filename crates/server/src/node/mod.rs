@@ -128,7 +128,9 @@ impl SchemaEffects for NodeSchemaEffects {
     fn schema_changed(&self, change: &SchemaChange, version: [u8; 16]) {
         let Some(node) = self.0.upgrade() else { return };
         let keyspace = match &change.target {
-            SchemaTarget::Keyspace { keyspace } | SchemaTarget::Table { keyspace, .. } => keyspace.clone(),
+            SchemaTarget::Keyspace { keyspace }
+            | SchemaTarget::Table { keyspace, .. }
+            | SchemaTarget::Type { keyspace, .. } => keyspace.clone(),
             _ => String::new(),
         };
         if matches!(change.change_type, ChangeType::Updated | ChangeType::Dropped) {

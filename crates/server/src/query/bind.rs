@@ -108,7 +108,7 @@ pub fn evaluate(term: &Term, to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResul
             WireValue::NotSet => Ok(Evaluated::Unset),
             WireValue::Bytes(b) => {
                 validate(to.ty, b).map_err(bad)?;
-                if to.ty.is_collection() || matches!(to.ty, DataType::Tuple(_)) {
+                if to.ty.is_collection() || to.ty.components().is_some() {
                     let mut out = Vec::with_capacity(b.len());
                     canonicalize(to.ty, b, &mut out).map_err(bad)?;
                     Ok(Evaluated::Bytes(out))
@@ -187,7 +187,53 @@ pub fn evaluate(term: &Term, to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResul
         }
         Term::Function { name, args } => function(&name.name, args, to, binds),
         Term::Cast { term, .. } => evaluate(term, to, binds),
-        Term::UserType(_) => Err(invalid("hayate does not support user-defined types yet")),
+        Term::UserType(fields) => {
+            let DataType::Udt { def, .. } = to.ty else {
+                return Err(type_mismatch("user type literal", to));
+            };
+            let mut components: Vec<Option<Vec<u8>>> = vec![None; def.field_names.len()];
+            let mut given = vec![false; def.field_names.len()];
+            for (field, term) in fields {
+                let i = def.field_index(field).ok_or_else(|| {
+                    invalid(format!(
+                        "Unknown field '{field}' in value of user defined type {}",
+                        def.name
+                    ))
+                })?;
+                if std::mem::replace(&mut given[i], true) {
+                    return Err(invalid(format!(
+                        "Invalid user type literal for {}: duplicate field {field}",
+                        to.name
+                    )));
+                }
+                let r = Receiver {
+                    name: to.name,
+                    ty: &def.field_types[i],
+                };
+                let value = match (evaluate(term, &r, binds), term) {
+                    // A literal of the wrong kind is named as Cassandra names it.
+                    (Err(_), Term::Literal(_)) => Err(invalid(format!(
+                        "Invalid user type literal for {}: field {field} is not of type {}",
+                        to.name,
+                        def.field_types[i].frozen()
+                    ))),
+                    (other, _) => other,
+                };
+                components[i] = match value? {
+                    Evaluated::Bytes(b) => Some(b),
+                    Evaluated::Null => None,
+                    Evaluated::Unset => {
+                        return Err(invalid(format!(
+                            "Invalid unset value for field '{field}' of user defined type {}",
+                            def.name
+                        )))
+                    }
+                };
+            }
+            let mut out = Vec::new();
+            encode_tuple(components, &mut out);
+            Ok(Evaluated::Bytes(out))
+        }
     }
 }
 

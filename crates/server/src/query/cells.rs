@@ -3,10 +3,11 @@
 //! A frozen value or a scalar is one cell with an empty path. A non-frozen collection is one
 //! cell per element: a list element's path is a 16-byte time-ordered id (so appends sort last
 //! and prepends first), a set element's path is the element's order key with an empty value,
-//! and a map entry's path is the key's order key. Cells iterate in path order, which is
+//! and a map entry's path is the key's order key. A non-frozen user-defined type is one cell
+//! per non-null field, whose path is the field's index ([`field_path`]). Cells iterate in path order, which is
 //! therefore the collection's order, as Cassandra returns it.
 
-use hayate_cql::value::{decode_order_key, encode_list, encode_map, encode_set, DataType};
+use hayate_cql::value::{decode_order_key, encode_list, encode_map, encode_set, encode_tuple, DataType};
 use hayate_storage::row::{Cell, CellValue, Row};
 
 use crate::schema::{ColumnKind, Table};
@@ -20,63 +21,85 @@ pub struct RowValues {
     pub ttls: Vec<Option<i32>>,
 }
 
-/// Turns a stored row (already visible at `now_s`) into column values.
-pub fn row_values(table: &Table, partition: &[u8], clustering: &[u8], row: &Row, now_s: u32) -> RowValues {
+/// Turns a stored row (already visible at `now_s`) into column values. `statics` is the
+/// partition's static row (visible too), whose cells fill the static columns: every row of a
+/// partition shows the same static values.
+pub fn row_values(
+    table: &Table,
+    partition: &[u8],
+    clustering: &[u8],
+    row: &Row,
+    statics: Option<&Row>,
+    now_s: u32,
+) -> RowValues {
     let n = table.columns.len();
-    let mut values: Vec<Option<Vec<u8>>> = vec![None; n];
-    let mut writetimes = vec![None; n];
-    let mut ttls = vec![None; n];
+    let mut out = RowValues {
+        values: vec![None; n],
+        writetimes: vec![None; n],
+        ttls: vec![None; n],
+    };
     for (i, v) in table
         .partition_key
         .iter()
         .zip(super::keys::split_partition_key(table, partition))
     {
-        values[*i] = Some(v);
+        out.values[*i] = Some(v);
     }
-    if !table.clustering.is_empty() {
+    // The static row alone (a partition with no live rows) shows null clustering columns.
+    if !table.clustering.is_empty() && !is_static_key(table, clustering) {
         for (i, v) in table
             .clustering
             .iter()
             .zip(super::keys::split_clustering_key(table, clustering))
         {
-            values[*i] = Some(v);
+            out.values[*i] = Some(v);
         }
     }
+    if !is_static_key(table, clustering) {
+        fill_cells(table, row, ColumnKind::Regular, now_s, &mut out);
+    }
+    if let Some(statics) = statics {
+        fill_cells(table, statics, ColumnKind::Static, now_s, &mut out);
+    }
+    out
+}
+
+/// True if `clustering` is the key of a partition's static row. A static row is stored as the
+/// row with the empty clustering key: every clustering column's order key is at least one byte
+/// long (see `hayate_cql::value::order`), so in a table with clustering columns no regular row
+/// has that key, and it sorts before every row of its partition.
+pub fn is_static_key(table: &Table, clustering: &[u8]) -> bool {
+    clustering.is_empty() && !table.clustering.is_empty()
+}
+
+/// The values of the columns of `kind` that `row`'s cells hold.
+fn fill_cells(table: &Table, row: &Row, kind: ColumnKind, now_s: u32, out: &mut RowValues) {
     let mut start = 0;
     while start < row.cells.len() {
         let id = row.cells[start].column;
         let end = start + row.cells[start..].iter().take_while(|c| c.column == id).count();
         let cells = &row.cells[start..end];
         start = end;
-        let Some(i) = table
-            .columns
-            .iter()
-            .position(|c| c.id == id && c.kind == ColumnKind::Regular)
-        else {
+        let Some(i) = table.columns.iter().position(|c| c.id == id && c.kind == kind) else {
             continue; // a dropped column's leftovers
         };
         let ty = &table.columns[i].ty;
         if ty.is_multi_cell() {
-            values[i] = collection_value(ty, cells, now_s);
+            out.values[i] = collection_value(ty, cells, now_s);
         } else if let Some(cell) = cells.iter().find(|c| c.path.is_empty()) {
             if let Some(v) = cell.value_at(now_s) {
-                values[i] = Some(v.to_vec());
-                writetimes[i] = Some(cell.timestamp_us);
+                out.values[i] = Some(v.to_vec());
+                out.writetimes[i] = Some(cell.timestamp_us);
                 if let CellValue::Live {
                     ttl_s, expires_at_s, ..
                 } = &cell.value
                 {
                     if *ttl_s > 0 {
-                        ttls[i] = Some(expires_at_s.saturating_sub(now_s) as i32);
+                        out.ttls[i] = Some(expires_at_s.saturating_sub(now_s) as i32);
                     }
                 }
             }
         }
-    }
-    RowValues {
-        values,
-        writetimes,
-        ttls,
     }
 }
 
@@ -104,9 +127,32 @@ fn collection_value(ty: &DataType, cells: &[Cell], now_s: u32) -> Option<Vec<u8>
                 .collect();
             encode_map(key, entries, &mut out);
         }
+        DataType::Udt { def, .. } => {
+            let mut fields: Vec<Option<&[u8]>> = vec![None; def.field_names.len()];
+            for (p, v) in &live {
+                // A field dropped from the type cannot be, but a damaged path is skipped.
+                if let Some(slot) = field_of_path(p).and_then(|i| fields.get_mut(i)) {
+                    *slot = Some(v);
+                }
+            }
+            encode_tuple(fields, &mut out);
+        }
         _ => return None,
     }
     Some(out)
+}
+
+/// The path of field `index` of a non-frozen user-defined type: the index as a big-endian u16
+/// (a type has at most [`hayate_cql::value::UDT_FIELDS_MAX`] fields), so fields iterate in
+/// declaration order.
+pub fn field_path(index: usize) -> Vec<u8> {
+    let index = u16::try_from(index).expect("a user type has at most UDT_FIELDS_MAX fields");
+    index.to_be_bytes().to_vec()
+}
+
+fn field_of_path(path: &[u8]) -> Option<usize> {
+    let bytes: [u8; 2] = path.try_into().ok()?;
+    Some(usize::from(u16::from_be_bytes(bytes)))
 }
 
 /// The serialized value a set element's or map key's path stands for.

@@ -21,11 +21,11 @@ use hayate_cql::statement::{
     Assignment, BatchKind, BatchStatement, Condition, Delete, DeleteTarget, Insert, InsertValues, Operation,
     QualifiedName, Relation, Statement, Term, Update, Using,
 };
-use hayate_cql::value::{json, DataType};
+use hayate_cql::value::{json, split_components, DataType};
 use hayate_storage::row::{Cell, Deletion, Liveness, Row};
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
-use super::cells::{element_path, list_path};
+use super::cells::{element_path, field_path, list_path};
 use super::keys::ClusteringRange;
 use super::restrictions::{analyse, split_list, Restrictions};
 use super::{resolve_table, Context, TTL_MAX_S};
@@ -290,26 +290,61 @@ fn insert(
         }),
         ..Row::default()
     };
+    // Static cells go to the partition's static row, which has no row marker: a partition
+    // whose static cells are all deleted or expired has no static row left, as in Cassandra.
+    let mut statics = Row::default();
+    let (mut any_static, mut any_regular) = (false, false);
     for (i, v) in assigned {
         let col = &table.columns[i];
-        if col.kind != ColumnKind::Regular {
-            key_values[i] = Some(key_value(col, v)?);
-            continue;
+        match col.kind {
+            ColumnKind::PartitionKey | ColumnKind::Clustering => key_values[i] = Some(key_value(col, v)?),
+            ColumnKind::Static => {
+                any_static = true;
+                set_column(col, v, wt, &mut statics)?
+            }
+            ColumnKind::Regular => {
+                any_regular = true;
+                set_column(col, v, wt, &mut update)?
+            }
         }
-        set_column(col, v, wt, &mut update)?;
     }
-    let (partition, clustering) = full_key(&table, &key_values)?;
-    update.normalize();
-    out.push(Mutation {
-        keyspace: ks,
-        table,
-        partition,
-        target: Target::Row {
-            clustering,
-            update,
-            reads: Vec::new(),
-        },
-    });
+    // `INSERT INTO t (k, s) VALUES (...)`: no clustering key and only static columns writes
+    // the static row alone.
+    let static_only = !table.clustering.is_empty()
+        && table.clustering.iter().all(|&i| key_values[i].is_none())
+        && any_static
+        && !any_regular;
+    let (partition, clustering) = if static_only {
+        (partition_key_only(&table, &key_values)?, Vec::new())
+    } else {
+        full_key(&table, &key_values)?
+    };
+    if !static_only {
+        update.normalize();
+        out.push(Mutation {
+            keyspace: ks.clone(),
+            table: table.clone(),
+            partition: partition.clone(),
+            target: Target::Row {
+                clustering,
+                update,
+                reads: Vec::new(),
+            },
+        });
+    }
+    if static_only || !statics.cells.is_empty() || !statics.column_deletions.is_empty() {
+        statics.normalize();
+        out.push(Mutation {
+            keyspace: ks,
+            table,
+            partition,
+            target: Target::Row {
+                clustering: Vec::new(),
+                update: statics,
+                reads: Vec::new(),
+            },
+        });
+    }
     Ok(())
 }
 
@@ -366,12 +401,34 @@ fn json_values(
             },
             // A missing key column is a null key, which the key check refuses by name.
             None if matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) => Evaluated::Null,
-            None if default_unset || col.kind != ColumnKind::Regular => continue,
+            None if default_unset => continue,
             None => Evaluated::Null,
         };
         assigned.push((i, value));
     }
     Ok(assigned)
+}
+
+/// The partition key alone, for a write of the static row.
+fn partition_key_only(table: &Table, key_values: &[Option<Vec<u8>>]) -> QueryResult<Vec<u8>> {
+    let missing: Vec<String> = table
+        .partition_key
+        .iter()
+        .filter(|&&i| key_values[i].is_none())
+        .map(|&i| table.columns[i].name.clone())
+        .collect();
+    if !missing.is_empty() {
+        return Err(invalid(format!(
+            "Some partition key parts are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    let pk: Vec<&[u8]> = table
+        .partition_key
+        .iter()
+        .map(|&i| key_values[i].as_deref().unwrap_or(&[]))
+        .collect();
+    super::keys::partition_key(&pk)
 }
 
 /// The table an UPDATE or DELETE writes, checked as every write is.
@@ -528,6 +585,18 @@ fn add_elements(
                 update.cells.push(live_cell(col, element_path(key, &k), v, wt));
             }
         }
+        DataType::Udt { def, .. } => {
+            let fields = split_components(value).map_err(|_| bad())?;
+            if fields.len() > def.field_names.len() {
+                return Err(bad());
+            }
+            // Null fields need no cell: the column deletion before them removed the old ones.
+            for (i, field) in fields.into_iter().enumerate() {
+                if let Some(v) = field {
+                    update.cells.push(live_cell(col, field_path(i), v.to_vec(), wt));
+                }
+            }
+        }
         _ => return Err(bad()),
     }
     Ok(())
@@ -544,6 +613,16 @@ fn key_size(col: &Column, key: &[u8]) -> QueryResult<()> {
         )));
     }
     Ok(())
+}
+
+/// A term as Cassandra quotes it in an error message, as near as we can.
+fn value_text(t: &Term) -> String {
+    match t {
+        Term::Literal(hayate_cql::value::Literal::Int(v) | hayate_cql::value::Literal::Float(v)) => v.clone(),
+        Term::Literal(hayate_cql::value::Literal::Str(v)) => format!("'{v}'"),
+        Term::Marker(_) => "?".to_owned(),
+        _ => "...".to_owned(),
+    }
 }
 
 fn split_map(bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
@@ -571,7 +650,14 @@ fn update(
     let (ks, table) = target_table(ctx, &s.table, &s.condition)?;
     let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
     let (partitions, r) = named_rows(&table, &s.where_clause, binds)?;
-    if !r.clustering_complete {
+    let is_static = |name: &str| table.column(name).is_some_and(|c| c.kind == ColumnKind::Static);
+    let static_only = s.assignments.iter().all(|a| is_static(&a.column));
+    if static_only && r.restricts_clustering() {
+        return Err(invalid(
+            "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns",
+        ));
+    }
+    if !static_only && !r.clustering_complete {
         let missing: Vec<&str> = table.clustering_columns().map(|c| c.name.as_str()).collect();
         return Err(invalid(format!(
             "Some clustering keys are missing: {}",
@@ -580,11 +666,31 @@ fn update(
     }
     let mut update = Row::default();
     let mut reads = Vec::new();
+    let mut statics = Row::default();
+    let mut static_reads = Vec::new();
     for a in &s.assignments {
-        assign(&table, a, binds, wt, &mut update, &mut reads)?;
+        if is_static(&a.column) {
+            assign(&table, a, binds, wt, &mut statics, &mut static_reads)?;
+        } else {
+            assign(&table, a, binds, wt, &mut update, &mut reads)?;
+        }
     }
-    update.normalize();
-    each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
+    if !static_only {
+        update.normalize();
+        each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
+    }
+    if s.assignments.iter().any(|a| is_static(&a.column)) {
+        statics.normalize();
+        each_row(
+            &ks,
+            &table,
+            &partitions,
+            &[ClusteringRange::prefix(Vec::new())],
+            statics,
+            static_reads,
+            out,
+        );
+    }
     Ok(())
 }
 
@@ -600,7 +706,7 @@ fn assign(
         .column_index(&a.column)
         .ok_or_else(|| invalid(format!("Undefined column name {}", a.column)))?;
     let col = &table.columns[i];
-    if col.kind != ColumnKind::Regular {
+    if col.kind.is_primary_key() {
         return Err(invalid(format!(
             "PRIMARY KEY part {} found in SET part",
             col.name
@@ -722,7 +828,36 @@ fn assign(
                 )))
             }
         },
-        Operation::SetField { .. } => return Err(invalid("hayate does not support user-defined types yet")),
+        Operation::SetField { field, value } => {
+            let DataType::Udt { def, frozen: false } = &col.ty else {
+                return Err(invalid(
+                    if col.ty.is_frozen() && matches!(col.ty, DataType::Udt { .. }) {
+                        format!(
+                            "Invalid operation ({}.{field} = {}) for frozen UDT column {}",
+                            col.name,
+                            value_text(value),
+                            col.name
+                        )
+                    } else {
+                        format!(
+                            "Invalid operation ({}.{field} = ...) for non-UDT column {}",
+                            col.name, col.name
+                        )
+                    },
+                ));
+            };
+            let i = def.field_index(field).ok_or_else(|| {
+                invalid(format!(
+                    "UDT column {} does not have a field named {field}",
+                    col.name
+                ))
+            })?;
+            match eval(value, &def.field_types[i])? {
+                Evaluated::Bytes(v) => update.cells.push(live_cell(col, field_path(i), v, wt)),
+                Evaluated::Null => update.cells.push(tombstone_cell(col, field_path(i), wt)),
+                Evaluated::Unset => {}
+            }
+        }
     }
     Ok(())
 }
@@ -772,30 +907,65 @@ fn delete(
         }
         return Ok(());
     }
-    if !r.clustering_complete {
+    let target_name = |t: &DeleteTarget| match t {
+        DeleteTarget::Column(c) => c.clone(),
+        DeleteTarget::Element { column, .. } => column.clone(),
+        DeleteTarget::Field { column, .. } => column.clone(),
+    };
+    let is_static = |name: &str| table.column(name).is_some_and(|c| c.kind == ColumnKind::Static);
+    let static_only = s.targets.iter().all(|t| is_static(&target_name(t)));
+    if static_only && r.restricts_clustering() {
+        return Err(invalid(
+            "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns",
+        ));
+    }
+    if !static_only && !r.clustering_complete {
         return Err(invalid("Range deletions are not supported for specific columns"));
     }
-    let mut update = Row::default();
-    let mut reads = Vec::new();
+    let mut regular = (Row::default(), Vec::new());
+    let mut statics = (Row::default(), Vec::new());
     for t in &s.targets {
         let (name, key) = match t {
             DeleteTarget::Column(c) => (c, None),
             DeleteTarget::Element { column, key } => (column, Some(key)),
-            DeleteTarget::Field { .. } => {
-                return Err(invalid("hayate does not support user-defined types yet"))
+            DeleteTarget::Field { column, field } => {
+                let i = table
+                    .column_index(column)
+                    .ok_or_else(|| invalid(format!("Undefined column name {column}")))?;
+                let col = &table.columns[i];
+                let DataType::Udt { def, frozen: false } = &col.ty else {
+                    return Err(invalid(format!(
+                        "Invalid field deletion on non-UDT or frozen UDT column {column}"
+                    )));
+                };
+                let f = def.field_index(field).ok_or_else(|| {
+                    invalid(format!("UDT column {column} does not have a field named {field}"))
+                })?;
+                let update = if col.kind == ColumnKind::Static {
+                    &mut statics.0
+                } else {
+                    &mut regular.0
+                };
+                update.cells.push(tombstone_cell(col, field_path(f), wt));
+                continue;
             }
         };
         let i = table
             .column_index(name)
             .ok_or_else(|| invalid(format!("Undefined column name {name}")))?;
         let col = &table.columns[i];
-        if col.kind != ColumnKind::Regular {
+        if col.kind.is_primary_key() {
             return Err(invalid(format!(
                 "Invalid identifier {name} for deletion (should not be a PRIMARY KEY part)"
             )));
         }
+        let (update, reads) = if col.kind == ColumnKind::Static {
+            (&mut statics.0, &mut statics.1)
+        } else {
+            (&mut regular.0, &mut regular.1)
+        };
         match (key, &col.ty) {
-            (None, ty) if ty.is_multi_cell() => delete_column(col, wt.timestamp_us, wt.now_s, &mut update),
+            (None, ty) if ty.is_multi_cell() => delete_column(col, wt.timestamp_us, wt.now_s, update),
             (None, _) => update.cells.push(tombstone_cell(col, Vec::new(), wt)),
             (
                 Some(k),
@@ -848,8 +1018,17 @@ fn delete(
             }
         }
     }
-    update.normalize();
-    each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
+    if !static_only {
+        let (mut update, reads) = regular;
+        update.normalize();
+        each_row(&ks, &table, &partitions, &r.clustering, update, reads, out);
+    }
+    if s.targets.iter().any(|t| is_static(&target_name(t))) {
+        let (mut update, reads) = statics;
+        update.normalize();
+        let whole = [ClusteringRange::prefix(Vec::new())];
+        each_row(&ks, &table, &partitions, &whole, update, reads, out);
+    }
     Ok(())
 }
 

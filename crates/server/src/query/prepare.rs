@@ -216,6 +216,15 @@ fn term_spec(term: &Term, name: &str, ty: &DataType, column: Option<usize>, spec
                 }
             }
         }
+        Term::UserType(fields) => {
+            if let DataType::Udt { def, .. } = ty {
+                for (field, t) in fields {
+                    if let Some(i) = def.field_index(field) {
+                        term_spec(t, &format!("{name}.{field}"), &def.field_types[i], None, specs);
+                    }
+                }
+            }
+        }
         Term::Cast { term, .. } | Term::Negate(term) => term_spec(term, name, ty, column, specs),
         // fromJson(?) takes JSON text, whatever the type of what receives its result.
         Term::Function { name: f, args } if f.name.eq_ignore_ascii_case("fromjson") => {
@@ -269,7 +278,19 @@ fn assignment(t: &Table, a: &Assignment, specs: &mut [Spec]) {
             }
             _ => {}
         },
-        Operation::SetField { .. } => {}
+        Operation::SetField { field, value } => {
+            if let DataType::Udt { def, .. } = &c.ty {
+                if let Some(i) = def.field_index(field) {
+                    term_spec(
+                        value,
+                        &format!("{}.{field}", c.name),
+                        &def.field_types[i],
+                        None,
+                        specs,
+                    );
+                }
+            }
+        }
     }
 }
 

@@ -36,6 +36,15 @@ pub struct Restrictions {
     pub filters: Vec<Filter>,
 }
 
+impl Restrictions {
+    /// True if the WHERE clause restricts clustering columns (the rows are not the whole
+    /// partition): then a partition's static row alone is not a result, and a write of static
+    /// columns only is refused.
+    pub fn restricts_clustering(&self) -> bool {
+        self.clustering.as_slice() != [ClusteringRange::all()]
+    }
+}
+
 /// A condition on a column's value, checked on each row.
 #[derive(Debug, Clone)]
 pub struct Filter {

@@ -23,10 +23,11 @@ use hayate_cluster::coordinator::{Coordinator, ReadRequest};
 use hayate_cluster::replica::{PartitionRead, RangeRead, RangeStart, ReadCommand, ReplicaRow, RowPosition};
 use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
 use hayate_cql::statement::{CompareOp, Relation, RelationLhs, Select, Selection, SelectorExpr, Term};
-use hayate_cql::value::{json, DataType};
+use hayate_cql::value::{json, split_components, DataType};
+use hayate_storage::row::Row;
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
-use super::cells::{row_values, RowValues};
+use super::cells::{is_static_key, row_values, RowValues};
 use super::functions::{self, Accumulator, AggregateKind, Scalar};
 use super::keys::ClusteringRange;
 use super::restrictions::{analyse, Restrictions};
@@ -53,6 +54,11 @@ pub enum Output {
         f: Scalar,
         column: usize,
         ty: DataType,
+    },
+    /// One field of a user-defined type column: `col.field`.
+    Field {
+        column: usize,
+        index: usize,
     },
     /// An aggregate over the rows; `column` is `None` for `count(*)`.
     Aggregate {
@@ -104,7 +110,7 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
                         let fname = if writetime { "writetime" } else { "ttl" };
                         let i = column(table, name)?;
                         let c = &table.columns[i];
-                        if c.kind != ColumnKind::Regular {
+                        if c.kind.is_primary_key() {
                             return Err(invalid(format!(
                                 "Cannot use selection function {fname} on PRIMARY KEY part {name}"
                             )));
@@ -123,6 +129,28 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
                         } else {
                             (Output::Ttl(i), format!("ttl({name})"), ColumnType::Int)
                         }
+                    }
+                    SelectorExpr::Field { expr, field } => {
+                        let SelectorExpr::Column(name) = expr.as_ref() else {
+                            return Err(invalid(
+                                "hayate supports field selection only on a column, as column.field",
+                            ));
+                        };
+                        let i = column(table, name)?;
+                        let DataType::Udt { def, .. } = &table.columns[i].ty else {
+                            return Err(invalid(format!(
+                                "Invalid field selection: {name} of type {} is not a user type",
+                                table.columns[i].ty
+                            )));
+                        };
+                        let index = def.field_index(field).ok_or_else(|| {
+                            invalid(format!("{} of type {} has no field {field}", name, def.name))
+                        })?;
+                        (
+                            Output::Field { column: i, index },
+                            format!("{name}.{field}"),
+                            def.field_types[index].to_column_type(),
+                        )
                     }
                     SelectorExpr::CountRows => (
                         Output::Aggregate {
@@ -472,6 +500,11 @@ fn cell(o: &Output, table: &Table, v: &RowValues, token: i64) -> Option<Vec<u8>>
         Output::WriteTime(i) => v.writetimes[*i].map(|t| t.to_be_bytes().to_vec()),
         Output::Ttl(i) => v.ttls[*i].map(|t| t.to_be_bytes().to_vec()),
         Output::Token => Some(token.to_be_bytes().to_vec()),
+        Output::Field { column, index } => v.values[*column].as_deref().and_then(|b| {
+            split_components(b)
+                .ok()
+                .and_then(|c| c.get(*index).copied().flatten().map(<[u8]>::to_vec))
+        }),
         // toJson of a null is the JSON text `null`.
         Output::Scalar {
             f: Scalar::ToJson,
@@ -492,6 +525,11 @@ impl Output {
             Output::Column(i) => table.columns[*i].ty.clone(),
             Output::WriteTime(_) | Output::Token => DataType::BigInt,
             Output::Ttl(_) => DataType::Int,
+            Output::Field { column, index } => match &table.columns[*column].ty {
+                DataType::Udt { def, .. } => def.field_types[*index].clone(),
+                // A field output is only made for a UDT column (see `projection`).
+                other => other.clone(),
+            },
             Output::Scalar { ty, .. } | Output::Aggregate { ty, .. } => ty.clone(),
         }
     }
@@ -727,6 +765,9 @@ pub async fn run(
             "PER PARTITION LIMIT is not allowed with aggregate queries.",
         ));
     }
+    if select.distinct {
+        distinct_columns(&table, &projection)?;
+    }
     let restrictions = analyse(&table, &select.where_clause, binds, select.allow_filtering)?;
     let reverse = ordering(&table, select, &restrictions)?;
     let limit = limit_value(&select.limit, binds, "[limit]")?;
@@ -797,6 +838,31 @@ pub async fn run(
         rows_count: sink.rows,
         rows_content: sink.content,
     }))
+}
+
+/// SELECT DISTINCT returns one row per partition, so it may show only what a partition has
+/// once: its key and its static columns.
+fn distinct_columns(table: &Table, projection: &Projection) -> QueryResult<()> {
+    for o in &projection.outputs {
+        let column = match o {
+            Output::Column(i) | Output::WriteTime(i) | Output::Ttl(i) | Output::Field { column: i, .. } => {
+                Some(*i)
+            }
+            Output::Scalar { column, .. } => Some(*column),
+            Output::Aggregate { column, .. } => *column,
+            Output::Token => None,
+        };
+        if let Some(i) = column {
+            let c = &table.columns[i];
+            if matches!(c.kind, ColumnKind::Clustering | ColumnKind::Regular) && !table.is_virtual {
+                return Err(invalid(format!(
+                    "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {})",
+                    c.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether rows come in reverse clustering order, checking ORDER BY as Cassandra does.
@@ -891,6 +957,7 @@ impl Reads<'_> {
             // The row read before the current one in this partition, where a page that ends
             // before a group resumes.
             let mut prev = after.clone();
+            let statics = self.static_row(token, pk).await?;
             let ranges: Vec<ClusteringRange> = if table.clustering.is_empty() {
                 if after.is_some() {
                     continue;
@@ -933,7 +1000,7 @@ impl Reads<'_> {
                         .await?;
                     let mut last_key = None;
                     for row in result.rows {
-                        if !emit(self.ctx, table, self.restrictions, sink, &row) {
+                        if !emit(self.ctx, table, self.restrictions, sink, &row, statics.as_ref()) {
                             if sink.limit_reached() {
                                 return Ok(None);
                             }
@@ -956,6 +1023,7 @@ impl Reads<'_> {
                 }
             }
             after = None;
+            self.statics_alone(sink, token, pk, statics.as_ref());
             sink.flush_group();
             if sink.limit_reached() {
                 return Ok(None);
@@ -987,13 +1055,21 @@ impl Reads<'_> {
         if start_token > end_token {
             return Ok(None);
         }
-        // The partition the rows being counted in `sink.partition_rows` belong to.
+        // The partition the rows being counted in `sink.partition_rows` belong to, with its
+        // token and its static row (visible, if live).
         let mut current: Option<Vec<u8>> = None;
+        let mut current_token = 0;
+        let mut statics: Option<Row> = None;
         // The row read last, where a page that ends before a group resumes.
         let mut prev: Option<RowPosition> = None;
         let mut start = match resume.and_then(|r| r.scan) {
             Some(p) => {
                 current = Some(p.partition.clone());
+                current_token = p.token;
+                if p.clustering.is_some() {
+                    // Resuming inside a partition, whose static row the last page read.
+                    statics = self.static_row(p.token, &p.partition).await?;
+                }
                 prev = Some(p.clone());
                 RangeStart::After(p)
             }
@@ -1012,6 +1088,11 @@ impl Reads<'_> {
             let mut next: Option<RowPosition> = None;
             for row in &result.rows {
                 if current.as_deref() != Some(row.partition.as_slice()) {
+                    if let Some(state) =
+                        self.end_scanned_partition(sink, current_token, &current, statics.take())
+                    {
+                        return Ok(state);
+                    }
                     // A partition's end ends its group, which may fill the page.
                     sink.flush_group();
                     if sink.limit_reached() {
@@ -1022,6 +1103,13 @@ impl Reads<'_> {
                     }
                     sink.partition_rows = 0;
                     current = Some(row.partition.clone());
+                    current_token = row.token;
+                }
+                if is_static_key(self.table, &row.clustering) {
+                    // The static row sorts first in its partition.
+                    statics = self.visible_statics(&row.row);
+                    prev = Some(row.position());
+                    continue;
                 }
                 if self.partition_done(sink) {
                     // Go straight to the next partition.
@@ -1032,7 +1120,7 @@ impl Reads<'_> {
                     });
                     break;
                 }
-                if !emit(self.ctx, self.table, r, sink, row) {
+                if !emit(self.ctx, self.table, r, sink, row, statics.as_ref()) {
                     if sink.limit_reached() {
                         return Ok(None);
                     }
@@ -1068,9 +1156,85 @@ impl Reads<'_> {
                     Some(last) => RangeStart::After(last.position()),
                     None => return Ok(None),
                 },
-                None => return Ok(None),
+                None => {
+                    return Ok(self
+                        .end_scanned_partition(sink, current_token, &current, statics.take())
+                        .flatten())
+                }
             };
         }
+    }
+
+    /// A partition's static row, visible at the request's clock, if the table has static
+    /// columns and the partition has live static cells.
+    async fn static_row(&self, token: i64, partition: &[u8]) -> QueryResult<Option<Row>> {
+        if !self.table.has_statics() {
+            return Ok(None);
+        }
+        let result = self
+            .read(ReadCommand::Partition(PartitionRead {
+                table: self.table.storage_id,
+                token,
+                partition: partition.to_vec(),
+                start: Bound::Included(Vec::new()),
+                end: Bound::Included(Vec::new()),
+                reverse: false,
+                limit: 1,
+            }))
+            .await?;
+        Ok(result.rows.first().and_then(|r| self.visible_statics(&r.row)))
+    }
+
+    fn visible_statics(&self, row: &Row) -> Option<Row> {
+        let now = self.ctx.clock.now_s();
+        let visible = row.visible(now);
+        visible.is_live(now).then_some(visible)
+    }
+
+    /// Adds the row a partition shows when it has live static cells but no row the query
+    /// returned, as Cassandra does when the query asks for whole partitions: the partition
+    /// key, the static values, and nulls elsewhere.
+    fn statics_alone(&self, sink: &mut Sink<'_>, token: i64, partition: &[u8], statics: Option<&Row>) {
+        let Some(statics) = statics else { return };
+        if sink.partition_rows > 0 || self.restrictions.restricts_clustering() || sink.done() {
+            return;
+        }
+        let now = self.ctx.clock.now_s();
+        let v = row_values(self.table, partition, &[], &Row::default(), Some(statics), now);
+        if passes(self.table, self.restrictions, &v) {
+            // A group that does not fit this page refuses it; the partition's statics then
+            // show with the group on the next page.
+            let _ = sink.push(self.table, &v, token);
+        }
+    }
+
+    /// Ends a scanned partition: shows its static row alone if nothing else of it was shown.
+    /// Returns the scan's result when that filled the page (`Some(None)`: the scan is over).
+    fn end_scanned_partition(
+        &self,
+        sink: &mut Sink<'_>,
+        token: i64,
+        partition: &Option<Vec<u8>>,
+        statics: Option<Row>,
+    ) -> Option<Option<Vec<u8>>> {
+        let partition = partition.as_deref()?;
+        let before = sink.returned;
+        self.statics_alone(sink, token, partition, statics.as_ref());
+        if sink.returned == before {
+            return None;
+        }
+        if sink.limit_reached() {
+            return Some(None);
+        }
+        if sink.done() {
+            // Resume after the whole partition.
+            let mut s = paging_head(KIND_SCAN, sink.returned, 0);
+            s.extend_from_slice(&token.to_be_bytes());
+            put_bytes(&mut s, Some(partition));
+            put_bytes(&mut s, None);
+            return Some(Some(s));
+        }
+        None
     }
 }
 
@@ -1083,15 +1247,26 @@ fn scan_state(sink: &Sink<'_>, token: i64, partition: &[u8], clustering: Option<
     s
 }
 
-/// Adds a row to the page if it is live at the request's clock and passes the filters.
-/// Returns false when the sink refused it (see [`Sink::push`]).
-fn emit(ctx: &Context<'_>, table: &Table, r: &Restrictions, sink: &mut Sink<'_>, row: &ReplicaRow) -> bool {
+/// Adds a row to the page if it is live at the request's clock and passes the filters; the
+/// partition's static row (`statics`) lends it the static columns' values, and is not a row of
+/// the result itself. Returns false when the sink refused it (see [`Sink::push`]).
+fn emit(
+    ctx: &Context<'_>,
+    table: &Table,
+    r: &Restrictions,
+    sink: &mut Sink<'_>,
+    row: &ReplicaRow,
+    statics: Option<&Row>,
+) -> bool {
+    if is_static_key(table, &row.clustering) {
+        return true;
+    }
     let now = ctx.clock.now_s();
     let visible = row.row.visible(now);
     if !visible.is_live(now) {
         return true;
     }
-    let v = row_values(table, &row.partition, &row.clustering, &visible, now);
+    let v = row_values(table, &row.partition, &row.clustering, &visible, statics, now);
     !passes(table, r, &v) || sink.push(table, &v, row.token)
 }
 

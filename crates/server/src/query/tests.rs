@@ -408,3 +408,55 @@ async fn group_by_pages_keep_groups_larger_than_a_read_batch_whole() {
         }
     }
 }
+
+/// Every page size through a table mixing partitions with rows and a static value, partitions
+/// with only a static value, and partitions with rows and no static value: each row shows its
+/// partition's static value, each static-only partition shows once with a null clustering
+/// column, whatever the page boundaries (a page may end right after a static-only partition,
+/// or resume inside a partition whose static row the previous page read).
+#[tokio::test]
+async fn pages_of_a_table_with_statics_show_each_partition_once() {
+    let db = Db::new(
+        1,
+        &["CREATE TABLE t (k int, c int, s int STATIC, v int, PRIMARY KEY (k, c))"],
+    );
+    let mut want = Vec::new();
+    for k in 0..6 {
+        match k % 3 {
+            0 => {
+                db.exec(&format!("UPDATE t SET s = {k} WHERE k = {k}")).await;
+                for c in 0..3 {
+                    db.exec(&format!("INSERT INTO t (k, c, v) VALUES ({k}, {c}, {c})"))
+                        .await;
+                    want.push(vec![int(k), int(c), int(k), int(c)]);
+                }
+            }
+            1 => {
+                db.exec(&format!("INSERT INTO t (k, s) VALUES ({k}, {k})")).await;
+                want.push(vec![int(k), None, int(k), None]);
+            }
+            _ => {
+                db.exec(&format!("INSERT INTO t (k, c, v) VALUES ({k}, 0, 0)"))
+                    .await;
+                want.push(vec![int(k), int(0), None, int(0)]);
+            }
+        }
+    }
+    want.sort();
+    for page in 1..=want.len() + 1 {
+        let mut all = Vec::new();
+        let mut state: Option<Vec<u8>> = None;
+        loop {
+            let p = db
+                .select("SELECT k, c, s, v FROM t", Some(page), state.as_deref())
+                .await;
+            all.extend(p.rows);
+            state = p.paging_state;
+            if state.is_none() {
+                break;
+            }
+        }
+        all.sort();
+        assert_eq!(all, want, "page size {page}");
+    }
+}

@@ -10,8 +10,10 @@ use std::sync::Arc;
 
 use hayate_cql::response::event::{ChangeType, SchemaTarget};
 use hayate_cql::response::SchemaChange;
-use hayate_cql::statement::{AlterTableAction, ColumnDefinition, CreateTable, Property, PropertyValue};
-use hayate_cql::value::{DataType, Literal};
+use hayate_cql::statement::{
+    AlterTableAction, AlterTypeAction, ColumnDefinition, CreateTable, Property, PropertyValue,
+};
+use hayate_cql::value::{DataType, Literal, TypeError, UserType, UDT_FIELDS_MAX};
 use hayate_storage::TableId;
 
 use super::{Column, ColumnKind, Keyspace, OptionValue, Schema, Table};
@@ -263,6 +265,7 @@ pub fn create_keyspace(
         name: name.to_owned(),
         replication,
         durable_writes: durable_writes(properties)?.unwrap_or(true),
+        types: BTreeMap::new(),
         tables: BTreeMap::new(),
         virtual_kind: None,
         strategy: Default::default(),
@@ -339,17 +342,19 @@ fn user_keyspace<'a>(schema: &'a Schema, keyspace: &str) -> QueryResult<&'a Arc<
     Ok(ks)
 }
 
-fn parse_column_type(def: &ColumnDefinition) -> QueryResult<DataType> {
-    let ty = DataType::parse(&def.type_text).map_err(|e| invalid(e.to_string()))?;
+/// Parses a type text used in keyspace `ks`, whose user-defined types it may name.
+fn parse_type(ks: &Keyspace, text: &str) -> QueryResult<DataType> {
+    DataType::parse_with(text, &|name| ks.user_type(name)).map_err(|e| match e {
+        TypeError::Unknown { name } => invalid(format!("Unknown type {}.{name}", ks.name)),
+        other => invalid(other.to_string()),
+    })
+}
+
+fn parse_column_type(ks: &Keyspace, def: &ColumnDefinition) -> QueryResult<DataType> {
+    let ty = parse_type(ks, &def.type_text)?;
     if ty.is_counter() {
         return Err(invalid(format!(
             "hayate does not support counter columns yet (column {}); use a bigint column",
-            def.name
-        )));
-    }
-    if def.is_static {
-        return Err(invalid(format!(
-            "hayate does not support static columns yet (column {})",
             def.name
         )));
     }
@@ -366,6 +371,23 @@ fn table_boolean(name: &str, text: &str) -> QueryResult<bool> {
              Negative values can be '0', 'false' or 'no'."
         ))),
     }
+}
+
+/// The kind a new column definition has before the PRIMARY KEY is read.
+fn defined_kind(def: &ColumnDefinition) -> ColumnKind {
+    if def.is_static {
+        ColumnKind::Static
+    } else {
+        ColumnKind::Regular
+    }
+}
+
+/// Cassandra's message for a static column in a table without clustering columns, which has
+/// one row per partition and so nothing to share a value between.
+fn statics_need_clustering() -> crate::error::QueryError {
+    invalid(
+        "Static columns are only useful (and thus allowed) if the table has at least one clustering column",
+    )
 }
 
 /// Checks table options and turns them into what the table stores.
@@ -443,8 +465,8 @@ pub fn create_table(
         columns.push(Column {
             name: def.name.clone(),
             id: columns.len() as u32,
-            ty: parse_column_type(def)?,
-            kind: ColumnKind::Regular,
+            ty: parse_column_type(ks, def)?,
+            kind: defined_kind(def),
             descending: false,
         });
     }
@@ -458,10 +480,21 @@ pub fn create_table(
             .iter()
             .position(|c| c.name == key)
             .ok_or_else(|| invalid(format!("Unknown definition {key} referenced in PRIMARY KEY")))?;
+        if columns[i].kind == ColumnKind::Static {
+            return Err(invalid(format!(
+                "Static column {key} cannot be part of the PRIMARY KEY"
+            )));
+        }
         if columns[i].kind != ColumnKind::Regular {
             return Err(invalid(format!("Duplicate definition {key} in PRIMARY KEY")));
         }
         let ty = &columns[i].ty;
+        if let DataType::Udt { def, frozen: false } = ty {
+            return Err(invalid(format!(
+                "Invalid non-frozen user-defined type \"{}\" for PRIMARY KEY column '{key}'",
+                def.name
+            )));
+        }
         if ty.is_multi_cell() {
             return Err(invalid(format!(
                 "Invalid non-frozen collection type {ty} for PRIMARY KEY component {key}"
@@ -507,8 +540,8 @@ pub fn create_table(
             columns[clustering[i]].descending = order.descending;
         }
     }
-    if !columns.iter().any(|c| c.kind == ColumnKind::Regular) && clustering.is_empty() {
-        // Cassandra allows a table of only key columns; nothing to check.
+    if clustering.is_empty() && columns.iter().any(|c| c.kind == ColumnKind::Static) {
+        return Err(statics_need_clustering());
     }
     let mut options = BTreeMap::new();
     table_options(&stmt.properties, &mut options)?;
@@ -553,12 +586,15 @@ pub fn alter_table(
                 if table.column(&def.name).is_some() {
                     return Err(invalid(format!("Column with name '{}' already exists", def.name)));
                 }
-                let ty = parse_column_type(def)?;
+                let ty = parse_column_type(ks, def)?;
+                if def.is_static && table.clustering.is_empty() {
+                    return Err(statics_need_clustering());
+                }
                 table.columns.push(Column {
                     name: def.name.clone(),
                     id: table.next_column_id,
                     ty,
-                    kind: ColumnKind::Regular,
+                    kind: defined_kind(def),
                     descending: false,
                 });
                 table.next_column_id += 1;
@@ -569,7 +605,7 @@ pub fn alter_table(
                 let i = table
                     .column_index(col)
                     .ok_or_else(|| invalid(format!("Column {col} was not found in table {name}")))?;
-                if table.columns[i].kind != ColumnKind::Regular {
+                if table.columns[i].kind.is_primary_key() {
                     return Err(invalid(format!("Cannot drop PRIMARY KEY column {col}")));
                 }
                 table.columns.remove(i);
@@ -583,7 +619,7 @@ pub fn alter_table(
                 let i = table
                     .column_index(from)
                     .ok_or_else(|| invalid(format!("Column {from} was not found in table {name}")))?;
-                if table.columns[i].kind == ColumnKind::Regular {
+                if !table.columns[i].kind.is_primary_key() {
                     return Err(invalid(format!("Cannot rename non PRIMARY KEY column {from}")));
                 }
                 if table.column(to).is_some() {
@@ -655,4 +691,183 @@ pub fn truncate(
     k.tables.insert(name.to_owned(), Arc::new(t));
     schema.keyspaces.insert(keyspace.to_owned(), Arc::new(k));
     Ok(old)
+}
+
+fn type_change(change_type: ChangeType, keyspace: &str, name: &str) -> SchemaChange {
+    SchemaChange {
+        change_type,
+        target: SchemaTarget::Type {
+            keyspace: keyspace.to_owned(),
+            type_name: name.to_owned(),
+        },
+    }
+}
+
+fn no_such_type(keyspace: &str, name: &str) -> crate::error::QueryError {
+    invalid(format!("Type '{keyspace}.{name}' doesn't exist"))
+}
+
+/// A field's type: any type the keyspace knows, but a user-defined type only frozen (a
+/// non-frozen one is stored cell per field, which only a column's own type can be).
+fn field_type(ks: &Keyspace, text: &str) -> QueryResult<DataType> {
+    let ty = parse_type(ks, text)?;
+    if matches!(ty, DataType::Udt { frozen: false, .. }) {
+        return Err(invalid("A user type cannot contain non-frozen UDTs"));
+    }
+    if ty.is_counter() {
+        return Err(invalid("A user type cannot contain counters"));
+    }
+    Ok(ty)
+}
+
+pub fn create_type(
+    schema: &mut Schema,
+    keyspace: &str,
+    name: &str,
+    if_not_exists: bool,
+    fields: &[(String, String)],
+) -> QueryResult<Option<SchemaChange>> {
+    let ks = user_keyspace(schema, keyspace)?;
+    check_name("Type", name)?;
+    if ks.types.contains_key(name) {
+        return if if_not_exists {
+            Ok(None)
+        } else {
+            Err(invalid(format!("A user type with name '{name}' already exists")))
+        };
+    }
+    if fields.len() > UDT_FIELDS_MAX {
+        return Err(invalid(format!(
+            "A user type may have at most {UDT_FIELDS_MAX} fields"
+        )));
+    }
+    let mut def = UserType {
+        keyspace: keyspace.to_owned(),
+        name: name.to_owned(),
+        field_names: Vec::with_capacity(fields.len()),
+        field_types: Vec::with_capacity(fields.len()),
+    };
+    for (field, text) in fields {
+        if def.field_names.contains(field) {
+            return Err(invalid(format!("Duplicate field name {field} in type {name}")));
+        }
+        def.field_names.push(field.clone());
+        def.field_types.push(field_type(ks, text)?);
+    }
+    let mut ks = (**ks).clone();
+    ks.types.insert(name.to_owned(), Arc::new(def));
+    schema.keyspaces.insert(keyspace.to_owned(), Arc::new(ks));
+    Ok(Some(type_change(ChangeType::Created, keyspace, name)))
+}
+
+pub fn alter_type(
+    schema: &mut Schema,
+    keyspace: &str,
+    name: &str,
+    action: &AlterTypeAction,
+) -> QueryResult<Option<SchemaChange>> {
+    let ks = user_keyspace(schema, keyspace)?;
+    let existing = ks.types.get(name).ok_or_else(|| no_such_type(keyspace, name))?;
+    let mut def = (**existing).clone();
+    match action {
+        AlterTypeAction::Add { field, type_text } => {
+            if def.field_names.contains(field) {
+                return Err(invalid(format!(
+                    "Cannot add field {field} to type {keyspace}.{name}: a field with name {field} already exists"
+                )));
+            }
+            if def.field_names.len() >= UDT_FIELDS_MAX {
+                return Err(invalid(format!(
+                    "A user type may have at most {UDT_FIELDS_MAX} fields"
+                )));
+            }
+            let ty = field_type(ks, type_text)?;
+            if ty.uses_user_type(keyspace, name) {
+                return Err(invalid(format!(
+                    "Cannot add new field to type {keyspace}.{name} that references itself"
+                )));
+            }
+            def.field_names.push(field.clone());
+            def.field_types.push(ty);
+        }
+        AlterTypeAction::Rename(pairs) => {
+            for (from, to) in pairs {
+                let i = def
+                    .field_index(from)
+                    .ok_or_else(|| invalid(format!("Unkown field {from} in user type {keyspace}.{name}")))?;
+                if def.field_index(to).is_some() {
+                    return Err(invalid(format!(
+                        "Duplicate field name {to} in type {keyspace}.{name}"
+                    )));
+                }
+                def.field_names[i] = to.clone();
+            }
+        }
+    }
+    let def = Arc::new(def);
+    let mut ks = (**ks).clone();
+    // Every copy of the old definition, in other types and in columns, becomes the new one.
+    for t in ks.types.values_mut() {
+        let wrapped = DataType::Udt {
+            def: t.clone(),
+            frozen: true,
+        };
+        if let DataType::Udt { def: updated, .. } = wrapped.with_user_type(&def) {
+            *t = updated;
+        }
+    }
+    for table in ks.tables.values_mut() {
+        if table.columns.iter().any(|c| c.ty.uses_user_type(keyspace, name)) {
+            let t = Arc::make_mut(table);
+            for c in &mut t.columns {
+                c.ty = c.ty.with_user_type(&def);
+            }
+        }
+    }
+    schema.keyspaces.insert(keyspace.to_owned(), Arc::new(ks));
+    Ok(Some(type_change(ChangeType::Updated, keyspace, name)))
+}
+
+pub fn drop_type(
+    schema: &mut Schema,
+    keyspace: &str,
+    name: &str,
+    if_exists: bool,
+) -> QueryResult<Option<SchemaChange>> {
+    let ks = user_keyspace(schema, keyspace)?;
+    if !ks.types.contains_key(name) {
+        return if if_exists {
+            Ok(None)
+        } else {
+            Err(no_such_type(keyspace, name))
+        };
+    }
+    let users: Vec<&str> = ks
+        .types
+        .values()
+        .filter(|t| t.name != name && t.field_types.iter().any(|f| f.uses_user_type(keyspace, name)))
+        .map(|t| t.name.as_str())
+        .collect();
+    if !users.is_empty() {
+        return Err(invalid(format!(
+            "Cannot drop user type '{keyspace}.{name}' as it is still used by user types {}",
+            users.join(", ")
+        )));
+    }
+    let tables: Vec<&str> = ks
+        .tables
+        .values()
+        .filter(|t| t.columns.iter().any(|c| c.ty.uses_user_type(keyspace, name)))
+        .map(|t| t.name.as_str())
+        .collect();
+    if !tables.is_empty() {
+        return Err(invalid(format!(
+            "Cannot drop user type '{keyspace}.{name}' as it is still used by tables {}",
+            tables.join(", ")
+        )));
+    }
+    let mut ks = (**ks).clone();
+    ks.types.remove(name);
+    schema.keyspaces.insert(keyspace.to_owned(), Arc::new(ks));
+    Ok(Some(type_change(ChangeType::Dropped, keyspace, name)))
 }

@@ -55,8 +55,12 @@ enum SchemaAnswer {
 struct ChangeRecord {
     change_type: String,
     keyspace: String,
-    /// Empty for a keyspace.
+    /// Empty for a keyspace or a type.
     table: String,
+    /// The user-defined type changed; absent (empty) in records of older nodes, which
+    /// changed no types.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    type_name: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -206,6 +210,24 @@ impl SchemaMachine {
                         change
                     })
             }
+            Statement::CreateType {
+                name,
+                if_not_exists,
+                fields,
+            } => {
+                let ks = keyspace_of(name)?;
+                store.apply(index, |s, _| {
+                    ddl::create_type(s, &ks, &name.name, *if_not_exists, fields)
+                })?
+            }
+            Statement::AlterType { name, action } => {
+                let ks = keyspace_of(name)?;
+                store.apply(index, |s, _| ddl::alter_type(s, &ks, &name.name, action))?
+            }
+            Statement::DropType { name, if_exists } => {
+                let ks = keyspace_of(name)?;
+                store.apply(index, |s, _| ddl::drop_type(s, &ks, &name.name, *if_exists))?
+            }
             Statement::Truncate { table } => {
                 let ks = keyspace_of(table)?;
                 dropped.push(store.apply(index, |s, allocate| ddl::truncate(s, &ks, &table.name, allocate))?);
@@ -240,15 +262,17 @@ impl hayate_cluster::metadata::AppStateMachine for SchemaMachine {
 }
 
 fn record(change: &SchemaChange) -> ChangeRecord {
-    let (keyspace, table) = match &change.target {
-        SchemaTarget::Keyspace { keyspace } => (keyspace.clone(), String::new()),
-        SchemaTarget::Table { keyspace, table } => (keyspace.clone(), table.clone()),
+    let (keyspace, table, type_name) = match &change.target {
+        SchemaTarget::Keyspace { keyspace } => (keyspace.clone(), String::new(), String::new()),
+        SchemaTarget::Table { keyspace, table } => (keyspace.clone(), table.clone(), String::new()),
+        SchemaTarget::Type { keyspace, type_name } => (keyspace.clone(), String::new(), type_name.clone()),
         other => unreachable!("the schema has no {other:?} yet"),
     };
     ChangeRecord {
         change_type: change.change_type.as_str().to_owned(),
         keyspace,
         table,
+        type_name,
     }
 }
 
@@ -281,7 +305,12 @@ pub fn decode_answer(answer: &[u8]) -> QueryResult<Option<SchemaChange>> {
                     "the schema log answered a change this node cannot read: {e}"
                 ))
             })?;
-            let target = if c.table.is_empty() {
+            let target = if !c.type_name.is_empty() {
+                SchemaTarget::Type {
+                    keyspace: c.keyspace,
+                    type_name: c.type_name,
+                }
+            } else if c.table.is_empty() {
                 SchemaTarget::Keyspace { keyspace: c.keyspace }
             } else {
                 SchemaTarget::Table {

@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use hayate_cluster::consistency::Replication;
 use hayate_cql::statement::QualifiedName;
-use hayate_cql::value::DataType;
+use hayate_cql::value::{DataType, UserType};
 use hayate_storage::TableId;
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +47,10 @@ pub struct Keyspace {
     /// `NetworkTopologyStrategy`), with the class name in its full Java form as Cassandra shows.
     pub replication: BTreeMap<String, String>,
     pub durable_writes: bool,
+    /// The keyspace's user-defined types, by name. A type's definition is copied into every
+    /// type that uses it (columns and other types), and `ALTER TYPE` rewrites those copies.
+    #[serde(default, with = "user_types")]
+    pub types: BTreeMap<String, Arc<UserType>>,
     #[serde(skip)]
     pub tables: BTreeMap<String, Arc<Table>>,
     /// Built-in keyspaces are served from memory, not storage, and cannot be changed.
@@ -121,10 +125,20 @@ impl ColumnKind {
             ColumnKind::Static => "static",
         }
     }
+
+    /// True for partition key and clustering columns.
+    pub fn is_primary_key(self) -> bool {
+        matches!(self, ColumnKind::PartitionKey | ColumnKind::Clustering)
+    }
 }
 
+/// A column's type in the schema file is its CQL text. A user-defined type in it is read as a
+/// placeholder of that name (an empty keyspace and no fields), which the store replaces with
+/// the keyspace's definition once the whole keyspace is read ([`Keyspace::resolve`]).
 mod type_text {
-    use hayate_cql::value::DataType;
+    use std::sync::Arc;
+
+    use hayate_cql::value::{DataType, UserType};
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(ty: &DataType, s: S) -> Result<S::Ok, S::Error> {
@@ -133,7 +147,93 @@ mod type_text {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DataType, D::Error> {
         let text = String::deserialize(d)?;
-        DataType::parse(&text).map_err(serde::de::Error::custom)
+        DataType::parse_with(&text, &placeholder).map_err(serde::de::Error::custom)
+    }
+
+    pub fn placeholder(name: &str) -> Option<Arc<UserType>> {
+        Some(Arc::new(UserType {
+            keyspace: String::new(),
+            name: name.to_owned(),
+            field_names: Vec::new(),
+            field_types: Vec::new(),
+        }))
+    }
+}
+
+/// User-defined types in the schema file: each with its fields' names and type texts, read
+/// back in an order where a type comes after the types its fields use.
+mod user_types {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use hayate_cql::value::{DataType, UserType};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Stored {
+        keyspace: String,
+        name: String,
+        fields: Vec<(String, String)>,
+    }
+
+    pub fn serialize<S: Serializer>(
+        types: &BTreeMap<String, Arc<UserType>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let stored: Vec<Stored> = types
+            .values()
+            .map(|t| Stored {
+                keyspace: t.keyspace.clone(),
+                name: t.name.clone(),
+                fields: t
+                    .field_names
+                    .iter()
+                    .zip(&t.field_types)
+                    .map(|(n, ty)| (n.clone(), ty.to_string()))
+                    .collect(),
+            })
+            .collect();
+        stored.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Arc<UserType>>, D::Error> {
+        let mut pending: Vec<Stored> = Vec::deserialize(d)?;
+        let mut done: BTreeMap<String, Arc<UserType>> = BTreeMap::new();
+        // Each pass defines the types whose fields use only types already defined; a pass that
+        // defines none means a type names one that is not in the file.
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut rest = Vec::new();
+            for t in pending {
+                let lookup = |n: &str| done.get(n).cloned();
+                let types: Result<Vec<DataType>, _> = t
+                    .fields
+                    .iter()
+                    .map(|(_, text)| DataType::parse_with(text, &lookup))
+                    .collect();
+                match types {
+                    Ok(field_types) => {
+                        let def = UserType {
+                            keyspace: t.keyspace.clone(),
+                            name: t.name.clone(),
+                            field_names: t.fields.iter().map(|(n, _)| n.clone()).collect(),
+                            field_types,
+                        };
+                        done.insert(t.name.clone(), Arc::new(def));
+                    }
+                    Err(_) => rest.push(t),
+                }
+            }
+            if rest.len() == before {
+                let names: Vec<&str> = rest.iter().map(|t| t.name.as_str()).collect();
+                return Err(serde::de::Error::custom(format!(
+                    "user-defined types {} use types that are not defined",
+                    names.join(", ")
+                )));
+            }
+            pending = rest;
+        }
+        Ok(done)
     }
 }
 
@@ -149,6 +249,32 @@ impl Schema {
 }
 
 impl Keyspace {
+    /// Replaces the placeholders a schema file's column types were read with by the
+    /// keyspace's type definitions; a column naming a type the keyspace does not define is a
+    /// damaged file.
+    pub fn resolve(&mut self) -> Result<(), String> {
+        for table in self.tables.values_mut() {
+            let t = Arc::make_mut(table);
+            for c in &mut t.columns {
+                for def in self.types.values() {
+                    c.ty = c.ty.with_user_type(def);
+                }
+                if let Some(name) = placeholder_in(&c.ty) {
+                    return Err(format!(
+                        "column {}.{}.{} uses the type {name}, which the keyspace does not define",
+                        self.name, t.name, c.name
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The keyspace's type named `name`, for parsing a type text used in it.
+    pub fn user_type(&self, name: &str) -> Option<Arc<UserType>> {
+        self.types.get(name).cloned()
+    }
+
     /// The replication strategy and factors, for the coordinator.
     pub fn strategy(&self) -> &Replication {
         self.strategy.get_or_init(|| {
@@ -189,6 +315,19 @@ impl Keyspace {
                 .and_then(|v| parse_replicas(v))
                 .unwrap_or(1)
         }
+    }
+}
+
+/// The name of a user-defined type placeholder (read from a schema file, not yet resolved)
+/// inside `ty`, if one is left.
+fn placeholder_in(ty: &DataType) -> Option<&str> {
+    match ty {
+        DataType::Udt { def, .. } if def.keyspace.is_empty() => Some(&def.name),
+        DataType::Udt { def, .. } => def.field_types.iter().find_map(placeholder_in),
+        DataType::List { element, .. } | DataType::Set { element, .. } => placeholder_in(element),
+        DataType::Map { key, value, .. } => placeholder_in(key).or_else(|| placeholder_in(value)),
+        DataType::Tuple(types) => types.iter().find_map(placeholder_in),
+        _ => None,
     }
 }
 
@@ -239,6 +378,12 @@ impl Table {
             Some(OptionValue::Text(v)) => hayate_cluster::coordinator::SpeculativeRetry::parse(v),
             _ => hayate_cluster::coordinator::SpeculativeRetry::default(),
         }
+    }
+
+    /// True if the table has a static column: then every partition may hold a static row,
+    /// stored under the empty clustering key (see `query::cells`).
+    pub fn has_statics(&self) -> bool {
+        self.columns.iter().any(|c| c.kind == ColumnKind::Static)
     }
 
     pub fn default_ttl_s(&self) -> u32 {

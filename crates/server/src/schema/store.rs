@@ -191,6 +191,7 @@ impl SchemaStore {
                 .into_iter()
                 .map(|t| (t.name.clone(), Arc::new(t)))
                 .collect();
+            keyspace.resolve()?;
             schema.keyspaces.insert(keyspace.name.clone(), Arc::new(keyspace));
         }
         system::add_system_keyspaces(&mut schema);
@@ -227,6 +228,55 @@ impl SchemaStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A column's user-defined type is saved as its name and read back as the keyspace's
+    /// definition, nested types included; a file whose column names a type the keyspace does
+    /// not define is refused rather than read with an empty type.
+    #[test]
+    fn user_types_survive_a_snapshot_and_a_missing_one_is_refused() {
+        use hayate_cql::statement::{parse, Statement};
+
+        let store = SchemaStore::new();
+        let statements = [
+            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+            "CREATE TYPE ks.address (street text, zip int)",
+            "CREATE TYPE ks.person (name text, home frozen<address>)",
+            "CREATE TABLE ks.t (k int PRIMARY KEY, a address, p list<frozen<person>>)",
+        ];
+        for (i, cql) in statements.iter().enumerate() {
+            let parsed = parse(cql).expect("parses");
+            store
+                .apply(i as u64 + 1, |s, allocate| match &parsed.statement {
+                    Statement::CreateKeyspace { properties, .. } => {
+                        super::super::ddl::create_keyspace(s, "ks", false, properties, &[])
+                    }
+                    Statement::CreateType { name, fields, .. } => {
+                        super::super::ddl::create_type(s, "ks", &name.name, false, fields)
+                    }
+                    Statement::CreateTable(t) => super::super::ddl::create_table(s, "ks", t, allocate),
+                    other => panic!("unexpected {other:?}"),
+                })
+                .expect("applies");
+        }
+        let snapshot = store.snapshot();
+        let restored = SchemaStore::new();
+        restored.restore(&snapshot, version_at(0)).expect("restores");
+        let before = store.current();
+        let after = restored.current();
+        let (b, a) = (&before.keyspaces["ks"], &after.keyspaces["ks"]);
+        assert_eq!(a.types, b.types);
+        assert_eq!(a.tables["t"].columns[1].ty, b.tables["t"].columns[1].ty);
+        assert_eq!(a.tables["t"].columns[2].ty, b.tables["t"].columns[2].ty);
+        assert_eq!(a.tables["t"].columns[2].ty.to_string(), "list<frozen<person>>");
+
+        let text = String::from_utf8(snapshot).expect("json");
+        let damaged = text.replace("\"name\": \"person\"", "\"name\": \"someone\"");
+        assert_ne!(damaged, text, "the test edits the type's name");
+        let err = SchemaStore::new()
+            .restore(damaged.as_bytes(), version_at(0))
+            .expect_err("a column naming an undefined type");
+        assert!(err.contains("person"), "{err}");
+    }
 
     #[test]
     fn every_node_derives_the_same_ids_and_version_from_the_same_changes() {

@@ -307,6 +307,7 @@ pub fn add_system_keyspaces(schema: &mut Schema) {
             name: (*ks_name).to_owned(),
             replication,
             durable_writes: true,
+            types: BTreeMap::new(),
             tables: BTreeMap::new(),
             virtual_kind: Some(*kind),
             strategy: Default::default(),

@@ -3,6 +3,7 @@
 
 use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
 use hayate_cql::statement::{Describe, DescribeTarget, QualifiedName};
+use hayate_cql::value::UserType;
 
 use crate::error::{invalid, QueryResult};
 use crate::query::Context;
@@ -63,8 +64,23 @@ pub fn run(ctx: &Context<'_>, cluster_name: &str, d: &Describe) -> QueryResult<R
             }
             Ok(result(LISTING, rows))
         }
-        DescribeTarget::Types | DescribeTarget::Functions | DescribeTarget::Aggregates => {
-            Ok(result(LISTING, Vec::new()))
+        DescribeTarget::Types => {
+            let mut rows = Vec::new();
+            for k in schema
+                .keyspaces
+                .values()
+                .filter(|k| ctx.keyspace.is_none_or(|current| current == k.name))
+            {
+                for t in k.types.values() {
+                    rows.push(vec![k.name.clone(), "type".into(), t.name.clone()]);
+                }
+            }
+            Ok(result(LISTING, rows))
+        }
+        DescribeTarget::Functions | DescribeTarget::Aggregates => Ok(result(LISTING, Vec::new())),
+        DescribeTarget::Type(name) => {
+            let t = user_type(ctx, name)?;
+            Ok(result(ELEMENT, vec![type_row(&t)]))
         }
         DescribeTarget::Cluster => Ok(result(
             &["cluster", "partitioner", "snitch"],
@@ -106,8 +122,13 @@ pub fn run(ctx: &Context<'_>, cluster_name: &str, d: &Describe) -> QueryResult<R
                     return Ok(result(ELEMENT, rows));
                 }
             }
-            let t = table(ctx, name)?;
-            Ok(result(ELEMENT, vec![table_row(&t)]))
+            match table(ctx, name) {
+                Ok(t) => Ok(result(ELEMENT, vec![table_row(&t)])),
+                Err(e) => match user_type(ctx, name) {
+                    Ok(t) => Ok(result(ELEMENT, vec![type_row(&t)])),
+                    Err(_) => Err(e),
+                },
+            }
         }
         _ => Err(invalid(
             "hayate has no user types, functions, aggregates, indexes or views to describe",
@@ -131,6 +152,70 @@ fn table(ctx: &Context<'_>, name: &QualifiedName) -> QueryResult<std::sync::Arc<
         .ok_or_else(|| invalid(format!("'{}' not found in keyspace '{ks}'", name.name)))
 }
 
+fn user_type(ctx: &Context<'_>, name: &QualifiedName) -> QueryResult<std::sync::Arc<UserType>> {
+    let ks = name
+        .keyspace
+        .as_deref()
+        .or(ctx.keyspace)
+        .ok_or_else(|| invalid("No keyspace specified and no current keyspace"))?;
+    let k = ctx
+        .schema
+        .keyspace(ks)
+        .ok_or_else(|| invalid(format!("'{ks}' not found in keyspaces")))?;
+    k.types
+        .get(&name.name)
+        .cloned()
+        .ok_or_else(|| invalid(format!("User defined type '{}' not found in '{ks}'", name.name)))
+}
+
+fn type_row(t: &UserType) -> Vec<String> {
+    vec![t.keyspace.clone(), "type".into(), t.name.clone(), create_type(t)]
+}
+
+/// The CQL that recreates a user-defined type, laid out as Cassandra lays it out.
+pub fn create_type(t: &UserType) -> String {
+    let fields: Vec<String> = t
+        .field_names
+        .iter()
+        .zip(&t.field_types)
+        .map(|(n, ty)| format!("    {} {ty}", quote_identifier(n)))
+        .collect();
+    format!(
+        "CREATE TYPE {}.{} (\n{}\n);",
+        quote_identifier(&t.keyspace),
+        quote_identifier(&t.name),
+        fields.join(",\n")
+    )
+}
+
+/// The keyspace's types in an order that recreates them: each after the types it uses.
+fn types_in_creation_order(k: &Keyspace) -> Vec<&std::sync::Arc<UserType>> {
+    let mut out: Vec<&std::sync::Arc<UserType>> = Vec::new();
+    let mut rest: Vec<&std::sync::Arc<UserType>> = k.types.values().collect();
+    while !rest.is_empty() {
+        let before = rest.len();
+        rest.retain(|t| {
+            let ready = k.types.values().all(|other| {
+                other.name == t.name
+                    || out.iter().any(|o| o.name == other.name)
+                    || !t
+                        .field_types
+                        .iter()
+                        .any(|f| f.uses_user_type(&k.name, &other.name))
+            });
+            if ready {
+                out.push(t);
+            }
+            !ready
+        });
+        if rest.len() == before {
+            // Unreachable for a schema DDL built; keep every type listed regardless.
+            out.append(&mut rest);
+        }
+    }
+    out
+}
+
 fn keyspace_rows(k: &Keyspace, only: bool, rows: &mut Vec<Vec<String>>) {
     rows.push(vec![
         k.name.clone(),
@@ -139,6 +224,9 @@ fn keyspace_rows(k: &Keyspace, only: bool, rows: &mut Vec<Vec<String>>) {
         create_keyspace(k),
     ]);
     if !only {
+        for t in types_in_creation_order(k) {
+            rows.push(type_row(t));
+        }
         for t in k.tables.values() {
             rows.push(table_row(t));
         }
@@ -181,6 +269,9 @@ pub fn create_table(t: &Table) -> String {
     let single_key = t.partition_key.len() == 1 && t.clustering.is_empty();
     for c in &t.columns {
         s.push_str(&format!("    {} {}", quote_identifier(&c.name), c.ty));
+        if c.kind == ColumnKind::Static {
+            s.push_str(" static");
+        }
         if single_key && c.kind == ColumnKind::PartitionKey {
             s.push_str(" PRIMARY KEY");
         }

@@ -6,7 +6,7 @@ pub mod describe;
 
 use std::net::IpAddr;
 
-use hayate_cql::value::{encode_map, encode_set, DataType};
+use hayate_cql::value::{encode_list, encode_map, encode_set, DataType};
 
 use crate::error::QueryResult;
 use crate::query::VirtualTables;
@@ -121,6 +121,12 @@ fn text_set<'a>(items: impl IntoIterator<Item = &'a str>) -> Vec<u8> {
     out
 }
 
+fn text_list<'a>(items: impl IntoIterator<Item = &'a str>) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_list(items.into_iter().map(str::as_bytes), &mut out);
+    out
+}
+
 fn text_map<'a>(items: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<u8> {
     let mut out = Vec::new();
     encode_map(
@@ -194,6 +200,19 @@ fn rows(cluster: &dyn ClusterView, schema: &Schema, table: &Table) -> QueryResul
             })
             .collect(),
         ("system_schema", "tables") => schema_tables_rows(schema, table, false),
+        ("system_schema", "types") => schema
+            .user_keyspaces()
+            .flat_map(|k| k.types.values())
+            .map(|t| {
+                let types: Vec<String> = t.field_types.iter().map(ToString::to_string).collect();
+                RowBuilder::new(table)
+                    .text("keyspace_name", &t.keyspace)
+                    .text("type_name", &t.name)
+                    .set("field_names", text_list(t.field_names.iter().map(String::as_str)))
+                    .set("field_types", text_list(types.iter().map(String::as_str)))
+                    .done()
+            })
+            .collect(),
         ("system_schema", "columns") => schema_columns(schema, table, false),
         ("system_virtual_schema", "keyspaces") => schema
             .keyspaces
