@@ -35,14 +35,8 @@ pub struct RangeTombstone {
 }
 
 impl RangeTombstone {
-    /// True if the row at `clustering` lies inside the range. The empty key is never inside
-    /// one: it is a partition's static row (a table with clustering columns gives every other
-    /// row a key of at least one byte), which only a partition deletion removes, as in
-    /// Cassandra; tables without clustering columns have no range deletes.
+    /// True if the row at `clustering` lies inside the range.
     pub fn covers(&self, clustering: &[u8]) -> bool {
-        if clustering.is_empty() {
-            return false;
-        }
         let after_start = match &self.start {
             Bound::Included(s) => clustering >= s.as_slice(),
             Bound::Excluded(s) => clustering > s.as_slice(),

@@ -889,8 +889,20 @@ fn delete(
                         reads: Vec::new(),
                     }
                 } else {
+                    let mut range = range.clone();
+                    // A clustering range open at its start (`c < 5`) must not cover the static
+                    // row, whose key is the empty one that sorts first: only a partition delete
+                    // (no clustering restriction, both ends open) removes statics, as in
+                    // Cassandra.
+                    let whole_partition = matches!(
+                        (&range.start, &range.end),
+                        (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+                    );
+                    if table.has_statics() && !whole_partition && range.start == std::ops::Bound::Unbounded {
+                        range.start = std::ops::Bound::Excluded(Vec::new());
+                    }
                     Target::Range {
-                        range: range.clone(),
+                        range,
                         deletion: Deletion {
                             timestamp_us: wt.timestamp_us,
                             deleted_at_s: wt.now_s,
