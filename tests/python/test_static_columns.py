@@ -91,6 +91,20 @@ def test_delete_of_a_static_column_and_of_the_partition(st):
     assert rows(st, "SELECT k, c, s FROM st WHERE k = 4") == [(4, None, "kept")]
 
 
+def test_a_clustering_range_delete_leaves_the_statics(st):
+    """A range tombstone covers rows, never the partition's static row, even a range open at its
+    start (the static row's key is the empty one, which sorts first); only a partition delete
+    removes statics."""
+    for c in range(1, 6):
+        st.execute("INSERT INTO st (k, c, s, v) VALUES (5, %s, 'kept', %s)", (c, c))
+    st.execute("DELETE FROM st WHERE k = 5 AND c < 3")
+    assert rows(st, "SELECT c, s FROM st WHERE k = 5") == [(3, "kept"), (4, "kept"), (5, "kept")]
+    st.execute("DELETE FROM st WHERE k = 5 AND c >= 3")
+    assert rows(st, "SELECT k, c, s FROM st WHERE k = 5") == [(5, None, "kept")]
+    st.execute("DELETE FROM st WHERE k = 5")
+    assert rows(st, "SELECT k, c, s FROM st WHERE k = 5") == []
+
+
 def test_writes_that_cassandra_refuses(st):
     cases = [
         ("UPDATE st SET s = 'x' WHERE k = 1 AND c IN (1, 2)",
