@@ -12,8 +12,9 @@ pub mod internode;
 
 use hayate_storage::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES, BLOCK_MAGIC};
 use hayate_storage::format::record::{
-    decode_body, decode_record, encode_body, encode_record, padded_len, reseal_record, RecordMeta,
-    FLAG_DELETIONS, FLAG_TOMBSTONE, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
+    decode_body, decode_record, decode_tombstones_body, encode_body, encode_record,
+    encode_tombstones_body, padded_len, reseal_record, RecordMeta, FLAG_DELETIONS,
+    FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
 use hayate_storage::index::{Location, BLOCKS_MAX};
 use hayate_storage::row::{Cell, CellValue, Deletion, Liveness, Row};
@@ -96,7 +97,7 @@ pub fn check_record(bytes: &[u8], sequence: u64) -> Option<usize> {
     assert_eq!(again.clustering_key, view.clustering_key);
     assert_eq!(again.body, view.body);
     assert_eq!(again.record_bytes, n);
-    let canonical = bytes[OFFSET_FLAGS] & !(FLAG_TOMBSTONE | FLAG_DELETIONS) == 0
+    let canonical = bytes[OFFSET_FLAGS] & !(FLAG_TOMBSTONE | FLAG_DELETIONS | FLAG_RANGE_TOMBSTONES) == 0
         && len == padded_len(unpadded)
         && bytes[unpadded..len].iter().all(|&b| b == 0);
     assert_eq!(
@@ -117,6 +118,18 @@ pub fn check_record(bytes: &[u8], sequence: u64) -> Option<usize> {
 /// same bytes, and re-encoding never makes a body longer.
 pub fn check_body(body: &[u8], meta: &RecordMeta) {
     let base_ts = meta.write_timestamp_us;
+    if meta.range_tombstones {
+        // A partition's tombstones record: its own body encoding, which must decode to the
+        // same tombstones after a re-encoding.
+        let Ok(tombstones) = decode_tombstones_body(body, base_ts) else {
+            return;
+        };
+        let mut encoded = Vec::new();
+        encode_tombstones_body(&mut encoded, &tombstones, base_ts);
+        let again = decode_tombstones_body(&encoded, base_ts).expect("re-encoded tombstones decode");
+        assert_eq!(again, tombstones, "tombstones survive re-encoding");
+        return;
+    }
     let Ok(row) = decode_body(body, base_ts) else {
         return;
     };
