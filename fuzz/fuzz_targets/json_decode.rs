@@ -45,14 +45,18 @@ fn check(ty: &DataType, decoded: Option<Vec<u8>>) {
     let Some(bytes) = decoded else {
         return;
     };
-    assert!(validate(ty, &bytes).is_ok(), "{ty}: the decoder made an invalid value");
+    assert!(
+        validate(ty, &bytes).is_ok(),
+        "{ty}: the decoder made an invalid value"
+    );
     let printed = to_json(ty, &bytes);
     // NaN and the infinities print as null, also inside collections (where a null does not
     // read back). Printing may lose what does not matter (an
     // IPv4-mapped IPv6 address prints as IPv4, as in Java), so the property is that the printed
     // text reads back to a value that prints the same.
     let text = ty.to_string();
-    if printed == "null" || (printed.contains("null") && (text.contains("double") || text.contains("float"))) {
+    if printed == "null" || (printed.contains("null") && (text.contains("double") || text.contains("float")))
+    {
         return;
     }
     match from_json(ty, &printed) {

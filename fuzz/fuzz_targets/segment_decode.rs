@@ -9,7 +9,9 @@
 #![no_main]
 
 use hayate_cql::compression::Compression;
-use hayate_cql::segment::{crc24, crc32, SegmentCodec, COMPRESSED_HEADER_BYTES, CRC24_BYTES, CRC32_BYTES, UNCOMPRESSED_HEADER_BYTES};
+use hayate_cql::segment::{
+    crc24, crc32, SegmentCodec, COMPRESSED_HEADER_BYTES, CRC24_BYTES, CRC32_BYTES, UNCOMPRESSED_HEADER_BYTES,
+};
 use libfuzzer_sys::fuzz_target;
 
 fn reseal(data: &mut [u8], header_bytes: usize) {
@@ -46,7 +48,10 @@ fuzz_target!(|input: &[u8]| {
     }
     let mut rest = data.as_slice();
     while let Ok(Some((segment, used))) = codec.decode(rest) {
-        assert!(used > 0 && used <= rest.len(), "a segment must consume bytes it was given");
+        assert!(
+            used > 0 && used <= rest.len(),
+            "a segment must consume bytes it was given"
+        );
         let mut again = Vec::new();
         codec.encode(&segment.payload, &mut again);
         let (decoded, used_again) = match codec.decode(&again) {

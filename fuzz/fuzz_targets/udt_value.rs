@@ -68,13 +68,28 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let ty = match selector % 4 {
-        0 => DataType::Udt { def: home, frozen: true },
-        1 => DataType::Udt { def: who, frozen: true },
-        2 => DataType::List {
-            element: Box::new(DataType::Udt { def: who, frozen: true }),
+        0 => DataType::Udt {
+            def: home,
             frozen: true,
         },
-        _ => DataType::Tuple(vec![DataType::Int, DataType::Udt { def: home, frozen: true }]),
+        1 => DataType::Udt {
+            def: who,
+            frozen: true,
+        },
+        2 => DataType::List {
+            element: Box::new(DataType::Udt {
+                def: who,
+                frozen: true,
+            }),
+            frozen: true,
+        },
+        _ => DataType::Tuple(vec![
+            DataType::Int,
+            DataType::Udt {
+                def: home,
+                frozen: true,
+            },
+        ]),
     };
     let _ = split_components(value);
     let mut key = Vec::new();

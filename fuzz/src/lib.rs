@@ -12,9 +12,9 @@ pub mod internode;
 
 use hayate_storage::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES, BLOCK_MAGIC};
 use hayate_storage::format::record::{
-    decode_body, decode_record, decode_tombstones_body, encode_body, encode_record,
-    encode_tombstones_body, padded_len, reseal_record, RecordMeta, FLAG_DELETIONS,
-    FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
+    decode_body, decode_record, decode_tombstones_body, encode_body, encode_record, encode_tombstones_body,
+    padded_len, reseal_record, RecordMeta, FLAG_DELETIONS, FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
+    RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
 use hayate_storage::index::{Location, BLOCKS_MAX};
 use hayate_storage::row::{Cell, CellValue, Deletion, Liveness, Row};
