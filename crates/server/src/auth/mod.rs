@@ -25,6 +25,9 @@ pub mod roles;
 pub mod sasl;
 
 use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
 use std::sync::Arc;
 
 use hayate_cql::error::ErrorCode;
@@ -195,6 +198,37 @@ impl std::error::Error for AuthError {
             _ => None,
         }
     }
+}
+
+/// Why one of the auth stores' JSON files (roles, permissions) could not be read.
+pub(crate) enum JsonFileError {
+    Read(io::Error),
+    Corrupt(String),
+}
+
+/// Reads a JSON file of at most `max_bytes` (a larger one is corrupt, not read whole); `None`
+/// if it does not exist.
+pub(crate) fn read_json_file<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    max_bytes: u64,
+) -> Result<Option<T>, JsonFileError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(JsonFileError::Read(e)),
+    };
+    let mut text = Vec::new();
+    file.take(max_bytes + 1)
+        .read_to_end(&mut text)
+        .map_err(JsonFileError::Read)?;
+    if text.len() as u64 > max_bytes {
+        return Err(JsonFileError::Corrupt(format!(
+            "it is larger than {max_bytes} bytes"
+        )));
+    }
+    serde_json::from_slice(&text)
+        .map(Some)
+        .map_err(|e| JsonFileError::Corrupt(e.to_string()))
 }
 
 #[cfg(test)]

@@ -17,8 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -473,21 +472,12 @@ fn read_permissions_file(path: &Path) -> Result<Option<Grants>, PermissionStoreE
         path: path.to_path_buf(),
         reason,
     };
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(read_error(e)),
+    let file: PermissionsFile = match super::read_json_file(path, PERMISSIONS_FILE_MAX_BYTES) {
+        Ok(Some(file)) => file,
+        Ok(None) => return Ok(None),
+        Err(super::JsonFileError::Read(source)) => return Err(read_error(source)),
+        Err(super::JsonFileError::Corrupt(reason)) => return Err(corrupt(reason)),
     };
-    let mut text = Vec::new();
-    file.take(PERMISSIONS_FILE_MAX_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(read_error)?;
-    if text.len() as u64 > PERMISSIONS_FILE_MAX_BYTES {
-        return Err(corrupt(format!(
-            "it is larger than {PERMISSIONS_FILE_MAX_BYTES} bytes"
-        )));
-    }
-    let file: PermissionsFile = serde_json::from_slice(&text).map_err(|e| corrupt(e.to_string()))?;
     if file.version != PERMISSIONS_FILE_VERSION {
         return Err(corrupt(format!(
             "it is version {}, and this hayate reads version {PERMISSIONS_FILE_VERSION}",

@@ -809,19 +809,12 @@ fn read_roles_file(path: &Path) -> Result<Option<BTreeMap<String, Role>>, RoleSt
         path: path.to_path_buf(),
         reason,
     };
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(read_error(e)),
+    let file: RolesFile = match super::read_json_file(path, ROLES_FILE_MAX_BYTES) {
+        Ok(Some(file)) => file,
+        Ok(None) => return Ok(None),
+        Err(super::JsonFileError::Read(source)) => return Err(read_error(source)),
+        Err(super::JsonFileError::Corrupt(reason)) => return Err(corrupt(reason)),
     };
-    let mut text = Vec::new();
-    file.take(ROLES_FILE_MAX_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(read_error)?;
-    if text.len() as u64 > ROLES_FILE_MAX_BYTES {
-        return Err(corrupt(format!("it is larger than {ROLES_FILE_MAX_BYTES} bytes")));
-    }
-    let file: RolesFile = serde_json::from_slice(&text).map_err(|e| corrupt(e.to_string()))?;
     if file.version != ROLES_FILE_VERSION {
         return Err(corrupt(format!(
             "it is version {}, and this hayate reads version {ROLES_FILE_VERSION}",
