@@ -136,7 +136,8 @@ pub fn run(ctx: &Context<'_>, cluster_name: &str, d: &Describe) -> QueryResult<R
     }
 }
 
-fn table(ctx: &Context<'_>, name: &QualifiedName) -> QueryResult<std::sync::Arc<Table>> {
+/// The keyspace a DESCRIBE of `name` looks in: the one it names, or the current one.
+fn keyspace_of<'a>(ctx: &'a Context<'_>, name: &'a QualifiedName) -> QueryResult<(&'a str, &'a Keyspace)> {
     let ks = name
         .keyspace
         .as_deref()
@@ -146,6 +147,11 @@ fn table(ctx: &Context<'_>, name: &QualifiedName) -> QueryResult<std::sync::Arc<
         .schema
         .keyspace(ks)
         .ok_or_else(|| invalid(format!("'{ks}' not found in keyspaces")))?;
+    Ok((ks, k))
+}
+
+fn table(ctx: &Context<'_>, name: &QualifiedName) -> QueryResult<std::sync::Arc<Table>> {
+    let (ks, k) = keyspace_of(ctx, name)?;
     k.tables
         .get(&name.name)
         .cloned()
@@ -153,15 +159,7 @@ fn table(ctx: &Context<'_>, name: &QualifiedName) -> QueryResult<std::sync::Arc<
 }
 
 fn user_type(ctx: &Context<'_>, name: &QualifiedName) -> QueryResult<std::sync::Arc<UserType>> {
-    let ks = name
-        .keyspace
-        .as_deref()
-        .or(ctx.keyspace)
-        .ok_or_else(|| invalid("No keyspace specified and no current keyspace"))?;
-    let k = ctx
-        .schema
-        .keyspace(ks)
-        .ok_or_else(|| invalid(format!("'{ks}' not found in keyspaces")))?;
+    let (ks, k) = keyspace_of(ctx, name)?;
     k.types
         .get(&name.name)
         .cloned()
