@@ -59,7 +59,25 @@ def test_driver_sees_three_hosts_with_data_center_rack_and_tokens(three, session
     assert sorted(m["address"] for m in status["nodes"]) == sorted(hosts)
 
 
+def wait_for_schema_agreement(three, timeout_s=10.0):
+    """Waits until every node's system.local and every peer row agree on one schema version, as
+    drivers do after DDL: a node learns the others' versions by gossip (every 250 ms), so right
+    after the cluster formed or changed its schema a peer row may still show the previous one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        versions = set()
+        for n in three.nodes:
+            s = whitelisted(three, n.index)
+            versions.add(s.execute("SELECT schema_version FROM system.local").one().schema_version)
+            versions.update(r.schema_version for r in s.execute("SELECT schema_version FROM system.peers"))
+        if len(versions) == 1 or time.monotonic() > deadline:
+            return versions
+        time.sleep(0.1)
+
+
 def test_every_node_describes_the_others_in_system_peers(three):
+    agreed = wait_for_schema_agreement(three)
+    assert len(agreed) == 1, f"the nodes did not agree on a schema version within 10 s: {agreed}"
     locals_ = {}
     for n in three.nodes:
         locals_[n.host] = whitelisted(three, n.index).execute(
