@@ -20,21 +20,25 @@ use hayate_cluster::replica;
 use crate::error::{QueryError, QueryResult};
 use crate::schema::{Keyspace, Schema};
 
-/// Encodes the groups of a batch as a batch record's payload.
-pub fn encode(groups: &[(std::sync::Arc<Keyspace>, Vec<replica::Mutation>)]) -> QueryResult<Vec<u8>> {
+/// Encodes the groups of a batch as a batch record's payload. Each group's mutations move into
+/// the message for its encoding and back out, rather than being copied.
+pub fn encode(groups: &mut [(std::sync::Arc<Keyspace>, Vec<replica::Mutation>)]) -> QueryResult<Vec<u8>> {
     let mut out = Vec::new();
     out.extend_from_slice(&(groups.len() as u32).to_be_bytes());
-    for (keyspace, mutations) in groups {
+    for (keyspace, mutations) in groups.iter_mut() {
         let name = keyspace.name.as_bytes();
         out.extend_from_slice(&(name.len() as u16).to_be_bytes());
         out.extend_from_slice(name);
-        let mut encoded = Vec::new();
         let request = Message::MutationRequest {
             id: 0,
-            mutations: mutations.clone(),
+            mutations: std::mem::take(mutations),
         };
-        message::encode(&request, message::VERSION, &mut encoded)
-            .map_err(|e| QueryError::Server(format!("cannot log the batch: {e}")))?;
+        let mut encoded = Vec::new();
+        let result = message::encode(&request, message::VERSION, &mut encoded);
+        if let Message::MutationRequest { mutations: back, .. } = request {
+            *mutations = back;
+        }
+        result.map_err(|e| QueryError::Server(format!("cannot log the batch: {e}")))?;
         out.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
         out.extend_from_slice(&encoded);
     }
@@ -120,9 +124,9 @@ pub async fn apply_logged(
     log: &Batchlog,
     coordinator: &Coordinator,
     consistency: ConsistencyLevel,
-    groups: Vec<(std::sync::Arc<Keyspace>, Vec<replica::Mutation>)>,
+    mut groups: Vec<(std::sync::Arc<Keyspace>, Vec<replica::Mutation>)>,
 ) -> QueryResult<()> {
-    let payload = encode(&groups)?;
+    let payload = encode(&mut groups)?;
     let ticket = log
         .append(&payload)
         .map_err(|e| QueryError::Server(e.to_string()))?;

@@ -76,18 +76,6 @@ pub struct Session {
     runtime: tokio::runtime::Handle,
 }
 
-/// A consistency level as Cassandra names it (`LOCAL_ONE`).
-fn consistency_name(c: hayate_cql::wire::Consistency) -> String {
-    let mut name = String::new();
-    for (i, ch) in format!("{c:?}").chars().enumerate() {
-        if i > 0 && ch.is_ascii_uppercase() {
-            name.push('_');
-        }
-        name.push(ch.to_ascii_uppercase());
-    }
-    name
-}
-
 /// The requests the tracing flag applies to (spec section 2.2); others ignore it.
 fn traceable(request: &Request<'_>) -> bool {
     matches!(
@@ -427,7 +415,10 @@ impl Session {
         let mut trace = Trace::start(self.peer.ip(), local.rpc_address, local.cql_port, command);
         let mut parameters = vec![("query".to_owned(), text.clone())];
         if let Some(c) = consistency {
-            parameters.push(("consistency_level".to_owned(), consistency_name(c)));
+            parameters.push((
+                "consistency_level".to_owned(),
+                crate::error::consistency_level(c).name().to_owned(),
+            ));
         }
         let request_name = match request {
             Request::Query(_) => "Execute CQL3 query",
