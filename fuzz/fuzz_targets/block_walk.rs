@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
             block_index: 0,
             block_size_bytes: block.len() as u32,
             free: false,
+            chunk: false,
         };
         block[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
     }

@@ -11,10 +11,11 @@
 pub mod internode;
 
 use hayate_storage::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES, BLOCK_MAGIC};
+use hayate_storage::format::chunks::{Chunk, ChunkList, CHUNKS_MAX};
 use hayate_storage::format::record::{
     decode_body, decode_record, decode_tombstones_body, encode_body, encode_record, encode_tombstones_body,
-    padded_len, reseal_record, RecordMeta, FLAG_DELETIONS, FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
-    RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
+    padded_len, reseal_record, RecordMeta, FLAG_CHUNKED, FLAG_DELETIONS, FLAG_RANGE_TOMBSTONES,
+    FLAG_TOMBSTONE, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
 use hayate_storage::index::{Location, BLOCKS_MAX};
 use hayate_storage::row::{Cell, CellValue, Deletion, Liveness, Row};
@@ -31,6 +32,7 @@ const OFFSET_LEN: usize = 4;
 const OFFSET_FLAGS: usize = 3;
 const HEADER_OFFSET_CRC: usize = 60;
 const HEADER_FLAG_FREE: u8 = 1;
+const HEADER_FLAG_CHUNK: u8 = 2;
 
 /// `sequence | mode | payload`; `None` if the input is too short to hold the first two.
 pub fn split_sequenced(data: &[u8]) -> Option<(u64, u8, &[u8])> {
@@ -97,9 +99,10 @@ pub fn check_record(bytes: &[u8], sequence: u64) -> Option<usize> {
     assert_eq!(again.clustering_key, view.clustering_key);
     assert_eq!(again.body, view.body);
     assert_eq!(again.record_bytes, n);
-    let canonical = bytes[OFFSET_FLAGS] & !(FLAG_TOMBSTONE | FLAG_DELETIONS | FLAG_RANGE_TOMBSTONES) == 0
-        && len == padded_len(unpadded)
-        && bytes[unpadded..len].iter().all(|&b| b == 0);
+    let canonical =
+        bytes[OFFSET_FLAGS] & !(FLAG_TOMBSTONE | FLAG_DELETIONS | FLAG_RANGE_TOMBSTONES | FLAG_CHUNKED) == 0
+            && len == padded_len(unpadded)
+            && bytes[unpadded..len].iter().all(|&b| b == 0);
     assert_eq!(
         canonical,
         out[..] == bytes[..len],
@@ -118,6 +121,11 @@ pub fn check_record(bytes: &[u8], sequence: u64) -> Option<usize> {
 /// same bytes, and re-encoding never makes a body longer.
 pub fn check_body(body: &[u8], meta: &RecordMeta) {
     let base_ts = meta.write_timestamp_us;
+    if meta.chunked {
+        // A chunked row's head: its body is where the row's chunks are, not the row.
+        check_chunk_list(body);
+        return;
+    }
     if meta.range_tombstones {
         // A partition's tombstones record: its own body encoding, which must decode to the
         // same tombstones after a re-encoding.
@@ -174,14 +182,32 @@ pub fn canonical_row(mut row: Row) -> Row {
 }
 
 /// Decodes a block header and checks it against the bytes it came from.
+/// `ChunkList::decode` on arbitrary bytes: a list that decodes is consistent (its chunks add up
+/// to its body, within the count bound) and encodes back to exactly the bytes it came from.
+pub fn check_chunk_list(b: &[u8]) -> bool {
+    let Ok(list) = ChunkList::decode(b) else {
+        return false;
+    };
+    assert!(!list.chunks.is_empty() && list.chunks.len() <= CHUNKS_MAX);
+    assert_eq!(
+        list.chunks.iter().map(|c| u64::from(c.bytes)).sum::<u64>(),
+        list.body_bytes
+    );
+    let mut encoded = Vec::new();
+    list.encode(&mut encoded);
+    assert_eq!(encoded, b);
+    true
+}
+
 pub fn check_header(b: &[u8]) {
     match BlockHeader::decode(b) {
         Ok(h) => {
             let encoded = h.encode();
             assert_eq!(BlockHeader::decode(&encoded), Ok(h));
-            // Flag bits other than bit 0 (free) and the reserved bytes (24..60) are covered by
-            // the checksum but not decoded; only a header with them zero re-encodes to itself.
-            let canonical = b[6] & !HEADER_FLAG_FREE == 0
+            // Flag bits other than bits 0 (free) and 1 (chunk) and the reserved bytes (24..60)
+            // are covered by the checksum but not decoded; only a header with them zero
+            // re-encodes to itself.
+            let canonical = b[6] & !(HEADER_FLAG_FREE | HEADER_FLAG_CHUNK) == 0
                 && b[7] == 0
                 && b[24..HEADER_OFFSET_CRC].iter().all(|&x| x == 0);
             assert_eq!(canonical, encoded[..] == b[..BLOCK_HEADER_BYTES]);
@@ -281,6 +307,7 @@ pub fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         block_index: 3,
         block_size_bytes: 1 << 20,
         free: false,
+        chunk: false,
     };
     let mut h = vec![0u8];
     h.extend(header.encode());
@@ -293,6 +320,39 @@ pub fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         "never-used",
         vec![0u8; 1 + BLOCK_HEADER_BYTES],
     ));
+    let mut chunk = vec![0u8];
+    chunk.extend(
+        BlockHeader {
+            chunk: true,
+            ..header
+        }
+        .encode(),
+    );
+    out.push(("block_header_decode", "chunk", chunk));
+    let mut list = Vec::new();
+    ChunkList {
+        body_bytes: (2 << 20) + 100,
+        crc32c: 0x1234_5678,
+        chunks: vec![
+            Chunk {
+                block: 4,
+                sequence: sequence + 1,
+                bytes: (1 << 20) - 64,
+            },
+            Chunk {
+                block: 9,
+                sequence: sequence + 2,
+                bytes: (1 << 20) - 64,
+            },
+            Chunk {
+                block: 2,
+                sequence: sequence + 3,
+                bytes: 228,
+            },
+        ],
+    }
+    .encode(&mut list);
+    out.push(("chunk_list_decode", "three-chunks", list));
 
     let mut block = header.encode().to_vec();
     block.extend(sample_record(sequence, &rich_row(), false));
@@ -333,6 +393,7 @@ fn sample_record(sequence: u64, row: &Row, tombstone: bool) -> Vec<u8> {
         tombstone,
         has_deletions: row.has_deletions(),
         range_tombstones: false,
+        chunked: false,
     };
     let mut out = Vec::new();
     encode_record(&mut out, sequence, &meta, b"partition", b"clustering", &body);
@@ -408,11 +469,17 @@ mod tests {
                 assert_eq!(on_disk, bytes, "{} is stale", path.display());
             }
         }
-        // Nothing else: libFuzzer writes new inputs into the first corpus directory it is given,
-        // so a run that named `seeds/` first would have filled it.
+        // Nothing else in the generated targets' directories: libFuzzer writes new inputs into
+        // the first corpus directory it is given, so a run that named `seeds/` first would have
+        // filled it. (The other targets' seeds are written by hand, not generated here.)
+        let generated: std::collections::BTreeSet<&str> = seeds().iter().map(|(t, _, _)| *t).collect();
         let mut found = Vec::new();
         for target in std::fs::read_dir(&dir).expect("seeds/") {
             let target = target.expect("dir entry").path();
+            let name = target.file_name().expect("a name").to_string_lossy().into_owned();
+            if !generated.contains(name.as_str()) {
+                continue;
+            }
             for seed in std::fs::read_dir(&target).expect("seeds/<target>/") {
                 let seed = seed.expect("dir entry").path();
                 let rel = seed.strip_prefix(&dir).expect("under seeds/");
@@ -439,6 +506,7 @@ mod tests {
                     assert!(check_record(&payload, seq).is_some(), "{name}");
                 }
                 "block_header_decode" => check_header(&bytes[1..]),
+                "chunk_list_decode" => assert!(check_chunk_list(&bytes), "{name}"),
                 "internode_message" => {
                     let expected = match name {
                         "stream" => 6,
@@ -471,6 +539,7 @@ mod tests {
             block_index: 2,
             block_size_bytes: 3,
             free: true,
+            chunk: false,
         }
         .encode();
         let mut copy = h;

@@ -19,6 +19,8 @@ pub enum BlockState {
     Sealed = 2,
     Defragging = 3,
     PendingFree = 4,
+    /// Holds a chunk of a row larger than a block: never defragmented, freed with its row.
+    Chunk = 5,
 }
 
 impl BlockState {
@@ -28,7 +30,8 @@ impl BlockState {
             1 => BlockState::Open,
             2 => BlockState::Sealed,
             3 => BlockState::Defragging,
-            _ => BlockState::PendingFree,
+            4 => BlockState::PendingFree,
+            _ => BlockState::Chunk,
         }
     }
 }
@@ -234,11 +237,11 @@ impl BlockTable {
         c.into_iter().map(|(_, b)| b).collect()
     }
 
-    /// The lowest sequence number of any block whose contents are still on the device. Every
-    /// version of a record in an older block is gone for good.
+    /// The lowest sequence number of any block whose records are still on the device. Every
+    /// version of a record in an older block is gone for good. Chunk blocks hold no records.
     pub fn oldest_sequence_in_use(&self) -> u64 {
         (0..self.len())
-            .filter(|&b| self.state(b) != BlockState::Free)
+            .filter(|&b| !matches!(self.state(b), BlockState::Free | BlockState::Chunk))
             .map(|b| self.sequence(b))
             .min()
             .unwrap_or(u64::MAX)

@@ -15,14 +15,16 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::NamespaceConfig;
 use crate::device::{align_down, align_up, AlignedBuf, Device, FileDevice, NullDevice};
 use crate::error::{OpenError, ReadError, WriteError};
+use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
+use crate::format::chunks::ChunkList;
 use crate::format::record::{
     decode_body, decode_record, decode_tombstones_body, encode_body, encode_record, encode_tombstones_body,
     RecordMeta, RecordView,
 };
 use crate::format::DecodeError;
 use crate::index::{
-    Entry, IndexKey, Location, TableIndex, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER, FLAG_RANGE_TOMBSTONES,
-    FLAG_TOMBSTONE,
+    Entry, IndexKey, Location, TableIndex, FLAG_CHUNKED, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER,
+    FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
 };
 use crate::range_tombstones::{PartitionTombstones, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 use crate::row::Row;
@@ -33,6 +35,10 @@ use crate::{Stats, StatsSnapshot};
 
 /// Cassandra's limit on a partition key, and ours on a clustering key.
 pub const KEY_MAX_BYTES: usize = u16::MAX as usize;
+/// The most one row may hold, encoded. A row larger than a write block is written in chunks;
+/// this is twice Cassandra's 16 MiB limit on one mutation, so that a row built up by several
+/// writes still fits, and well within one internode message.
+pub const ROW_MAX_BYTES: usize = 32 << 20;
 /// Striped locks that serialize read-merge-write on one row.
 const ROW_LOCK_STRIPES: usize = 1024;
 /// A read retries this often when the block it was sent to was reused under it.
@@ -176,7 +182,13 @@ pub(crate) struct Inner {
     pub stop: AtomicBool,
     /// Wakes the background threads early (shutdown, or a test asking for a pass).
     pub wake: (Mutex<u64>, Condvar),
+    /// The chunk blocks of each row written in chunks, to free with the row. Changed only under
+    /// the row's lock.
+    pub chunks: Mutex<ChunkOwners>,
 }
+
+/// Which chunk blocks each chunked row's current version holds.
+pub(crate) type ChunkOwners = HashMap<(TableId, IndexKey), Vec<u32>>;
 
 /// Where a file namespace's write buffer lives, and the device it belongs to.
 struct BufferAt {
@@ -308,7 +320,10 @@ impl Engine {
             for b in 0..devices.blocks() {
                 blocks.release(b);
             }
-            crate::recovery::Recovered { next_sequence: 1 }
+            crate::recovery::Recovered {
+                next_sequence: 1,
+                chunks: HashMap::new(),
+            }
         } else {
             crate::recovery::recover(&config, &devices, &blocks, &cache, &tables, clock.now_s())
         };
@@ -354,6 +369,7 @@ impl Engine {
             stats,
             stop: AtomicBool::new(false),
             wake: (Mutex::new(0), Condvar::new()),
+            chunks: Mutex::new(recovered.chunks),
         });
         let threads = vec![
             spawn_flusher(writer),
@@ -670,8 +686,12 @@ impl Engine {
         let mut dropped = 0;
         for p in 0..crate::index::PARTITIONS {
             for e in index.partition_select(p, |_| true) {
+                let _row = e.is_chunked().then(|| self.inner.row_lock(table, &e.key));
                 if index.update_if(&e, |_| None) {
                     self.inner.blocks.sub_live(e.location.block(), e.location.len());
+                    if e.is_chunked() {
+                        self.inner.forget_chunks(table, &e.key);
+                    }
                     dropped += 1;
                 }
             }
@@ -806,6 +826,7 @@ fn encode_row(
         tombstone,
         has_deletions: row.has_deletions(),
         range_tombstones: false,
+        chunked: false,
     };
     body.clear();
     encode_body(body, row, write_timestamp_us);
@@ -906,10 +927,10 @@ impl Inner {
             None => Row::default(),
         };
         row.merge(update, now_s, purge_before_s);
-        let (loc, pos, meta) = SCRATCH.with(|scratch| {
+        let (loc, pos, meta, chunks) = SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             let (record, body) = &mut *scratch;
-            let meta = encode_row(record, body, key, ikey, &row, now_s);
+            let mut meta = encode_row(record, body, key, ikey, &row, now_s);
             // A write that leaves the row without live data is a delete: it may dip into
             // the reserve, so that a full namespace can be emptied.
             let claim = if meta.tombstone {
@@ -917,9 +938,32 @@ impl Inner {
             } else {
                 Claim::Write
             };
-            self.writer
-                .append(record, claim)
-                .map(|(loc, pos)| (loc, pos, meta))
+            let mut chunks = None;
+            if record.len() > self.writer.record_max_bytes() {
+                if record.len() > ROW_MAX_BYTES {
+                    return Err(WriteError::RecordTooLarge {
+                        bytes: record.len(),
+                        max_bytes: ROW_MAX_BYTES,
+                    });
+                }
+                let list = self.writer.write_chunks(body, claim)?;
+                body.clear();
+                list.encode(body);
+                meta.chunked = true;
+                record.clear();
+                encode_record(record, 0, &meta, key.partition, key.clustering, body);
+                chunks = Some(list.chunks.iter().map(|c| c.block).collect::<Vec<_>>());
+            }
+            match self.writer.append(record, claim) {
+                Ok((loc, pos)) => Ok((loc, pos, meta, chunks)),
+                Err(e) => {
+                    // Named by no head: they go straight back.
+                    for &b in chunks.iter().flatten() {
+                        self.blocks.release(b);
+                    }
+                    Err(e)
+                }
+            }
         })?;
         self.stats.add_user_bytes_written(loc.len() as u64);
         let entry = Entry {
@@ -929,13 +973,36 @@ impl Inner {
             expiry_s: meta.expiry_s,
             flags: if meta.tombstone { FLAG_TOMBSTONE } else { 0 }
                 | if meta.has_deletions { FLAG_HAS_DELETIONS } else { 0 }
-                | if previous.is_some() { FLAG_HAS_OLDER } else { 0 },
+                | if previous.is_some() { FLAG_HAS_OLDER } else { 0 }
+                | if chunks.is_some() { FLAG_CHUNKED } else { 0 },
         };
         if let Some(replaced) = index.upsert(entry) {
             self.blocks
                 .sub_live(replaced.location.block(), replaced.location.len());
+            if replaced.is_chunked() {
+                self.forget_chunks(key.table, &ikey);
+            }
+        }
+        if let Some(blocks) = chunks {
+            self.lock_chunks().insert((key.table, ikey), blocks);
         }
         Ok(pos)
+    }
+
+    fn lock_chunks(&self) -> std::sync::MutexGuard<'_, ChunkOwners> {
+        self.chunks.lock().expect("chunk owners lock poisoned")
+    }
+
+    /// Frees the chunk blocks of a chunked row whose entry was just replaced or removed, once
+    /// what replaced it is durable. The caller holds the row's lock.
+    pub(crate) fn forget_chunks(&self, table: TableId, key: &IndexKey) {
+        let Some(blocks) = self.lock_chunks().remove(&(table, *key)) else {
+            return;
+        };
+        for b in blocks {
+            self.blocks.sub_live(b, self.config.block_size_bytes);
+            self.writer.free_when_durable(b);
+        }
     }
 
     /// Joins `added` into the partition's tombstones record (read, merge, write, as a row);
@@ -985,6 +1052,7 @@ impl Inner {
             tombstone: true,
             has_deletions: true,
             range_tombstones: true,
+            chunked: false,
         };
         let (loc, pos) = SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
@@ -1092,19 +1160,29 @@ impl Inner {
             let sequence = self.blocks.sequence(loc.block());
             // Decoded straight from where the bytes are (the cache or the read buffer).
             let key = entry.key;
+            // A chunked row's head comes back as bytes, to be read on once the buffer it sits
+            // in is let go.
             let decoded = self.with_record_bytes(loc, sequence, |bytes| {
                 let view = decode_record(bytes, sequence)?;
                 if view.meta.digest != key.digest || view.meta.token != key.token {
                     return Err(DecodeError::OtherKey);
                 }
-                decode(&view)
+                if view.meta.chunked {
+                    return Ok(Err(bytes[..view.record_bytes].to_vec()));
+                }
+                decode(&view).map(Ok)
             });
+            let decoded = match decoded {
+                Ok(Ok(Err(head))) => self.read_chunked(loc, &head, sequence, &decode),
+                Ok(Ok(Ok(found))) => Ok(found),
+                Ok(Err(detail)) => Err(self.corrupt(loc, detail)),
+                Err(e) => Err(e),
+            };
             match decoded {
-                Ok(Ok(found)) => {
+                Ok(found) => {
                     self.stats.add_record_read(u64::from(loc.len()));
                     return Ok(Some(found));
                 }
-                Ok(Err(detail)) => last_err = Some(self.corrupt(loc, detail)),
                 Err(e) => last_err = Some(e),
             }
             // The block may have been defragmented and reused between the index lookup and the
@@ -1119,6 +1197,64 @@ impl Inner {
         self.stats.add_read_error();
         tracing::error!("{err}");
         Err(err)
+    }
+
+    /// Reads the chunks a chunked row's head names and decodes the row they make up.
+    fn read_chunked<T>(
+        &self,
+        loc: Location,
+        head: &[u8],
+        sequence: u64,
+        decode: impl Fn(&RecordView<'_>) -> Result<T, DecodeError>,
+    ) -> Result<T, ReadError> {
+        let view = decode_record(head, sequence).map_err(|d| self.corrupt(loc, d))?;
+        let list = ChunkList::decode(view.body).map_err(|d| self.corrupt(loc, d))?;
+        let body = self.read_chunks(loc, &list)?;
+        decode(&RecordView { body: &body, ..view }).map_err(|d| self.corrupt(loc, d))
+    }
+
+    /// A chunked row's body: one device read per chunk, each checked to still be the chunk
+    /// the head names, and the whole checked against the head's checksum.
+    fn read_chunks(&self, head: Location, list: &ChunkList) -> Result<Vec<u8>, ReadError> {
+        let block_size = self.config.block_size_bytes as usize;
+        let mut body = Vec::with_capacity(list.body_bytes as usize);
+        let mut buf = AlignedBuf::zeroed(block_size);
+        for c in &list.chunks {
+            let end = BLOCK_HEADER_BYTES + c.bytes as usize;
+            if c.block >= self.blocks.len() || end > block_size {
+                return Err(self.corrupt(head, DecodeError::ChunkGone { block: c.block }));
+            }
+            if let Some(cached) = self.cache.get(c.block, c.sequence) {
+                self.stats.add_cache_hit();
+                body.extend_from_slice(&cached[BLOCK_HEADER_BYTES..end]);
+                continue;
+            }
+            let (device, offset) = self.devices.locate(c.block);
+            let len = align_up(end);
+            device
+                .read_at(&mut buf[..len], offset)
+                .map_err(|source| ReadError::Io {
+                    device: device.name(),
+                    source,
+                })?;
+            self.stats.add_device_read();
+            match BlockHeader::decode(&buf) {
+                Ok(h) if h.chunk && !h.free && h.sequence == c.sequence && h.block_index == c.block => {}
+                _ => return Err(self.corrupt(head, DecodeError::ChunkGone { block: c.block })),
+            }
+            body.extend_from_slice(&buf[BLOCK_HEADER_BYTES..end]);
+        }
+        let computed = crc32c::crc32c(&body);
+        if computed != list.crc32c {
+            return Err(self.corrupt(
+                head,
+                DecodeError::BadChecksum {
+                    stored: list.crc32c,
+                    computed,
+                },
+            ));
+        }
+        Ok(body)
     }
 
     fn corrupt(&self, loc: Location, detail: DecodeError) -> ReadError {

@@ -95,8 +95,13 @@ pub(crate) fn pass(inner: &Inner) -> usize {
                         if e.is_range_tombstones() && !fold_tombstones(inner, table, &index, &e) {
                             continue;
                         }
+                        // A chunked row's blocks change hands only under its lock.
+                        let _row = e.is_chunked().then(|| inner.row_lock(table, &e.key));
                         if index.update_if(&e, |_| None) {
                             inner.blocks.sub_live(e.location.block(), e.location.len());
+                            if e.is_chunked() {
+                                inner.forget_chunks(table, &e.key);
+                            }
                             inner.stats.add_expired();
                             removed += 1;
                         }

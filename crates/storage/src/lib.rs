@@ -40,7 +40,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{DeviceConfig, NamespaceConfig};
 pub use engine::{
     Engine, RowKey, RowsFrom, RowsPage, ScanFrom, ScanPosition, StoredRow, TableId, KEY_MAX_BYTES,
-    TOMBSTONES_PER_READ_MAX,
+    ROW_MAX_BYTES, TOMBSTONES_PER_READ_MAX,
 };
 pub use error::{OpenError, ReadError, WriteError};
 pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};

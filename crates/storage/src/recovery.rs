@@ -15,16 +15,20 @@ use crate::blocks::{BlockState, BlockTable, DeviceSet};
 use crate::cache::PostWriteCache;
 use crate::config::NamespaceConfig;
 use crate::device::{AlignedBuf, IO_ALIGN_BYTES};
+use crate::engine::ChunkOwners;
 use crate::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES};
+use crate::format::chunks::ChunkList;
 use crate::format::record::{decode_record, RecordView, RECORD_ALIGN_BYTES};
 use crate::format::DecodeError;
 use crate::index::{
     Entry, IndexKey, Location, Offer, TableIndex, FLAG_HAS_DELETIONS, FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
 };
+use crate::index::{FLAG_CHUNKED, PARTITIONS};
 use crate::token::clustering_prefix;
 
 pub(crate) struct Recovered {
     pub next_sequence: u64,
+    pub chunks: ChunkOwners,
 }
 
 type Tables = RwLock<HashMap<u32, Arc<TableIndex>>>;
@@ -77,7 +81,8 @@ pub(crate) fn entry_for(view: &RecordView<'_>, location: Location) -> Entry {
                 FLAG_RANGE_TOMBSTONES
             } else {
                 0
-            },
+            }
+            | if view.meta.chunked { FLAG_CHUNKED } else { 0 },
     }
 }
 
@@ -125,15 +130,119 @@ pub(crate) fn recover(
     tables: &Tables,
     _now_s: u32,
 ) -> Recovered {
+    let mut chunk_blocks = Vec::new();
+    let mut recovered = None;
     if let Some(path) = &config.index_snapshot_path {
-        if let Some(r) = crate::snapshot::load(path, devices, blocks, tables) {
+        if let Some(r) = crate::snapshot::load(path, devices, blocks, tables, &mut chunk_blocks) {
             if config.data_in_memory {
                 load_blocks_into_cache(devices, blocks, cache);
             }
-            return r;
+            recovered = Some(r);
         }
     }
-    scan(config, devices, blocks, cache, tables)
+    let from_snapshot = recovered.is_some();
+    let mut recovered = recovered.unwrap_or_else(|| {
+        chunk_blocks.clear();
+        scan(config, devices, blocks, cache, tables, &mut chunk_blocks)
+    });
+    recovered.chunks = adopt_chunks(devices, blocks, tables, &chunk_blocks);
+    if config.data_in_memory && !from_snapshot {
+        // The scan cached the blocks it walked; chunk blocks are not walked.
+        for &b in recovered.chunks.values().flatten() {
+            let (device, offset) = devices.locate(b);
+            let mut buf = AlignedBuf::zeroed(devices.block_size_bytes() as usize);
+            match device.read_at(&mut buf, offset) {
+                Ok(()) => cache.insert(b, blocks.sequence(b), Arc::new(buf), true),
+                Err(e) => tracing::error!("chunk block {b} on {}: unreadable ({e})", device.name()),
+            }
+        }
+    }
+    recovered
+}
+
+/// Gives each chunked row found in the index the chunk blocks its head names, and frees every
+/// other chunk block: those of rows since rewritten, or of a write cut short before its head.
+/// `chunk_blocks` are the blocks whose header has the chunk flag (marked holding until now).
+fn adopt_chunks(
+    devices: &DeviceSet,
+    blocks: &BlockTable,
+    tables: &Tables,
+    chunk_blocks: &[u32],
+) -> ChunkOwners {
+    let mut owners = ChunkOwners::new();
+    let mut unclaimed: std::collections::HashSet<u32> = chunk_blocks.iter().copied().collect();
+    let mut lost = 0u64;
+    let tables: Vec<(u32, Arc<TableIndex>)> = tables
+        .read()
+        .expect("tables lock poisoned")
+        .iter()
+        .map(|(id, t)| (*id, Arc::clone(t)))
+        .collect();
+    for (table, index) in tables {
+        for p in 0..PARTITIONS {
+            for e in index.partition_select(p, Entry::is_chunked) {
+                let list = match read_chunk_list(devices, blocks, &e) {
+                    Ok(list) => list,
+                    Err(why) => {
+                        lost += 1;
+                        tracing::error!(
+                            "table {table}: the head of a chunked row at block {} offset {} \
+                             cannot be read ({why}); reads of that row fail until it is written again",
+                            e.location.block(),
+                            e.location.offset()
+                        );
+                        continue;
+                    }
+                };
+                let present = |c: &crate::format::chunks::Chunk| {
+                    unclaimed.contains(&c.block) && blocks.sequence(c.block) == c.sequence
+                };
+                if !list.chunks.iter().all(present) {
+                    lost += 1;
+                    tracing::error!(
+                        "table {table}: a chunked row at block {} offset {} names chunk blocks that \
+                         no longer hold its chunks; reads of that row fail until it is written again",
+                        e.location.block(),
+                        e.location.offset()
+                    );
+                    continue;
+                }
+                for c in &list.chunks {
+                    unclaimed.remove(&c.block);
+                    blocks.set_state(c.block, BlockState::Chunk);
+                    blocks.add_live(c.block, devices.block_size_bytes());
+                }
+                owners.insert((table, e.key), list.chunks.iter().map(|c| c.block).collect());
+            }
+        }
+    }
+    for &b in &unclaimed {
+        blocks.release(b);
+    }
+    if !chunk_blocks.is_empty() {
+        tracing::info!(
+            "{} chunked rows hold {} chunk blocks; {} chunk blocks freed, {lost} rows lost chunks",
+            owners.len(),
+            chunk_blocks.len() - unclaimed.len(),
+            unclaimed.len()
+        );
+    }
+    owners
+}
+
+/// Reads the head record an entry points at and the chunk list in its body.
+fn read_chunk_list(devices: &DeviceSet, blocks: &BlockTable, e: &Entry) -> Result<ChunkList, DecodeError> {
+    let loc = e.location;
+    let (device, block_offset) = devices.locate(loc.block());
+    let start = crate::device::align_down(loc.offset() as usize);
+    let len = crate::device::align_up((loc.offset() + loc.len()) as usize) - start;
+    let mut buf = AlignedBuf::zeroed(len);
+    if device.read_at(&mut buf, block_offset + start as u64).is_err() {
+        return Err(DecodeError::Truncated);
+    }
+    let from = loc.offset() as usize - start;
+    let view = decode_record(&buf[from..], blocks.sequence(loc.block()))?;
+    ChunkList::decode(view.body)
 }
 
 fn scan(
@@ -142,6 +251,7 @@ fn scan(
     blocks: &BlockTable,
     cache: &PostWriteCache,
     tables: &Tables,
+    chunk_blocks: &mut Vec<u32>,
 ) -> Recovered {
     let started = std::time::Instant::now();
     let mut max_sequence = 0u64;
@@ -154,7 +264,12 @@ fn scan(
                 // Counted even if the body turns out unreadable: that sequence was used.
                 max_sequence = max_sequence.max(h.sequence);
                 blocks.mark_holding(b, h.sequence);
-                headers.push((b, h));
+                if h.chunk {
+                    // No records: reached through a head, or freed (`adopt_chunks`).
+                    chunk_blocks.push(b);
+                } else {
+                    headers.push((b, h));
+                }
             }
             Some(h) => {
                 max_sequence = max_sequence.max(h.sequence);
@@ -222,6 +337,7 @@ fn scan(
     );
     Recovered {
         next_sequence: max_sequence + 1,
+        chunks: ChunkOwners::new(),
     }
 }
 

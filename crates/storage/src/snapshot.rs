@@ -122,6 +122,7 @@ pub(crate) fn load(
     devices: &DeviceSet,
     blocks: &BlockTable,
     tables: &RwLock<HashMap<u32, Arc<TableIndex>>>,
+    chunk_blocks: &mut Vec<u32>,
 ) -> Option<Recovered> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
@@ -141,7 +142,7 @@ pub(crate) fn load(
         );
         return None;
     }
-    match parse(&bytes, devices, blocks, tables) {
+    match parse(&bytes, devices, blocks, tables, chunk_blocks) {
         Ok(r) => {
             tracing::info!("index loaded from snapshot {}", path.display());
             Some(r)
@@ -162,6 +163,7 @@ fn parse(
     devices: &DeviceSet,
     blocks: &BlockTable,
     tables: &RwLock<HashMap<u32, Arc<TableIndex>>>,
+    chunk_blocks: &mut Vec<u32>,
 ) -> Result<Recovered, String> {
     if bytes.len() < HEADER_BYTES + 4 {
         return Err("file too short".into());
@@ -187,7 +189,12 @@ fn parse(
     let mut holding = Vec::new();
     for b in 0..blocks.len() {
         match read_header(devices, b) {
-            Some(h) if !h.free => holding.push((b, h.sequence)),
+            Some(h) if !h.free => {
+                holding.push((b, h.sequence));
+                if h.chunk {
+                    chunk_blocks.push(b);
+                }
+            }
             _ => {}
         }
     }
@@ -235,7 +242,10 @@ fn parse(
             blocks.release(b);
         }
     }
-    Ok(Recovered { next_sequence })
+    Ok(Recovered {
+        next_sequence,
+        chunks: Default::default(),
+    })
 }
 
 struct Reader<'a> {

@@ -417,6 +417,7 @@ mod tests {
             block_index: block,
             block_size_bytes: BLOCK as u32,
             free,
+            chunk: false,
         }
         .encode()
     }

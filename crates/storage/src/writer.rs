@@ -26,6 +26,7 @@ use crate::cache::PostWriteCache;
 use crate::device::{align_down, align_up, AlignedBuf, IO_ALIGN_BYTES};
 use crate::error::WriteError;
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
+use crate::format::chunks::{Chunk, ChunkList};
 use crate::format::record::{reseal_record, RECORD_ALIGN_BYTES};
 use crate::index::Location;
 use crate::write_buffer::WriteBuffer;
@@ -196,6 +197,90 @@ impl Writer {
         ))
     }
 
+    /// Writes the body of a row too large for one record into chunk blocks of its own
+    /// (`format/chunks.rs`), straight to the devices, and syncs them before returning: the head
+    /// record that names them is appended after, so the row is durable whenever its head is.
+    /// Each chunk block counts as wholly live, so defragmentation never picks it; it is freed
+    /// with its row. If any step fails, the blocks taken go back to the free list unnamed.
+    pub fn write_chunks(&self, body: &[u8], claim: Claim) -> Result<ChunkList, WriteError> {
+        let block_size = self.devices.block_size_bytes();
+        let mut chunks: Vec<Chunk> = Vec::new();
+        let written = self.write_chunk_blocks(body, claim, &mut chunks);
+        if let Err(e) = written {
+            for c in &chunks {
+                self.cache.remove(c.block);
+                self.blocks.release(c.block);
+            }
+            return Err(e);
+        }
+        for c in &chunks {
+            self.blocks.add_live(c.block, block_size);
+        }
+        Ok(ChunkList {
+            body_bytes: body.len() as u64,
+            crc32c: crc32c::crc32c(body),
+            chunks,
+        })
+    }
+
+    fn write_chunk_blocks(
+        &self,
+        body: &[u8],
+        claim: Claim,
+        chunks: &mut Vec<Chunk>,
+    ) -> Result<(), WriteError> {
+        let block_size = self.devices.block_size_bytes();
+        for piece in body.chunks(self.record_max_bytes()) {
+            let Some(block) = self.blocks.take_free(claim) else {
+                return Err(WriteError::DeviceFull {
+                    free_blocks: self.blocks.free_blocks(),
+                    total_blocks: u64::from(self.blocks.len()),
+                });
+            };
+            let sequence = {
+                let mut st = self.lock_state();
+                st.next_sequence += 1;
+                st.next_sequence - 1
+            };
+            chunks.push(Chunk {
+                block,
+                sequence,
+                bytes: piece.len() as u32,
+            });
+            self.blocks.set_sequence(block, sequence);
+            self.blocks.set_state(block, BlockState::Chunk);
+            let header = BlockHeader {
+                sequence,
+                block_index: block,
+                block_size_bytes: block_size,
+                free: false,
+                chunk: true,
+            };
+            let end = BLOCK_HEADER_BYTES + piece.len();
+            let len = align_up(end);
+            let mut buf = AlignedBuf::zeroed(block_size as usize);
+            buf[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
+            buf[BLOCK_HEADER_BYTES..end].copy_from_slice(piece);
+            let (device, offset) = self.devices.locate(block);
+            device
+                .write_at(&buf[..len], offset)
+                .map_err(|source| WriteError::Io {
+                    device: device.name(),
+                    source,
+                })?;
+            self.stats.add_device_bytes_written(len as u64);
+            // Kept like any fresh block: a data-in-memory namespace reads it only from here.
+            self.cache.insert(block, sequence, Arc::new(buf), true);
+        }
+        for device in self.devices.devices() {
+            device.sync().map_err(|source| WriteError::Io {
+                device: device.name(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
     fn open_block(&self, st: &mut WriterState, claim: Claim) -> Result<(), OpenFailed> {
         let Some(block) = self.blocks.take_free(claim) else {
             return Err(OpenFailed::Error(WriteError::DeviceFull {
@@ -209,6 +294,7 @@ impl Writer {
             block_index: block,
             block_size_bytes: self.devices.block_size_bytes(),
             free: false,
+            chunk: false,
         }
         .encode();
         let slot = match &self.buffer {
@@ -482,6 +568,7 @@ impl Writer {
                 block_index: block,
                 block_size_bytes: self.devices.block_size_bytes(),
                 free: true,
+                chunk: false,
             };
             header[..BLOCK_HEADER_BYTES].copy_from_slice(&free.encode());
             match device.write_at(&header, offset) {

@@ -20,6 +20,8 @@
 //! versions of a record on cold start. A freed block has its header overwritten with one whose
 //! flag bit 0 (free) is set and whose sequence is the block's last: the records behind it are
 //! dead, and cold start still learns the highest sequence ever used, so it never reuses one.
+//! Flag bit 1 (chunk) marks a block that holds one piece of a row larger than a block
+//! ([`super::chunks`]) from byte 64 on, instead of records.
 
 use super::{read_u16, read_u32, read_u64};
 
@@ -44,9 +46,13 @@ pub struct BlockHeader {
     pub block_size_bytes: u32,
     /// The block holds no data; `sequence` is the last it had.
     pub free: bool,
+    /// The block holds one chunk of a row too large for a write block ([`super::chunks`]), not
+    /// records: its bytes are reached only through the row's head record.
+    pub chunk: bool,
 }
 
 const FLAG_FREE: u16 = 1;
+const FLAG_CHUNK: u16 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeaderError {
@@ -64,7 +70,7 @@ impl BlockHeader {
         let mut b = [0u8; BLOCK_HEADER_BYTES];
         b[OFFSET_MAGIC..OFFSET_MAGIC + 4].copy_from_slice(&BLOCK_MAGIC);
         b[OFFSET_VERSION..OFFSET_VERSION + 2].copy_from_slice(&BLOCK_VERSION.to_le_bytes());
-        let flags = if self.free { FLAG_FREE } else { 0 };
+        let flags = if self.free { FLAG_FREE } else { 0 } | if self.chunk { FLAG_CHUNK } else { 0 };
         b[OFFSET_FLAGS..OFFSET_FLAGS + 2].copy_from_slice(&flags.to_le_bytes());
         b[OFFSET_SEQUENCE..OFFSET_SEQUENCE + 8].copy_from_slice(&self.sequence.to_le_bytes());
         b[OFFSET_INDEX..OFFSET_INDEX + 4].copy_from_slice(&self.block_index.to_le_bytes());
@@ -92,6 +98,7 @@ impl BlockHeader {
             block_index: read_u32(b, OFFSET_INDEX),
             block_size_bytes: read_u32(b, OFFSET_SIZE),
             free: read_u16(b, OFFSET_FLAGS) & FLAG_FREE != 0,
+            chunk: read_u16(b, OFFSET_FLAGS) & FLAG_CHUNK != 0,
         })
     }
 }
@@ -107,6 +114,7 @@ mod tests {
             block_index: 7,
             block_size_bytes: 1 << 20,
             free: false,
+            chunk: true,
         };
         let mut b = h.encode();
         assert_eq!(BlockHeader::decode(&b), Ok(h));

@@ -1,4 +1,5 @@
-//! The on-disk format, byte by byte: [`block`] headers and [`record`]s. `docs/storage-format.md`
+//! The on-disk format, byte by byte: [`block`] headers, [`record`]s and the [`chunks`] of rows
+//! larger than a block. `docs/storage-format.md`
 //! draws the same layout for readers who do not read Rust.
 //!
 //! Every decoder here takes untrusted bytes (a device may return anything after a crash or a
@@ -6,6 +7,7 @@
 //! each.
 
 pub mod block;
+pub mod chunks;
 pub mod record;
 
 use std::fmt;
@@ -28,6 +30,10 @@ pub enum DecodeError {
     BadFlags(u8),
     /// A valid record, but of another key than the index expected there.
     OtherKey,
+    /// A chunked row's head names a block that no longer holds its chunk.
+    ChunkGone {
+        block: u32,
+    },
 }
 
 impl fmt::Display for DecodeError {
@@ -48,6 +54,9 @@ impl fmt::Display for DecodeError {
             DecodeError::BadFlags(b) => write!(f, "undefined flag combination {b:#04x}"),
             DecodeError::TrailingBytes => write!(f, "bytes left over after the row body"),
             DecodeError::OtherKey => write!(f, "the record there belongs to another key"),
+            DecodeError::ChunkGone { block } => {
+                write!(f, "block {block} no longer holds the row's chunk it should")
+            }
         }
     }
 }

@@ -40,6 +40,9 @@ pub const FLAG_DELETIONS: u8 = 2;
 /// [`encode_tombstones_body`]'s, its clustering key is empty, and its digest is
 /// [`crate::token::tombstones_digest`]'s.
 pub const FLAG_RANGE_TOMBSTONES: u8 = 4;
+/// The body is not the row but where its pieces are: a row too large for one write block is
+/// written whole into blocks of its own ([`super::chunks`]), and this record is its head.
+pub const FLAG_CHUNKED: u8 = 8;
 
 const OFFSET_VERSION: usize = 2;
 const OFFSET_FLAGS: usize = 3;
@@ -68,6 +71,8 @@ pub struct RecordMeta {
     pub has_deletions: bool,
     /// The record is a partition's tombstones ([`FLAG_RANGE_TOMBSTONES`]).
     pub range_tombstones: bool,
+    /// The body lists the chunks the row's real body was written to ([`FLAG_CHUNKED`]).
+    pub chunked: bool,
 }
 
 /// A decoded record that borrows its bytes from the block.
@@ -115,7 +120,8 @@ pub fn encode_record(
                 FLAG_RANGE_TOMBSTONES
             } else {
                 0
-            },
+            }
+            | if meta.chunked { FLAG_CHUNKED } else { 0 },
     );
     out.extend_from_slice(&(len as u32).to_le_bytes());
     out.extend_from_slice(&[0u8; 4]); // crc, filled in below
@@ -188,6 +194,7 @@ pub fn decode_record(b: &[u8], block_sequence: u64) -> Result<RecordView<'_>, De
             tombstone: b[OFFSET_FLAGS] & FLAG_TOMBSTONE != 0,
             has_deletions: b[OFFSET_FLAGS] & FLAG_DELETIONS != 0,
             range_tombstones: b[OFFSET_FLAGS] & FLAG_RANGE_TOMBSTONES != 0,
+            chunked: b[OFFSET_FLAGS] & FLAG_CHUNKED != 0,
         },
         partition_key: &b[RECORD_HEADER_BYTES..pk_end],
         clustering_key: &b[pk_end..ck_end],
@@ -510,6 +517,7 @@ mod tests {
             tombstone: false,
             has_deletions: false,
             range_tombstones: false,
+            chunked: false,
         };
         let mut out = Vec::new();
         let len = encode_record(&mut out, 3, &meta, b"pk", b"ck", &body);
@@ -536,6 +544,7 @@ mod tests {
             tombstone: false,
             has_deletions: false,
             range_tombstones: false,
+            chunked: false,
         };
         encode_record(&mut out, 3, &meta, b"k", b"", &[0]);
         assert!(matches!(
@@ -560,6 +569,7 @@ mod tests {
             tombstone: false,
             has_deletions: false,
             range_tombstones: false,
+            chunked: false,
         };
         let mut out = Vec::new();
         let len = encode_record(&mut out, 1, &meta, b"pk", b"", &body);

@@ -115,6 +115,8 @@ pub const FLAG_HAS_DELETIONS: u32 = 8;
 /// The entry is a partition's range and partition tombstones (`range_tombstones.rs`), not a
 /// row: reads of rows skip it and look it up by its own key instead.
 pub const FLAG_RANGE_TOMBSTONES: u32 = 16;
+/// The entry points at the head record of a row written in chunks (`format/chunks.rs`).
+pub const FLAG_CHUNKED: u32 = 32;
 
 /// One row in the index: 48 bytes, so that with the partition arrays' slack an entry stays
 /// within DESIGN.md's budget of 64 bytes of RAM per record, all in.
@@ -150,6 +152,10 @@ impl Entry {
 
     pub fn is_range_tombstones(&self) -> bool {
         self.flags & FLAG_RANGE_TOMBSTONES != 0
+    }
+
+    pub fn is_chunked(&self) -> bool {
+        self.flags & FLAG_CHUNKED != 0
     }
 
     pub fn has_older(&self) -> bool {
