@@ -55,10 +55,10 @@ def test_truncated_frame_then_close(node):
 @pytest.mark.hayate_scope
 @pytest.mark.parametrize("claimed", [0x7FFFFFF0, 0x80000000, 0xFFFFFFFF, FRAME_MAX_BYTES + 1])
 def test_frame_claiming_a_huge_body(node, claimed):
-    """A header claiming 2 GiB (or a negative length as a signed int): refused at the header,
-    without waiting for or allocating the body. Stricter than Cassandra 5, which reads and
-    discards the claimed bytes before it says "Request is too big", keeping such a connection
-    open; hayate checks the length against its max_frame_bytes as soon as the header arrives."""
+    """A header claiming more than the protocol's 256 MiB (2 GiB, or a negative length as a
+    signed int): refused at the header, without waiting for or allocating the body. Stricter
+    than Cassandra 5, which reads and discards the claimed bytes before it says "Request is too
+    big"; hayate does that only for lengths the protocol allows (the next test)."""
     with open_raw(node) as conn:
         assert conn.startup().opcode == cqlwire.READY
         conn.send(cqlwire.HEADER.pack(4, 0, 1, cqlwire.QUERY, claimed) + b"\x00" * 64)
@@ -66,6 +66,23 @@ def test_frame_claiming_a_huge_body(node, claimed):
     assert outcome in ("ERROR 0x000a", "closed"), outcome
     if node.proc is not None:
         assert node.rss_bytes() < 1 << 30, "the server allocated memory for a body it will never get"
+    assert_serves_others(node)
+
+
+def test_a_frame_over_the_limit_is_answered_and_skipped(node):
+    """A frame larger than max_frame_bytes (16 MiB) but within the protocol's 256 MiB, sent
+    whole: answered "Request is too big" on its own stream, its body discarded as it arrives,
+    and the next frame on the same connection served, as Cassandra 5 does."""
+    with cqlwire.RawConnection(node.host, node.port, timeout_s=30) as conn:
+        assert conn.startup().opcode == cqlwire.READY
+        conn.send(cqlwire.frame(cqlwire.QUERY, b"\x00" * (17 << 20), stream=5))
+        reply = conn.recv_frame()
+        assert (reply.opcode, reply.stream) == (cqlwire.ERROR, 5), reply
+        code, message = reply.error()
+        assert code == cqlwire.PROTOCOL_ERROR and "Request is too big" in message, message
+        conn.send_frame(cqlwire.OPTIONS, b"", stream=6)
+        after = conn.recv_frame()
+        assert (after.opcode, after.stream) == (cqlwire.SUPPORTED, 6), after
     assert_serves_others(node)
 
 

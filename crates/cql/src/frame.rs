@@ -28,6 +28,12 @@ pub const HEADER_BYTES: usize = 9;
 /// `native_transport_max_frame_size` defaults to 16 MiB in current releases, and a body is
 /// buffered whole before it is decoded, so this bounds memory per connection.
 pub const FRAME_BODY_MAX_BYTES: u32 = 16 * 1024 * 1024;
+/// The largest body the protocol allows (the v4 spec's 256 MiB, also the Java driver's default
+/// `max-frame-length`). Responses may be this large: Cassandra bounds what it reads, not what it
+/// answers, so a page of a few rows of up to 16 MiB each goes out whole. A request above
+/// [`FRAME_BODY_MAX_BYTES`] but within this is answered with an error and skipped, as Cassandra
+/// does; one claiming more is not a frame we can trust, and its connection is closed.
+pub const PROTOCOL_BODY_MAX_BYTES: u32 = 256 * 1024 * 1024;
 
 /// Protocol v4, the oldest version this crate speaks.
 pub const PROTOCOL_V4: u8 = 4;

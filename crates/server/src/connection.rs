@@ -32,7 +32,9 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use hayate_cql::error::{ErrorBody, WireError};
-use hayate_cql::frame::{FrameError, FrameHeader, HEADER_BYTES, PROTOCOL_V4, PROTOCOL_VERSION_MAX};
+use hayate_cql::frame::{
+    FrameError, FrameHeader, HEADER_BYTES, PROTOCOL_BODY_MAX_BYTES, PROTOCOL_V4, PROTOCOL_VERSION_MAX,
+};
 use hayate_cql::response::Response;
 use hayate_cql::segment::SegmentCodec;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -158,6 +160,8 @@ async fn serve_stream<R, W>(
     let mut frames = BytesMut::new();
     let mut segments: Option<SegmentCodec> = None;
     let waits_for_device_writes = node.config.storage.commit_to_device;
+    // Bytes of a refused frame's body still to come, discarded as they arrive.
+    let mut skip = 0usize;
 
     'read: loop {
         if let Some(codec) = segments {
@@ -167,6 +171,15 @@ async fn serve_stream<R, W>(
             }
         }
         loop {
+            if skip > 0 {
+                let src = if segments.is_some() { &mut frames } else { &mut buf };
+                let n = skip.min(src.len());
+                src.advance(n);
+                skip -= n;
+                if skip > 0 {
+                    break;
+                }
+            }
             if (if segments.is_some() {
                 frames.len()
             } else {
@@ -188,16 +201,28 @@ async fn serve_stream<R, W>(
             let src = if segments.is_some() { &mut frames } else { &mut buf };
             let mut head = [0u8; HEADER_BYTES];
             head.copy_from_slice(&src[..HEADER_BYTES]);
-            let header = match FrameHeader::decode_request(&head) {
-                Ok(h) if h.body_length_bytes as usize > max_frame_bytes => {
-                    let e = FrameError::BodyTooLarge {
-                        body_length_bytes: h.body_length_bytes,
-                        stream: h.stream,
-                    };
-                    refuse(&session, &e, max_frame_bytes);
-                    break 'read;
-                }
+            let decoded = match FrameHeader::decode_request(&head) {
+                Ok(h) if h.body_length_bytes as usize > max_frame_bytes => Err(FrameError::BodyTooLarge {
+                    body_length_bytes: h.body_length_bytes,
+                    stream: h.stream,
+                }),
+                other => other,
+            };
+            let header = match decoded {
                 Ok(h) => h,
+                Err(FrameError::BodyTooLarge {
+                    body_length_bytes,
+                    stream,
+                }) if body_length_bytes <= PROTOCOL_BODY_MAX_BYTES => {
+                    // Within what the protocol allows: as Cassandra does, answer on its stream,
+                    // discard the body as it arrives, and serve the next frame.
+                    let message = too_big(body_length_bytes, max_frame_bytes);
+                    tracing::debug!(peer = %session.peer, "{message}");
+                    session.send(stream, &Response::Error(WireError::protocol(message)));
+                    src.advance(HEADER_BYTES);
+                    skip = body_length_bytes as usize;
+                    continue;
+                }
                 Err(e) => {
                     refuse(&session, &e, max_frame_bytes);
                     break 'read;
@@ -338,15 +363,19 @@ fn refuse_segment(session: &Session, e: &hayate_cql::segment::SegmentError) {
     session.send(0, &Response::Error(WireError::protocol(e.to_string())));
 }
 
+fn too_big(body_length_bytes: u32, max_frame_bytes: usize) -> String {
+    format!(
+        "Request is too big: length {body_length_bytes} exceeds maximum allowed length \
+         {max_frame_bytes}; send smaller requests (smaller batches or values)"
+    )
+}
+
 /// Answers a header we cannot trust with a protocol error; the caller then closes.
 fn refuse(session: &Session, e: &FrameError, max_frame_bytes: usize) {
     let message = match e {
         FrameError::BodyTooLarge {
             body_length_bytes, ..
-        } => format!(
-            "Request is too big: length {body_length_bytes} exceeds maximum allowed length \
-             {max_frame_bytes}; send smaller requests (smaller batches or values)"
-        ),
+        } => too_big(*body_length_bytes, max_frame_bytes),
         other => other.to_string(),
     };
     tracing::debug!(peer = %session.peer, "closing connection: {message}");

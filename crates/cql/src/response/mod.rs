@@ -20,7 +20,7 @@ pub use supported::Supported;
 use std::fmt;
 
 use crate::error::WireError;
-use crate::frame::{Direction, FrameFlags, FrameHeader, FRAME_BODY_MAX_BYTES, HEADER_BYTES};
+use crate::frame::{Direction, FrameFlags, FrameHeader, HEADER_BYTES, PROTOCOL_BODY_MAX_BYTES};
 use crate::opcode::Opcode;
 
 /// A response, ready to be framed.
@@ -36,7 +36,7 @@ pub enum Response {
     AuthSuccess(AuthSuccess),
 }
 
-/// A response body came out larger than [`FRAME_BODY_MAX_BYTES`]. The caller should answer
+/// A response body came out larger than [`PROTOCOL_BODY_MAX_BYTES`]. The caller should answer
 /// with an ERROR instead (and page smaller next time); nothing was left in the buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseTooLarge {
@@ -47,7 +47,7 @@ impl fmt::Display for ResponseTooLarge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "response body of {} bytes exceeds the frame maximum of {FRAME_BODY_MAX_BYTES} bytes; \
+            "response body of {} bytes exceeds the frame maximum of {PROTOCOL_BODY_MAX_BYTES} bytes; \
              use a smaller page size",
             self.body_length_bytes
         )
@@ -108,7 +108,7 @@ impl Response {
         let body_length_bytes = out.len() - start - HEADER_BYTES;
         let Some(length) = u32::try_from(body_length_bytes)
             .ok()
-            .filter(|n| *n <= FRAME_BODY_MAX_BYTES)
+            .filter(|n| *n <= PROTOCOL_BODY_MAX_BYTES)
         else {
             out.truncate(start);
             return Err(ResponseTooLarge { body_length_bytes });
