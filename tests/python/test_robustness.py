@@ -71,15 +71,16 @@ def test_frame_claiming_a_huge_body(node, claimed):
 
 def test_a_frame_over_the_limit_is_answered_and_skipped(node):
     """A frame larger than max_frame_bytes (16 MiB) but within the protocol's 256 MiB, sent
-    whole: answered "Request is too big" on its own stream, its body discarded as it arrives,
-    and the next frame on the same connection served, as Cassandra 5 does."""
+    whole: answered "Request is too big" on its own stream (an Invalid error, as Cassandra 5
+    answers it), its body discarded as it arrives, and the next frame on the same connection
+    served, as Cassandra 5 does."""
     with cqlwire.RawConnection(node.host, node.port, timeout_s=30) as conn:
         assert conn.startup().opcode == cqlwire.READY
         conn.send(cqlwire.frame(cqlwire.QUERY, b"\x00" * (17 << 20), stream=5))
         reply = conn.recv_frame()
         assert (reply.opcode, reply.stream) == (cqlwire.ERROR, 5), reply
         code, message = reply.error()
-        assert code == cqlwire.PROTOCOL_ERROR and "Request is too big" in message, message
+        assert code == cqlwire.INVALID and "Request is too big" in message, message
         conn.send_frame(cqlwire.OPTIONS, b"", stream=6)
         after = conn.recv_frame()
         assert (after.opcode, after.stream) == (cqlwire.SUPPORTED, 6), after

@@ -160,8 +160,11 @@ async fn serve_stream<R, W>(
     let mut frames = BytesMut::new();
     let mut segments: Option<SegmentCodec> = None;
     let waits_for_device_writes = node.config.storage.commit_to_device;
-    // Bytes of a refused frame's body still to come, discarded as they arrive.
+    // Bytes of a refused frame's body still to come, discarded as they arrive, and the answer
+    // to send once they have (as Cassandra, after the whole frame: a driver still writing it
+    // does not expect an answer sooner).
     let mut skip = 0usize;
+    let mut skipped_answer: Option<(i16, String)> = None;
 
     'read: loop {
         if let Some(codec) = segments {
@@ -178,6 +181,12 @@ async fn serve_stream<R, W>(
                 skip -= n;
                 if skip > 0 {
                     break;
+                }
+                if let Some((stream, message)) = skipped_answer.take() {
+                    session.send(
+                        stream,
+                        &Response::Error(WireError::new(ErrorBody::Invalid, message)),
+                    );
                 }
             }
             if (if segments.is_some() {
@@ -214,12 +223,14 @@ async fn serve_stream<R, W>(
                     body_length_bytes,
                     stream,
                 }) if body_length_bytes <= PROTOCOL_BODY_MAX_BYTES => {
-                    // Within what the protocol allows: as Cassandra does, answer on its stream,
-                    // discard the body as it arrives, and serve the next frame.
+                    // Within what the protocol allows: as Cassandra 5 does, discard the body as
+                    // it arrives, then answer on its stream (with Invalid, as it does) and serve
+                    // the next frame.
                     let message = too_big(body_length_bytes, max_frame_bytes);
                     tracing::debug!(peer = %session.peer, "{message}");
-                    session.send(stream, &Response::Error(WireError::protocol(message)));
+                    skipped_answer = Some((stream, message));
                     src.advance(HEADER_BYTES);
+                    // Never 0: the body is larger than the limit.
                     skip = body_length_bytes as usize;
                     continue;
                 }
@@ -366,7 +377,7 @@ fn refuse_segment(session: &Session, e: &hayate_cql::segment::SegmentError) {
 fn too_big(body_length_bytes: u32, max_frame_bytes: usize) -> String {
     format!(
         "Request is too big: length {body_length_bytes} exceeds maximum allowed length \
-         {max_frame_bytes}; send smaller requests (smaller batches or values)"
+         {max_frame_bytes}. Send smaller requests (smaller batches or values)"
     )
 }
 

@@ -304,7 +304,8 @@ fn a_ram_only_namespace_keeps_chunked_rows() {
     let big = Rng::new(3).bytes(1 << 20);
     e.write(key(b"big"), row(1, big.clone())).expect("write");
     assert_eq!(value(&e, b"big"), Some(big.clone()));
-    e.write(key(b"big"), row(2, big[..300_000].to_vec())).expect("rewrite");
+    e.write(key(b"big"), row(2, big[..300_000].to_vec()))
+        .expect("rewrite");
     assert_eq!(value(&e, b"big"), Some(big[..300_000].to_vec()));
     assert_eq!(e.stats().read_errors, 0);
 }
@@ -325,5 +326,9 @@ fn data_in_memory_reads_chunks_from_ram_after_a_scan() {
     let e = Engine::open(c).expect("reopen by scan");
     let reads = e.stats().device_reads;
     assert_eq!(value(&e, b"big"), Some(big));
-    assert_eq!(e.stats().device_reads, reads, "no device read for a data-in-memory row");
+    assert_eq!(
+        e.stats().device_reads,
+        reads,
+        "no device read for a data-in-memory row"
+    );
 }

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use hayate_cql::compression::Compression;
-use hayate_cql::error::WireError;
+use hayate_cql::compression::{Compression, CompressionError};
+use hayate_cql::error::{ErrorBody, WireError};
 use hayate_cql::frame::{FrameFlags, FrameHeader, PROTOCOL_V5};
 use hayate_cql::opcode::Opcode;
 use hayate_cql::request::{Request, RequestFrame};
@@ -326,6 +326,24 @@ impl Session {
                     header.flags = FrameFlags(header.flags.0 & !FrameFlags::COMPRESSION);
                     header.body_length_bytes = decompressed.len() as u32;
                     &decompressed
+                }
+                // A body that inflates past the limit is a request too big, not a broken frame:
+                // Invalid, as Cassandra answers a mutation over its 16 MiB (the driver keeps the
+                // connection).
+                Err(CompressionError::LengthTooLarge {
+                    claimed_bytes,
+                    max_bytes,
+                    ..
+                }) => {
+                    let message = format!(
+                        "Request is too big: it decompresses to {claimed_bytes} bytes, more than the \
+                         maximum allowed length {max_bytes}. Send smaller requests (smaller batches \
+                         or values)"
+                    );
+                    return self.send(
+                        stream,
+                        &Response::Error(WireError::new(ErrorBody::Invalid, message)),
+                    );
                 }
                 Err(e) => {
                     return self.send(stream, &Response::Error(WireError::protocol(format!("{e}"))));
