@@ -149,3 +149,24 @@ def test_token_aware_workload_at_rf1_reaches_replicas(three, session):
     print(f"\ntoken-aware RF 1: {int(not_replica)} of {requests} requests reached a node that is not the "
           f"replica ({share:.2%}), in {elapsed:.1f} s")
     assert share < 0.05
+
+
+def test_rows_larger_than_a_write_block_replicate_and_read_back_from_every_node(three, session):
+    """Rows of 3 to 12 MiB (chunked on every replica's device) written at ALL to three replicas
+    read back whole through each node as coordinator, at ALL and at ONE."""
+    session.execute("CREATE KEYSPACE big3 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+    session.execute("CREATE TABLE big3.t (k int PRIMARY KEY, v blob)")
+    wait_for_schema_agreement(three)
+    insert = session.prepare("INSERT INTO big3.t (k, v) VALUES (?, ?)")
+    insert.consistency_level = ConsistencyLevel.ALL
+    values = {k: random.Random(k).randbytes(k * 3 << 20) for k in (1, 2, 3, 4)}
+    for k, v in values.items():
+        session.execute(insert, (k, v), timeout=60)
+    for n in three.nodes:
+        s = whitelisted(three, n.index)
+        for level in (ConsistencyLevel.ALL, ConsistencyLevel.ONE):
+            select = s.prepare("SELECT v FROM big3.t WHERE k = ?")
+            select.consistency_level = level
+            for k, v in values.items():
+                row = s.execute(select, (k,), timeout=60).one()
+                assert row is not None and row.v == v, f"key {k} through {n.host} at {level}"
