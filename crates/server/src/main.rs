@@ -231,6 +231,7 @@ async fn start(
         config,
     });
     machine.set_effects(Arc::new(NodeSchemaEffects(Arc::downgrade(&node))));
+    node.apply_table_grace();
     node.cluster
         .membership
         .set_schema_version(node.schema.current().version);

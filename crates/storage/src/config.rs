@@ -43,7 +43,8 @@ pub struct NamespaceConfig {
     /// Client writes fail with "device full" when fewer than this share of blocks are free;
     /// the rest is defragmentation's reserve.
     pub stop_writes_free_pct: u32,
-    /// How long a tombstone outlives its deletion, so every replica learns of it first.
+    /// How long a tombstone outlives its deletion, so every replica learns of it first; a table
+    /// may have its own ([`crate::Engine::set_tombstone_grace`], Cassandra's `gc_grace_seconds`).
     pub tombstone_grace_s: u32,
     /// How often the background expiry pass walks the whole index.
     pub expiry_period_ms: u64,

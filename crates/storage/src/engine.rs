@@ -185,6 +185,9 @@ pub(crate) struct Inner {
     /// The chunk blocks of each row written in chunks, to free with the row. Changed only under
     /// the row's lock.
     pub chunks: Mutex<ChunkOwners>,
+    /// Tables whose tombstones are kept for another period than the namespace's
+    /// `tombstone_grace_s` (Cassandra's per-table `gc_grace_seconds`).
+    table_grace_s: RwLock<HashMap<TableId, u32>>,
 }
 
 /// Which chunk blocks each chunked row's current version holds.
@@ -370,6 +373,7 @@ impl Engine {
             stop: AtomicBool::new(false),
             wake: (Mutex::new(0), Condvar::new()),
             chunks: Mutex::new(recovered.chunks),
+            table_grace_s: RwLock::new(HashMap::new()),
         });
         let threads = vec![
             spawn_flusher(writer),
@@ -699,6 +703,21 @@ impl Engine {
         dropped
     }
 
+    /// Keeps `table`'s tombstones (and the deletions inside its rows) for `grace_s` after their
+    /// deletion instead of the namespace's `tombstone_grace_s`; `None` goes back to that. This is
+    /// Cassandra's per-table `gc_grace_seconds`: the caller sets it from the schema.
+    pub fn set_tombstone_grace(&self, table: TableId, grace_s: Option<u32>) {
+        let mut map = self
+            .inner
+            .table_grace_s
+            .write()
+            .expect("table grace lock poisoned");
+        match grace_s {
+            Some(g) => map.insert(table, g),
+            None => map.remove(&table),
+        };
+    }
+
     /// The tables that hold rows (or tombstones).
     pub fn table_ids(&self) -> Vec<TableId> {
         let mut ids: Vec<TableId> = self
@@ -915,7 +934,7 @@ impl Inner {
         let ikey = key.index_key();
         let index = self.table(key.table);
         let now_s = self.clock.now_s();
-        let purge_before_s = now_s.saturating_sub(self.config.tombstone_grace_s);
+        let purge_before_s = now_s.saturating_sub(self.tombstone_grace_s(key.table));
 
         let _row = self.row_lock(key.table, &ikey);
         let previous = index.get(&ikey).filter(|e| !e.is_range_tombstones());
@@ -987,6 +1006,16 @@ impl Inner {
             self.lock_chunks().insert((key.table, ikey), blocks);
         }
         Ok(pos)
+    }
+
+    /// How long `table`'s tombstones are kept after their deletion.
+    pub(crate) fn tombstone_grace_s(&self, table: TableId) -> u32 {
+        self.table_grace_s
+            .read()
+            .expect("table grace lock poisoned")
+            .get(&table)
+            .copied()
+            .unwrap_or(self.config.tombstone_grace_s)
     }
 
     fn lock_chunks(&self) -> std::sync::MutexGuard<'_, ChunkOwners> {

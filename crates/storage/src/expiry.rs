@@ -1,7 +1,8 @@
 //! The expiry pass ("nsup" in Aerospike): walks the index and drops what is gone for good.
 //!
 //! A row past its TTL is invisible the moment it expires (reads check the index's expiry); this
-//! pass reclaims it later. A tombstone is kept for `tombstone_grace_s` after its deletion, so
+//! pass reclaims it later. A tombstone is kept for its table's grace period (`gc_grace_seconds`,
+//! else the namespace's `tombstone_grace_s`) after its deletion, so
 //! every replica learns of it. Dropping an entry is safe only if no older version of the row can
 //! reappear at cold start: if the row was ever overwritten (`has_older`), the entry is kept (an
 //! expired row turns into a tombstone) until every block older than the entry's has been freed.
@@ -47,9 +48,8 @@ enum Action {
 /// One pass over every table; returns the entries removed.
 pub(crate) fn pass(inner: &Inner) -> usize {
     let now_s = inner.clock.now_s();
-    let grace_s = inner.config.tombstone_grace_s;
     let oldest_in_use = inner.blocks.oldest_sequence_in_use();
-    let decide = |e: &Entry| {
+    let decide = |e: &Entry, grace_s: u32| {
         // Bug fixed here: this compared with `>`, which can never hold, since the entry's own
         // block is in use; an overwritten row's tombstone (every delete of an existing row) was
         // never dropped, nor its space reclaimed. Older versions of the row sit in older blocks
@@ -82,6 +82,8 @@ pub(crate) fn pass(inner: &Inner) -> usize {
         .collect();
     let mut removed = 0;
     for (table, index) in tables {
+        let grace_s = inner.tombstone_grace_s(table);
+        let decide = |e: &Entry| decide(e, grace_s);
         for p in 0..PARTITIONS {
             if inner.stop.load(Ordering::Relaxed) {
                 return removed;

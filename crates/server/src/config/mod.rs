@@ -183,7 +183,7 @@ pub struct StorageConfig {
     /// Writes fail once fewer than this percent of blocks are free; the rest is
     /// defragmentation's reserve.
     pub stop_writes_free_pct: u32,
-    /// How long a tombstone outlives its deletion (Cassandra's `gc_grace_seconds`).
+    /// How long a tombstone outlives its deletion in a table that sets no `gc_grace_seconds`.
     pub tombstone_grace_s: u32,
     /// How often the background pass that removes expired records walks the index.
     pub expiry_period_ms: u64,

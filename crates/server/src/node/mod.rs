@@ -87,6 +87,16 @@ pub fn event_channel() -> broadcast::Sender<Event> {
     broadcast::channel(EVENT_QUEUE_MAX).0
 }
 
+impl Node {
+    /// Gives the engine each table's `gc_grace_seconds` (or the namespace default where a table
+    /// sets none): at start, and whenever a table changes.
+    pub fn apply_table_grace(&self) {
+        for (table, grace_s) in self.schema.table_grace_periods() {
+            self.engine.set_tombstone_grace(table, grace_s);
+        }
+    }
+}
+
 impl crate::system::ClusterView for Node {
     fn cluster_name(&self) -> &str {
         &self.config.cluster_name
@@ -137,6 +147,9 @@ impl SchemaEffects for NodeSchemaEffects {
             node.prepared.invalidate(&keyspace);
         }
         tracing::info!(?change, "schema changed");
+        if matches!(change.target, SchemaTarget::Table { .. }) {
+            node.apply_table_grace();
+        }
         node.cluster.membership.set_schema_version(version);
         // No receivers is fine: nobody registered.
         let _ = node.events.send(Event::SchemaChange(change.clone()));

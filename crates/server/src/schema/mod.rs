@@ -386,6 +386,15 @@ impl Table {
         self.columns.iter().any(|c| c.kind == ColumnKind::Static)
     }
 
+    /// `gc_grace_seconds` if the table sets it; otherwise the storage namespace's
+    /// `tombstone_grace_s` applies (864000 by default, Cassandra's default too).
+    pub fn gc_grace_s(&self) -> Option<u32> {
+        match self.options.get("gc_grace_seconds") {
+            Some(OptionValue::Text(v)) => v.parse().ok(),
+            _ => None,
+        }
+    }
+
     pub fn default_ttl_s(&self) -> u32 {
         match self.options.get("default_time_to_live") {
             Some(OptionValue::Text(v)) => v.parse().unwrap_or(0),

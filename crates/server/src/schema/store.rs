@@ -144,6 +144,14 @@ impl SchemaStore {
     }
 
     /// Storage ids of every user table: whatever else the engine holds was dropped.
+    /// Every user table's storage id and its `gc_grace_seconds`, if it sets one.
+    pub fn table_grace_periods(&self) -> Vec<(TableId, Option<u32>)> {
+        self.current()
+            .user_keyspaces()
+            .flat_map(|k| k.tables.values().map(|t| (t.storage_id, t.gc_grace_s())))
+            .collect()
+    }
+
     pub fn live_table_ids(&self) -> Vec<TableId> {
         self.current()
             .user_keyspaces()
