@@ -740,7 +740,7 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
             record["phases"][phase] = client.run(
                 "run", workload_files[name], nodes, sitting["threads"],
                 phase_dir(out, nodes, phase), label,
-                {"operationcount": 2_000_000_000, "maxexecutiontime": args.run_seconds},
+                {"operationcount": 2_000_000_000, "maxexecutiontime": args.equal_seconds or args.run_seconds},
                 target=target)
             record["phases"][phase]["target_ops"] = target
         record["disk_at_end"] = nodes.disk_bytes()
@@ -1700,7 +1700,7 @@ def equal_load_section(args, phases, topologies):
     lines = ["## Latency at equal throughput", "",
              f"Each workload again on both systems, throttled (`-target`) to {args.equal_load:.0%} "
              f"of the throughput {args.systems[0]} reached on it unthrottled, for "
-             f"{args.run_seconds} s, so that latencies compare the same offered load rather than "
+             f"{args.equal_seconds or args.run_seconds} s, so that latencies compare the same offered load rather than "
              "restate throughput. hayate-bench spreads each thread's operations evenly over the "
              "target's tick. Measured latency is from each request's send; intended latency "
              "(coordinated omission corrected) from when the throttle meant it to start. Ratios "
@@ -1993,6 +1993,8 @@ def parse_args():
                         help="after the unthrottled runs, run each workload again on every system "
                              "throttled to this share of the first system's throughput, to compare "
                              "latency at equal load (0 skips it)")
+    parser.add_argument("--equal-seconds", type=int, default=None,
+                        help="length of each run at equal load (default: --run-seconds)")
     parser.add_argument("--systems", default="cassandra,hayate",
                         help="which servers, in order; the sweep runs on the first")
     parser.add_argument("--host", default="127.0.0.1",
