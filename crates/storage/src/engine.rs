@@ -978,6 +978,7 @@ impl Inner {
                 Err(e) => {
                     // Named by no head: they go straight back.
                     for &b in chunks.iter().flatten() {
+                        self.cache.remove(b);
                         self.blocks.release(b);
                     }
                     Err(e)
@@ -1246,7 +1247,9 @@ impl Inner {
     /// the head names, and the whole checked against the head's checksum.
     fn read_chunks(&self, head: Location, list: &ChunkList) -> Result<Vec<u8>, ReadError> {
         let block_size = self.config.block_size_bytes as usize;
-        let mut body = Vec::with_capacity(list.body_bytes as usize);
+        // The list is checked against its chunks, not yet against anything in RAM: reserve no
+        // more than a row may hold.
+        let mut body = Vec::with_capacity((list.body_bytes as usize).min(ROW_MAX_BYTES));
         let mut buf = AlignedBuf::zeroed(block_size);
         for c in &list.chunks {
             let end = BLOCK_HEADER_BYTES + c.bytes as usize;
