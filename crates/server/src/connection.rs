@@ -160,11 +160,10 @@ async fn serve_stream<R, W>(
     let mut frames = BytesMut::new();
     let mut segments: Option<SegmentCodec> = None;
     let waits_for_device_writes = node.config.storage.commit_to_device;
-    // Bytes of a refused frame's body still to come, discarded as they arrive, and the answer
-    // to send once they have (as Cassandra, after the whole frame: a driver still writing it
-    // does not expect an answer sooner).
-    let mut skip = 0usize;
-    let mut skipped_answer: Option<(i16, String)> = None;
+    // A frame refused as too big: its body is discarded as it arrives, and it is answered
+    // once it has (as Cassandra, after the whole frame: a driver still writing it does not
+    // expect an answer sooner).
+    let mut skipping: Option<Skipping> = None;
 
     'read: loop {
         if let Some(codec) = segments {
@@ -174,20 +173,19 @@ async fn serve_stream<R, W>(
             }
         }
         loop {
-            if skip > 0 {
+            if let Some(refused) = &mut skipping {
                 let src = if segments.is_some() { &mut frames } else { &mut buf };
-                let n = skip.min(src.len());
+                let n = refused.body_left.min(src.len());
                 src.advance(n);
-                skip -= n;
-                if skip > 0 {
+                refused.body_left -= n;
+                if refused.body_left > 0 {
                     break;
                 }
-                if let Some((stream, message)) = skipped_answer.take() {
-                    session.send(
-                        stream,
-                        &Response::Error(WireError::new(ErrorBody::Invalid, message)),
-                    );
-                }
+                let Skipping { stream, message, .. } = skipping.take().expect("just matched");
+                session.send(
+                    stream,
+                    &Response::Error(WireError::new(ErrorBody::Invalid, message)),
+                );
             }
             if (if segments.is_some() {
                 frames.len()
@@ -228,10 +226,13 @@ async fn serve_stream<R, W>(
                     // the next frame.
                     let message = too_big(body_length_bytes, max_frame_bytes);
                     tracing::debug!(peer = %session.peer, "{message}");
-                    skipped_answer = Some((stream, message));
                     src.advance(HEADER_BYTES);
-                    // Never 0: the body is larger than the limit.
-                    skip = body_length_bytes as usize;
+                    // Never 0 bytes left: the body is larger than the limit.
+                    skipping = Some(Skipping {
+                        body_left: body_length_bytes as usize,
+                        stream,
+                        message,
+                    });
                     continue;
                 }
                 Err(e) => {
@@ -372,6 +373,13 @@ fn unwrap_segments(
 fn refuse_segment(session: &Session, e: &hayate_cql::segment::SegmentError) {
     tracing::warn!(peer = %session.peer, "closing connection: {e}");
     session.send(0, &Response::Error(WireError::protocol(e.to_string())));
+}
+
+/// A request frame refused as too big whose body is still arriving.
+struct Skipping {
+    body_left: usize,
+    stream: i16,
+    message: String,
 }
 
 fn too_big(body_length_bytes: u32, max_frame_bytes: usize) -> String {

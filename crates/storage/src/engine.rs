@@ -185,9 +185,6 @@ pub(crate) struct Inner {
     /// The chunk blocks of each row written in chunks, to free with the row. Changed only under
     /// the row's lock.
     pub chunks: Mutex<ChunkOwners>,
-    /// Tables whose tombstones are kept for another period than the namespace's
-    /// `tombstone_grace_s` (Cassandra's per-table `gc_grace_seconds`).
-    table_grace_s: RwLock<HashMap<TableId, u32>>,
 }
 
 /// Which chunk blocks each chunked row's current version holds.
@@ -373,7 +370,6 @@ impl Engine {
             stop: AtomicBool::new(false),
             wake: (Mutex::new(0), Condvar::new()),
             chunks: Mutex::new(recovered.chunks),
-            table_grace_s: RwLock::new(HashMap::new()),
         });
         let threads = vec![
             spawn_flusher(writer),
@@ -690,12 +686,7 @@ impl Engine {
         let mut dropped = 0;
         for p in 0..crate::index::PARTITIONS {
             for e in index.partition_select(p, |_| true) {
-                let _row = e.is_chunked().then(|| self.inner.row_lock(table, &e.key));
-                if index.update_if(&e, |_| None) {
-                    self.inner.blocks.sub_live(e.location.block(), e.location.len());
-                    if e.is_chunked() {
-                        self.inner.forget_chunks(table, &e.key);
-                    }
+                if self.inner.remove_entry(table, &index, &e) {
                     dropped += 1;
                 }
             }
@@ -707,15 +698,14 @@ impl Engine {
     /// deletion instead of the namespace's `tombstone_grace_s`; `None` goes back to that. This is
     /// Cassandra's per-table `gc_grace_seconds`: the caller sets it from the schema.
     pub fn set_tombstone_grace(&self, table: TableId, grace_s: Option<u32>) {
-        let mut map = self
-            .inner
-            .table_grace_s
-            .write()
-            .expect("table grace lock poisoned");
-        match grace_s {
-            Some(g) => map.insert(table, g),
-            None => map.remove(&table),
+        let index = match grace_s {
+            Some(_) => Some(self.inner.table(table)),
+            // No index yet is the default already: none is made for it.
+            None => self.inner.existing_table(table),
         };
+        if let Some(index) = index {
+            index.set_tombstone_grace_s(grace_s);
+        }
     }
 
     /// The tables that hold rows (or tombstones).
@@ -934,7 +924,7 @@ impl Inner {
         let ikey = key.index_key();
         let index = self.table(key.table);
         let now_s = self.clock.now_s();
-        let purge_before_s = now_s.saturating_sub(self.tombstone_grace_s(key.table));
+        let purge_before_s = now_s.saturating_sub(self.tombstone_grace_s(&index));
 
         let _row = self.row_lock(key.table, &ikey);
         let previous = index.get(&ikey).filter(|e| !e.is_range_tombstones());
@@ -1009,23 +999,33 @@ impl Inner {
         Ok(pos)
     }
 
-    /// How long `table`'s tombstones are kept after their deletion.
-    pub(crate) fn tombstone_grace_s(&self, table: TableId) -> u32 {
-        self.table_grace_s
-            .read()
-            .expect("table grace lock poisoned")
-            .get(&table)
-            .copied()
-            .unwrap_or(self.config.tombstone_grace_s)
+    /// How long a table's tombstones are kept after their deletion.
+    pub(crate) fn tombstone_grace_s(&self, index: &TableIndex) -> u32 {
+        index.tombstone_grace_s().unwrap_or(self.config.tombstone_grace_s)
     }
 
     fn lock_chunks(&self) -> std::sync::MutexGuard<'_, ChunkOwners> {
         self.chunks.lock().expect("chunk owners lock poisoned")
     }
 
+    /// Removes `e` from the index if it is still there as it was, and counts its record (and a
+    /// chunked row's blocks) as dead; false if the entry had changed meanwhile.
+    pub(crate) fn remove_entry(&self, table: TableId, index: &TableIndex, e: &Entry) -> bool {
+        // A chunked row's blocks change hands only under its lock.
+        let _row = e.is_chunked().then(|| self.row_lock(table, &e.key));
+        if !index.update_if(e, |_| None) {
+            return false;
+        }
+        self.blocks.sub_live(e.location.block(), e.location.len());
+        if e.is_chunked() {
+            self.forget_chunks(table, &e.key);
+        }
+        true
+    }
+
     /// Frees the chunk blocks of a chunked row whose entry was just replaced or removed, once
     /// what replaced it is durable. The caller holds the row's lock.
-    pub(crate) fn forget_chunks(&self, table: TableId, key: &IndexKey) {
+    fn forget_chunks(&self, table: TableId, key: &IndexKey) {
         let Some(blocks) = self.lock_chunks().remove(&(table, *key)) else {
             return;
         };

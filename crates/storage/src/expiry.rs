@@ -82,7 +82,7 @@ pub(crate) fn pass(inner: &Inner) -> usize {
         .collect();
     let mut removed = 0;
     for (table, index) in tables {
-        let grace_s = inner.tombstone_grace_s(table);
+        let grace_s = inner.tombstone_grace_s(&index);
         let decide = |e: &Entry| decide(e, grace_s);
         for p in 0..PARTITIONS {
             if inner.stop.load(Ordering::Relaxed) {
@@ -97,13 +97,7 @@ pub(crate) fn pass(inner: &Inner) -> usize {
                         if e.is_range_tombstones() && !fold_tombstones(inner, table, &index, &e) {
                             continue;
                         }
-                        // A chunked row's blocks change hands only under its lock.
-                        let _row = e.is_chunked().then(|| inner.row_lock(table, &e.key));
-                        if index.update_if(&e, |_| None) {
-                            inner.blocks.sub_live(e.location.block(), e.location.len());
-                            if e.is_chunked() {
-                                inner.forget_chunks(table, &e.key);
-                            }
+                        if inner.remove_entry(table, &index, &e) {
                             inner.stats.add_expired();
                             removed += 1;
                         }

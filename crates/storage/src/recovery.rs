@@ -149,12 +149,7 @@ pub(crate) fn recover(
     if config.data_in_memory && !from_snapshot {
         // The scan cached the blocks it walked; chunk blocks are not walked.
         for &b in recovered.chunks.values().flatten() {
-            let (device, offset) = devices.locate(b);
-            let mut buf = AlignedBuf::zeroed(devices.block_size_bytes() as usize);
-            match device.read_at(&mut buf, offset) {
-                Ok(()) => cache.insert(b, blocks.sequence(b), Arc::new(buf), true),
-                Err(e) => tracing::error!("chunk block {b} on {}: unreadable ({e})", device.name()),
-            }
+            load_block_into_cache(devices, blocks, cache, b);
         }
     }
     recovered
@@ -231,18 +226,18 @@ fn adopt_chunks(
 }
 
 /// Reads the head record an entry points at and the chunk list in its body.
-fn read_chunk_list(devices: &DeviceSet, blocks: &BlockTable, e: &Entry) -> Result<ChunkList, DecodeError> {
+fn read_chunk_list(devices: &DeviceSet, blocks: &BlockTable, e: &Entry) -> Result<ChunkList, String> {
     let loc = e.location;
     let (device, block_offset) = devices.locate(loc.block());
     let start = crate::device::align_down(loc.offset() as usize);
     let len = crate::device::align_up((loc.offset() + loc.len()) as usize) - start;
     let mut buf = AlignedBuf::zeroed(len);
-    if device.read_at(&mut buf, block_offset + start as u64).is_err() {
-        return Err(DecodeError::Truncated);
-    }
+    device
+        .read_at(&mut buf, block_offset + start as u64)
+        .map_err(|e| format!("unreadable: {e}"))?;
     let from = loc.offset() as usize - start;
-    let view = decode_record(&buf[from..], blocks.sequence(loc.block()))?;
-    ChunkList::decode(view.body)
+    let view = decode_record(&buf[from..], blocks.sequence(loc.block())).map_err(|d| d.to_string())?;
+    ChunkList::decode(view.body).map_err(|d| d.to_string())
 }
 
 fn scan(
@@ -343,14 +338,17 @@ fn scan(
 
 fn load_blocks_into_cache(devices: &DeviceSet, blocks: &BlockTable, cache: &PostWriteCache) {
     for b in 0..blocks.len() {
-        if blocks.state(b) == BlockState::Free {
-            continue;
+        if blocks.state(b) != BlockState::Free {
+            load_block_into_cache(devices, blocks, cache, b);
         }
-        let (device, offset) = devices.locate(b);
-        let mut buf = AlignedBuf::zeroed(devices.block_size_bytes() as usize);
-        match device.read_at(&mut buf, offset) {
-            Ok(()) => cache.insert(b, blocks.sequence(b), Arc::new(buf), true),
-            Err(e) => tracing::error!("block {b} on {}: unreadable ({e})", device.name()),
-        }
+    }
+}
+
+fn load_block_into_cache(devices: &DeviceSet, blocks: &BlockTable, cache: &PostWriteCache, b: u32) {
+    let (device, offset) = devices.locate(b);
+    let mut buf = AlignedBuf::zeroed(devices.block_size_bytes() as usize);
+    match device.read_at(&mut buf, offset) {
+        Ok(()) => cache.insert(b, blocks.sequence(b), Arc::new(buf), true),
+        Err(e) => tracing::error!("block {b} on {}: unreadable ({e})", device.name()),
     }
 }

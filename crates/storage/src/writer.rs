@@ -232,10 +232,7 @@ impl Writer {
         let block_size = self.devices.block_size_bytes();
         for piece in body.chunks(self.record_max_bytes()) {
             let Some(block) = self.blocks.take_free(claim) else {
-                return Err(WriteError::DeviceFull {
-                    free_blocks: self.blocks.free_blocks(),
-                    total_blocks: u64::from(self.blocks.len()),
-                });
+                return Err(self.device_full());
             };
             let sequence = {
                 let mut st = self.lock_state();
@@ -281,12 +278,16 @@ impl Writer {
         Ok(())
     }
 
+    fn device_full(&self) -> WriteError {
+        WriteError::DeviceFull {
+            free_blocks: self.blocks.free_blocks(),
+            total_blocks: u64::from(self.blocks.len()),
+        }
+    }
+
     fn open_block(&self, st: &mut WriterState, claim: Claim) -> Result<(), OpenFailed> {
         let Some(block) = self.blocks.take_free(claim) else {
-            return Err(OpenFailed::Error(WriteError::DeviceFull {
-                free_blocks: self.blocks.free_blocks(),
-                total_blocks: u64::from(self.blocks.len()),
-            }));
+            return Err(OpenFailed::Error(self.device_full()));
         };
         let sequence = st.next_sequence;
         let header = BlockHeader {

@@ -135,6 +135,12 @@ impl SchemaEffects for NodeSchemaEffects {
         }
     }
 
+    fn tables_changed(&self) {
+        if let Some(node) = self.0.upgrade() {
+            node.apply_table_grace();
+        }
+    }
+
     fn schema_changed(&self, change: &SchemaChange, version: [u8; 16]) {
         let Some(node) = self.0.upgrade() else { return };
         let keyspace = match &change.target {
@@ -147,9 +153,6 @@ impl SchemaEffects for NodeSchemaEffects {
             node.prepared.invalidate(&keyspace);
         }
         tracing::info!(?change, "schema changed");
-        if matches!(change.target, SchemaTarget::Table { .. }) {
-            node.apply_table_grace();
-        }
         node.cluster.membership.set_schema_version(version);
         // No receivers is fine: nobody registered.
         let _ = node.events.send(Event::SchemaChange(change.clone()));

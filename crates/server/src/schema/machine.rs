@@ -80,6 +80,9 @@ pub trait SchemaEffects: Send + Sync {
     fn table_dropped(&self, table: TableId);
     /// The schema changed: tell prepared statements, registered connections and gossip.
     fn schema_changed(&self, change: &SchemaChange, version: [u8; 16]);
+    /// The set of tables or their options may have changed (any applied change, TRUNCATE and a
+    /// restored snapshot included): bring what the node derives from them up to date.
+    fn tables_changed(&self);
 }
 
 /// The schema store, fed by the log.
@@ -151,7 +154,11 @@ impl SchemaMachine {
     }
 
     pub fn restore(&self, index: u64, snapshot: &[u8]) -> Result<(), String> {
-        self.store.restore(snapshot, version_at(index))
+        self.store.restore(snapshot, version_at(index))?;
+        if let Some(effects) = self.effects.get() {
+            effects.tables_changed();
+        }
+        Ok(())
     }
 
     fn statement(
@@ -242,6 +249,7 @@ impl SchemaMachine {
             if let Some(change) = &change {
                 effects.schema_changed(change, store.current().version);
             }
+            effects.tables_changed();
         }
         Ok(change)
     }

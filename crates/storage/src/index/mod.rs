@@ -16,7 +16,7 @@
 mod page_vec;
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Mutex;
 
 use page_vec::PageVec;
@@ -400,7 +400,12 @@ pub struct TableIndex {
     /// Set once any partition of the table has range or partition tombstones (never cleared
     /// while the engine runs): until then a read need not look for them.
     range_tombstones: AtomicBool,
+    /// The table's own tombstone grace period in seconds (Cassandra's `gc_grace_seconds`), or
+    /// [`GRACE_UNSET`] for the namespace's.
+    tombstone_grace_s: AtomicU64,
 }
+
+const GRACE_UNSET: u64 = u64::MAX;
 
 impl Default for TableIndex {
     fn default() -> Self {
@@ -420,7 +425,18 @@ impl TableIndex {
                 .map(|_| Mutex::new(Partition::default()))
                 .collect(),
             range_tombstones: AtomicBool::new(false),
+            tombstone_grace_s: AtomicU64::new(GRACE_UNSET),
         }
+    }
+
+    /// The table's own tombstone grace period, if it has one.
+    pub fn tombstone_grace_s(&self) -> Option<u32> {
+        u32::try_from(self.tombstone_grace_s.load(AtomicOrdering::Relaxed)).ok()
+    }
+
+    pub fn set_tombstone_grace_s(&self, grace_s: Option<u32>) {
+        let raw = grace_s.map_or(GRACE_UNSET, u64::from);
+        self.tombstone_grace_s.store(raw, AtomicOrdering::Relaxed);
     }
 
     fn partition(&self, token: i64) -> std::sync::MutexGuard<'_, Partition> {
