@@ -3,16 +3,19 @@
 //! The reader reads the socket in large chunks and cuts complete frames out of its buffer. Each
 //! request becomes a task of its own, so many streams of one connection are in flight at once;
 //! a semaphore bounds how many. The task runs the request to completion on a service thread
-//! (the runtime's workers, `limits.service_threads`), device reads included: the engine's calls
-//! are synchronous, and there are several service threads per core so that some can wait for
-//! the device while others serve. This is Aerospike's model, and it is what keeps a request's
-//! CPU cost low: handing every request to the blocking pool cost two thread wake-ups per
+//! (the runtime's workers, `limits.service_threads`, one per core). A one-row read or write
+//! whose record is on the device awaits its read through io_uring and yields the thread
+//! meanwhile (`hayate_cluster::replica::read_local`); without io_uring every device read
+//! blocks its thread, and there are five service threads per core so that some can wait for
+//! the device while others serve, as Aerospike's. Either way the request is not handed to
+//! another thread: handing every request to the blocking pool cost two thread wake-ups per
 //! request, which measured as half the server's CPU (bench/results). With
 //! `commit_to_device`, requests go to the blocking pool instead, since a write there waits for
 //! its group commit and the pool has threads enough for a full group.
 //!
-//! Finished responses go to a writer task through a channel; the writer takes everything
-//! queued and sends it in one `write`, so a pipelining driver gets its answers coalesced.
+//! Finished responses go to a writer task through a channel; the writer lets the requests that
+//! are ready run first, then takes everything queued and sends it in one `write`, so a
+//! pipelining driver gets its answers coalesced (one send for many answers, not one each).
 //! What waits there, and the request data in flight, are bounded: a connection over its bounds
 //! stops being read for a while (see [`limits`]).
 //!
@@ -125,6 +128,10 @@ async fn serve_stream<R, W>(
             out.clear();
             out.extend_from_slice(&first);
             let mut frames = 1;
+            // Requests of this connection that are ready to run go first, so their answers
+            // leave in the same send: the first answer's wake-up would otherwise run this task
+            // at once and pay a send (and the client a wake-up) per answer.
+            tokio::task::yield_now().await;
             while out.len() < WRITE_COALESCE_MAX_BYTES {
                 match rx.try_recv() {
                     Ok(more) => {

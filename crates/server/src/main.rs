@@ -121,7 +121,8 @@ fn run(config: Config) -> Result<(), String> {
         )
         .map_err(|e| e.to_string())?,
     );
-    let service_threads = config.limits.service_threads(config.storage.data_in_memory);
+    let reads_block = !config.storage.data_in_memory && engine.read_ring().is_none();
+    let service_threads = config.limits.service_threads(reads_block);
     tracing::info!(service_threads, "starting the service threads");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -144,6 +145,8 @@ async fn start(
     local: LocalNode,
     roles: Arc<RoleStore>,
 ) -> Result<Arc<Node>, String> {
+    // Device reads of one-row reads and writes go through io_uring, on this runtime.
+    hayate_cluster::replica::drive_read_ring(&engine);
     let schema = Arc::new(SchemaStore::new());
     let machine = Arc::new(SchemaMachine::new(schema.clone()));
     let legacy_schema = SchemaStore::legacy_file(&config.data_dir).map_err(|e| e.to_string())?;

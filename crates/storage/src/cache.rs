@@ -108,6 +108,14 @@ impl PostWriteCache {
             .map(|c| Arc::clone(&c.buf))
     }
 
+    /// True if the cache holds the block at this sequence.
+    pub fn contains(&self, block: u32, sequence: u64) -> bool {
+        self.read()
+            .blocks
+            .get(&block)
+            .is_some_and(|c| c.sequence == sequence)
+    }
+
     /// Drops a block that is being freed.
     pub fn remove(&self, block: u32) {
         let mut inner = self.lock();

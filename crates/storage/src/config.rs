@@ -59,6 +59,9 @@ pub struct NamespaceConfig {
     pub write_buffer_dir: Option<PathBuf>,
     /// Write blocks the buffer holds: how many may wait for the device before writers wait.
     pub write_buffer_blocks: u32,
+    /// Let callers read ahead through io_uring ([`crate::Engine::read_ahead`]); off, or where
+    /// the kernel refuses io_uring, every device read is a blocking `pread`.
+    pub io_uring: bool,
 }
 
 impl NamespaceConfig {
@@ -100,6 +103,7 @@ impl NamespaceConfig {
             index_snapshot_path: None,
             write_buffer_dir: None,
             write_buffer_blocks: 8,
+            io_uring: true,
         }
     }
 

@@ -13,7 +13,7 @@ use crate::blocks::{BlockTable, Claim, DeviceSet};
 use crate::cache::PostWriteCache;
 use crate::clock::{Clock, SystemClock};
 use crate::config::NamespaceConfig;
-use crate::device::{align_down, align_up, AlignedBuf, Device, FileDevice, NullDevice};
+use crate::device::{align_down, align_up, AlignedBuf, Device, FileDevice, NullDevice, ReadRing};
 use crate::error::{OpenError, ReadError, WriteError};
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
 use crate::format::chunks::ChunkList;
@@ -27,6 +27,7 @@ use crate::index::{
     FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
 };
 use crate::range_tombstones::{PartitionTombstones, RANGE_TOMBSTONES_PER_PARTITION_MAX};
+use crate::read_ahead::{ReadsAhead, Span};
 use crate::row::Row;
 use crate::token::{clustering_prefix, digest, token, tombstones_digest};
 use crate::write_buffer::WriteBuffer;
@@ -185,6 +186,9 @@ pub(crate) struct Inner {
     /// The chunk blocks of each row written in chunks, to free with the row. Changed only under
     /// the row's lock.
     pub chunks: Mutex<ChunkOwners>,
+    /// Device reads started ahead of a call (`read_ahead.rs`); `None` where there is no device
+    /// to read, io_uring is off, or the kernel refused it.
+    ring: Option<Arc<ReadRing>>,
 }
 
 /// Which chunk blocks each chunked row's current version holds.
@@ -357,7 +361,9 @@ impl Engine {
             Arc::clone(&stats),
             buffer,
         ));
+        let ring = read_ring(&config, &devices);
         let inner = Arc::new(Inner {
+            ring,
             config,
             clock,
             devices,
@@ -500,6 +506,62 @@ impl Engine {
             t.shadow(key.clustering, &mut row, self.inner.clock.now_s());
         }
         Ok(Some(row))
+    }
+
+    /// Starts, without waiting, the device reads that a read or a write of these rows would
+    /// make now (the row's current version, where it is neither in the open block nor in the
+    /// post-write cache); `None` when there are none, or no ring to start them in. Await
+    /// [`ReadsAhead::finish`], then make the call with [`crate::ReadsDone::install`] held: the
+    /// call then does not block its thread on those reads.
+    pub fn read_ahead<'a>(&self, keys: impl IntoIterator<Item = RowKey<'a>>) -> Option<ReadsAhead> {
+        let inner = &*self.inner;
+        let ring = inner.ring.as_ref().filter(|r| r.is_driven())?;
+        let mut reads = Vec::new();
+        for key in keys {
+            let Some(index) = inner.existing_table(key.table) else {
+                continue;
+            };
+            let Some(entry) = index.get(&key.index_key()) else {
+                continue;
+            };
+            if entry.is_range_tombstones() || entry.is_chunked() {
+                continue;
+            }
+            let loc = entry.location;
+            let sequence = inner.blocks.sequence(loc.block());
+            if inner.writer.is_open(sequence) || inner.cache.contains(loc.block(), sequence) {
+                continue;
+            }
+            let (device, block_offset) = inner.devices.locate(loc.block());
+            let Some(fd) = device.raw_fd() else {
+                continue;
+            };
+            let start = align_down(loc.offset() as usize);
+            let span = Span {
+                block: loc.block(),
+                sequence,
+                start,
+                len: align_up(loc.offset() as usize + loc.len() as usize) - start,
+            };
+            if reads.iter().any(|(s, _)| *s == span) {
+                continue;
+            }
+            let Some(read) = ring.start(fd, block_offset + start as u64, span.len) else {
+                break;
+            };
+            reads.push((span, read));
+        }
+        (!reads.is_empty()).then(|| ReadsAhead {
+            reads,
+            stats: Arc::clone(&inner.stats),
+        })
+    }
+
+    /// The ring that [`Engine::read_ahead`] starts reads in, for the caller's runtime to drive
+    /// ([`ReadRing::submit`] when reads are queued, [`ReadRing::reap`] when its descriptor is
+    /// readable); `None` when reads are not read ahead.
+    pub fn read_ring(&self) -> Option<&Arc<ReadRing>> {
+        self.inner.ring.as_ref()
     }
 
     /// Rows of a table in token order from `from` up to `to_token` (inclusive), at most `limit`
@@ -800,6 +862,24 @@ impl Drop for Engine {
     fn drop(&mut self) {
         // Without `close`, the open block is still written and synced, but no snapshot is saved.
         self.shutdown_threads();
+    }
+}
+
+/// The ring for a namespace whose records are read from devices that allow it, if io_uring is
+/// on and the kernel allows it.
+fn read_ring(config: &NamespaceConfig, devices: &DeviceSet) -> Option<Arc<ReadRing>> {
+    if !config.io_uring || config.data_in_memory || devices.devices().iter().all(|d| d.raw_fd().is_none()) {
+        return None;
+    }
+    match ReadRing::new() {
+        Ok(ring) => Some(Arc::new(ring)),
+        Err(e) => {
+            tracing::info!(
+                "device reads block their thread: io_uring is not available ({e}); \
+                 allow the io_uring system calls to the process to read ahead"
+            );
+            None
+        }
     }
 }
 
@@ -1318,6 +1398,16 @@ impl Inner {
         let (device, block_offset) = self.devices.locate(loc.block());
         let aligned_start = align_down(start);
         let aligned_len = align_up(start + len) - aligned_start;
+        let span = Span {
+            block: loc.block(),
+            sequence,
+            start: aligned_start,
+            len: aligned_len,
+        };
+        if let Some(buf) = crate::read_ahead::take(span) {
+            let from = start - aligned_start;
+            return Ok(f(&buf[from..from + len]));
+        }
         READ_BUF.with(|cell| {
             let mut slot = cell.borrow_mut();
             if slot.as_ref().is_none_or(|b| b.len() < aligned_len) {

@@ -28,6 +28,7 @@ pub mod files;
 pub mod format;
 pub mod index;
 pub mod range_tombstones;
+pub mod read_ahead;
 pub(crate) mod recovery;
 pub mod row;
 pub(crate) mod snapshot;
@@ -44,5 +45,6 @@ pub use engine::{
 };
 pub use error::{OpenError, ReadError, WriteError};
 pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
+pub use read_ahead::{Installed, ReadsAhead, ReadsDone};
 pub use row::{Cell, CellValue, Deletion, Liveness, Row};
 pub use stats::{Stats, StatsSnapshot};

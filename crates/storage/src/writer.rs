@@ -373,6 +373,11 @@ impl Writer {
         Some(open.buf[start..start + location.len() as usize].to_vec())
     }
 
+    /// True if the block of this sequence is the open block (read from memory, not the device).
+    pub fn is_open(&self, sequence: u64) -> bool {
+        self.open_sequence.load(Ordering::Acquire) == sequence
+    }
+
     /// The sequence the next opened block will get.
     pub fn next_sequence(&self) -> u64 {
         self.lock_state().next_sequence

@@ -12,9 +12,10 @@
 //!   needs for data, range by range (`range.rs`).
 //!
 //! Waiting is async: a request waiting for other nodes holds no thread. The local replica is
-//! called inline on the service thread that runs the request, as every device read is in this
-//! node (see `crates/server/src/connection.rs` for why). Requests from other nodes are run by
-//! the [`service`].
+//! called on the service thread that runs the request, after its device reads were read ahead
+//! ([`crate::replica::read_local`], [`crate::replica::apply_local`]; see
+//! `crates/server/src/connection.rs` for why). Requests from other nodes are run by the
+//! [`service`].
 
 mod error;
 pub mod hinting;

@@ -13,7 +13,7 @@ use super::{Coordinator, CoordinatorError, ReadRequest, ReadResult};
 use crate::consistency::{block_for, ConsistencyLevel, Replication};
 use crate::message::{Message, ReadReply};
 use crate::node::HostId;
-use crate::replica::{RangeRead, RangeStart, ReadCommand, ReadResponse};
+use crate::replica::{read_local, RangeRead, RangeStart, ReadCommand, ReadResponse};
 use crate::transport::Lane;
 
 impl Coordinator {
@@ -94,9 +94,8 @@ impl Coordinator {
     ) -> Result<ReadResult, CoordinatorError> {
         let command = ReadCommand::Range(piece);
         if targets.len() <= 1 && targets.first().is_none_or(|&h| h == self.local) {
-            return self
-                .replica
-                .read(&command)
+            return read_local(&self.replica, &command)
+                .await
                 .map(ReadResult::from)
                 .map_err(CoordinatorError::Replica);
         }
@@ -118,7 +117,7 @@ impl Coordinator {
         }
         let mut responses: Vec<(HostId, ReadResponse)> = Vec::with_capacity(targets.len());
         if targets.contains(&self.local) {
-            match self.replica.read(&command) {
+            match read_local(&self.replica, &command).await {
                 Ok(r) => responses.push((self.local, r)),
                 Err(e) => return Err(read_failure(e, cl, 0, targets.len(), 1, false)),
             }

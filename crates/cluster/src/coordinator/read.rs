@@ -16,7 +16,7 @@ use super::{check_read_level, Coordinator, CoordinatorError, ReadRequest, ReadRe
 use crate::consistency::{block_for, each_quorum_block_for, ConsistencyLevel, Replication};
 use crate::message::{digest, Message, ReadReply};
 use crate::node::HostId;
-use crate::replica::{ReadCommand, ReadResponse, ReplicaError};
+use crate::replica::{read_local, ReadCommand, ReadResponse, ReplicaError};
 use crate::transport::Lane;
 
 impl Coordinator {
@@ -121,22 +121,22 @@ impl Coordinator {
         self.check_live(&topology, replicas, cl, replication)?;
         self.count_not_replica(replicas);
         let block_for = block_for(cl, replication, &self.local_dc);
-        let read_here = || {
-            self.replica
-                .read(&request.command)
+        let read_here = || async {
+            read_local(&self.replica, &request.command)
+                .await
                 .map(ReadResult::from)
                 .map_err(CoordinatorError::Replica)
         };
         if replicas == [self.local] {
             // One replica, and it is this node: nothing to compare.
-            return read_here();
+            return read_here().await;
         }
         let candidates = self.candidates(&topology, replicas, cl);
         let targets = self.contacts(&topology, &candidates, cl, replication, block_for);
         if targets == [self.local] && request.speculative_retry != SpeculativeRetry::Always {
             // The level needs one answer and this node is a replica (a token-aware driver at
             // ONE or LOCAL_ONE): its own read is the answer, with nothing to compare.
-            return read_here();
+            return read_here().await;
         }
         let block_for = targets.len().max(1);
         let started = Instant::now();
@@ -179,7 +179,7 @@ impl Coordinator {
         let mut digest_more = false;
         let mut error: Option<ReplicaError> = None;
         if targets.contains(&self.local) {
-            match self.replica.read(&request.command) {
+            match read_local(&self.replica, &request.command).await {
                 Ok(response) if data_host == self.local => data = Some((self.local, response)),
                 Ok(response) => {
                     digest_more |= response.more;
@@ -276,7 +276,7 @@ impl Coordinator {
         let mut full_asked: Vec<HostId> = Vec::with_capacity(digests.len());
         for &(host, _) in &digests {
             if host == self.local {
-                match self.replica.read(&request.command) {
+                match read_local(&self.replica, &request.command).await {
                     Ok(r) => responses.push((host, r)),
                     Err(e) => return Err(read_failure(e, cl, responses.len(), block_for, 1, true)),
                 }

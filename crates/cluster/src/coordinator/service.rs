@@ -3,7 +3,7 @@
 //! whatever the node registered for them.
 //!
 //! Requests arrive on the transport's reader tasks, which must not block: each becomes a task
-//! on the node's service threads, where it does its device I/O as a client request would. With
+//! on the node's service threads, where it reads the device as a client request does. With
 //! `commit_to_device`, a mutation waits for its group commit, so it runs on the blocking pool.
 
 use std::future::Future;
@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 use super::messaging::{Messaging, RequestHandler};
 use crate::message::{digest, Message, ReadReply};
 use crate::node::HostId;
-use crate::replica::Replica;
+use crate::replica::{apply_local, read_local, Replica};
 use crate::transport::Lane;
 
 /// A future answer to a metadata request.
@@ -65,14 +65,16 @@ impl RequestHandler for ReplicaService {
         let messaging = self.messaging.clone();
         match message {
             Message::MutationRequest { id, mutations } => {
-                let run = move || {
-                    let result = replica.apply(mutations);
-                    messaging.respond(from, Lane::Requests, Message::MutationResponse { id, result });
-                };
                 if self.blocking_writes {
-                    tokio::task::spawn_blocking(run);
+                    tokio::task::spawn_blocking(move || {
+                        let result = replica.apply(mutations);
+                        messaging.respond(from, Lane::Requests, Message::MutationResponse { id, result });
+                    });
                 } else {
-                    tokio::spawn(async move { run() });
+                    tokio::spawn(async move {
+                        let result = apply_local(&*replica, mutations).await;
+                        messaging.respond(from, Lane::Requests, Message::MutationResponse { id, result });
+                    });
                 }
             }
             Message::ReadRequest {
@@ -81,7 +83,7 @@ impl RequestHandler for ReplicaService {
                 digest_only,
             } => {
                 tokio::spawn(async move {
-                    let result = replica.read(&command).map(|r| {
+                    let result = read_local(&replica, &command).await.map(|r| {
                         if digest_only {
                             ReadReply::Digest {
                                 digest: digest(&r),

@@ -14,7 +14,7 @@ use super::{check_write_level, counts, Coordinator, CoordinatorError, WriteReque
 use crate::consistency::{block_for, each_quorum_block_for, ConsistencyLevel, Replication};
 use crate::message::Message;
 use crate::node::HostId;
-use crate::replica::{Mutation, ReplicaError, ReplicaErrorKind};
+use crate::replica::{apply_local, Mutation, ReplicaError, ReplicaErrorKind};
 use crate::transport::Lane;
 
 /// Acknowledgements counted the way the level counts them.
@@ -168,7 +168,9 @@ impl Coordinator {
         let has_local = replicas.contains(&self.local);
         if replicas.len() == 1 && has_local {
             // The common single-replica case: no channel, no copy.
-            return self.replica.apply(mutations).map_err(CoordinatorError::Replica);
+            return apply_local(&*self.replica, mutations)
+                .await
+                .map_err(CoordinatorError::Replica);
         }
         let block_for = match cl {
             ConsistencyLevel::Any => 1,
@@ -199,7 +201,7 @@ impl Coordinator {
         let started = Instant::now();
         if has_local {
             // A copy: the mutations are still needed for hints if a replica does not answer.
-            match self.replica.apply(mutations.clone()) {
+            match apply_local(&*self.replica, mutations.clone()).await {
                 Ok(()) => acks.ack(&self.local_dc),
                 Err(e) => acks.fail(e),
             }

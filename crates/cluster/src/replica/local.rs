@@ -2,7 +2,9 @@
 
 use std::ops::Bound;
 
-use hayate_storage::{Engine, ReadError, RowKey, RowsFrom, RowsPage, StoredRow, TableId, WriteError};
+use hayate_storage::{
+    Engine, ReadError, ReadsAhead, RowKey, RowsFrom, RowsPage, StoredRow, TableId, WriteError,
+};
 
 use super::{
     Mutation, MutationKind, PartitionRead, RangeStart, ReadCommand, ReadResponse, Replica, ReplicaError,
@@ -93,6 +95,37 @@ impl Replica for Engine {
 
     fn drop_table(&self, table: TableId) -> usize {
         Engine::drop_table(self, table)
+    }
+
+    fn read_ahead_read(&self, command: &ReadCommand) -> Option<ReadsAhead> {
+        // The one-row read only: a partition or range read walks rows the index names as it
+        // goes, and reads them itself.
+        let ReadCommand::Partition(p) = command else {
+            return None;
+        };
+        match (&p.start, &p.end) {
+            (Bound::Included(a), Bound::Included(b)) if a == b => self.read_ahead([RowKey {
+                table: p.table,
+                partition: &p.partition,
+                clustering: a,
+            }]),
+            _ => None,
+        }
+    }
+
+    fn reads_ahead(&self) -> bool {
+        self.read_ring().is_some_and(|ring| ring.is_driven())
+    }
+
+    fn read_ahead_apply(&self, mutations: &[Mutation]) -> Option<ReadsAhead> {
+        self.read_ahead(mutations.iter().filter_map(|m| match &m.kind {
+            MutationKind::Row { clustering, .. } => Some(RowKey {
+                table: m.table,
+                partition: &m.partition,
+                clustering,
+            }),
+            MutationKind::DeleteRange { .. } => None,
+        }))
     }
 }
 

@@ -9,10 +9,14 @@
 //! order ([`RowPosition`]) is what a paging state names, so any coordinator can resume a page.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 mod local;
+mod read_ring;
 
-use hayate_storage::{Deletion, PartitionTombstones, Row, TableId};
+pub use read_ring::drive_read_ring;
+
+use hayate_storage::{Deletion, PartitionTombstones, ReadsAhead, ReadsDone, Row, TableId};
 
 /// One change to one partition: a row update merged by last-write-wins, or a deletion of every
 /// row in a clustering range.
@@ -91,6 +95,11 @@ pub enum ReadCommand {
 }
 
 impl ReadCommand {
+    /// One row by its full primary key.
+    pub fn is_one_row(&self) -> bool {
+        matches!(self, ReadCommand::Partition(p) if matches!((&p.start, &p.end), (Bound::Included(a), Bound::Included(b)) if a == b))
+    }
+
     pub fn table(&self) -> TableId {
         match self {
             ReadCommand::Partition(p) => p.table,
@@ -194,9 +203,9 @@ impl std::fmt::Display for ReplicaError {
 impl std::error::Error for ReplicaError {}
 
 /// One replica's data: what the local storage engine is to the coordinator. Calls are
-/// synchronous and may read the device; the coordinator calls them on a service thread
-/// (Aerospike's model: a few threads per core do their own device reads), never while holding
-/// a lock another request needs.
+/// synchronous and may read the device; the coordinator calls them through [`read_local`] and
+/// [`apply_local`], which read ahead what they can so that the call does not block its service
+/// thread, and never while holding a lock another request needs.
 pub trait Replica: Send + Sync + 'static {
     /// Applies mutations in order; each is atomic for its row (or rows, for a range delete).
     /// Takes them by value: the engine keeps the row update it is given.
@@ -207,4 +216,63 @@ pub trait Replica: Send + Sync + 'static {
 
     /// Forgets every row of a table (DROP TABLE, TRUNCATE); returns how many.
     fn drop_table(&self, table: TableId) -> usize;
+
+    /// Starts the device reads that `read(command)` would block its thread on, for the caller
+    /// to await before the call ([`read_ahead`]); `None` (the default) when there are none.
+    fn read_ahead_read(&self, _command: &ReadCommand) -> Option<ReadsAhead> {
+        None
+    }
+
+    /// The same for `apply(mutations)`: the current versions of the rows the writes merge into.
+    fn read_ahead_apply(&self, _mutations: &[Mutation]) -> Option<ReadsAhead> {
+        None
+    }
+
+    /// True if this replica reads ahead, so that the node runs one service thread per core:
+    /// a read that cannot read ahead (a partition or range walk) must then leave the service
+    /// threads to block on the device ([`read_local`]).
+    fn reads_ahead(&self) -> bool {
+        false
+    }
+}
+
+/// Reads from the local replica without blocking a service thread on the device: a one-row
+/// read awaits its device read ahead, and a partition or range read, which reads row by row as
+/// it walks, runs on the blocking pool when the replica reads ahead (and so has few threads).
+pub async fn read_local(
+    replica: &Arc<dyn Replica>,
+    command: &ReadCommand,
+) -> Result<ReadResponse, ReplicaError> {
+    if let Some(done) = read_ahead(replica.read_ahead_read(command)).await {
+        let _installed = done.install();
+        return replica.read(command);
+    }
+    if replica.reads_ahead() && !command.is_one_row() {
+        let (replica, command) = (replica.clone(), command.clone());
+        return tokio::task::spawn_blocking(move || replica.read(&command))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ReplicaError::new(
+                    ReplicaErrorKind::Failed,
+                    format!("read failed: {e}"),
+                ))
+            });
+    }
+    replica.read(command)
+}
+
+/// Applies mutations to the local replica, with the device reads their merges need done ahead.
+pub async fn apply_local(replica: &dyn Replica, mutations: Vec<Mutation>) -> Result<(), ReplicaError> {
+    let ahead = read_ahead(replica.read_ahead_apply(&mutations)).await;
+    let _installed = ahead.map(ReadsDone::install);
+    replica.apply(mutations)
+}
+
+/// Awaits reads started ahead of a replica call; install what this gives on the thread that
+/// makes the call (`.map(ReadsDone::install)`), with no `.await` between.
+async fn read_ahead(started: Option<ReadsAhead>) -> Option<ReadsDone> {
+    match started {
+        Some(reads) => Some(reads.finish().await),
+        None => None,
+    }
 }

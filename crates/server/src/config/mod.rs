@@ -170,6 +170,10 @@ pub struct StorageConfig {
     pub write_buffer_dir: PathBuf,
     /// Write blocks the buffer holds: how many may wait for the device before writes wait.
     pub write_buffer_blocks: u32,
+    /// Read records from the device through io_uring, in batches, without a service thread
+    /// waiting on each read. Off (or where the kernel refuses io_uring) every device read is a
+    /// blocking `pread`, and there are five service threads per core.
+    pub io_uring: bool,
     pub flush_interval_ms: u64,
     /// RAM for recently written blocks, so fresh records are read without a device read.
     #[serde(rename = "post_write_cache")]
@@ -227,19 +231,21 @@ pub struct LimitsConfig {
 }
 
 impl LimitsConfig {
-    /// The service threads to start. A request that reads the device blocks its thread for
-    /// the device's latency, so with records on a device there are five per core (Aerospike's
-    /// default for SSD namespaces), enough to keep the device's queue full; with every block
-    /// in RAM there is one per core.
-    pub fn service_threads(&self, data_in_memory: bool) -> usize {
+    /// The service threads to start. One per core when no request blocks its thread on the
+    /// device: every block is in RAM, or the engine reads ahead through io_uring (one-row
+    /// reads and writes await their device reads, and partition and range walks go to the
+    /// blocking pool). Otherwise a request that reads the device blocks its thread for the
+    /// device's latency, so there are five per core (Aerospike's default for SSD namespaces),
+    /// enough to keep the device's queue full.
+    pub fn service_threads(&self, reads_block: bool) -> usize {
         if self.service_threads != 0 {
             return self.service_threads as usize;
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if data_in_memory {
-            cores
-        } else {
+        if reads_block {
             cores * SERVICE_THREADS_PER_CORE_ON_DEVICE
+        } else {
+            cores
         }
     }
 }
@@ -330,6 +336,7 @@ impl Default for StorageConfig {
             commit_to_device: engine.commit_to_device,
             write_buffer_dir: PathBuf::from(hayate_storage::config::WRITE_BUFFER_DIR_DEFAULT),
             write_buffer_blocks: engine.write_buffer_blocks,
+            io_uring: engine.io_uring,
             flush_interval_ms: engine.flush_interval_ms,
             post_write_cache_bytes: ByteSize(engine.post_write_cache_bytes),
             data_in_memory: false,
@@ -733,6 +740,7 @@ impl Config {
         ns.write_buffer_dir =
             (!s.write_buffer_dir.as_os_str().is_empty()).then(|| s.write_buffer_dir.clone());
         ns.write_buffer_blocks = s.write_buffer_blocks;
+        ns.io_uring = s.io_uring;
         ns.post_write_cache_bytes = s.post_write_cache_bytes.0;
         ns.defrag_lwm_pct = s.defrag_lwm_pct;
         ns.defrag_sleep_us = s.defrag_sleep_us;

@@ -93,4 +93,8 @@ impl Device for FileDevice {
     fn name(&self) -> String {
         self.path.display().to_string()
     }
+
+    fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        Some(self.file.as_raw_fd())
+    }
 }

@@ -7,12 +7,15 @@
 mod aligned;
 mod file;
 mod memory;
+mod ring;
 
 pub use aligned::AlignedBuf;
 pub use file::FileDevice;
 pub use memory::{MemDevice, NullDevice};
+pub use ring::{ReadRing, RingRead};
 
 use std::io;
+use std::os::unix::io::RawFd;
 
 /// Every device offset and length is a multiple of this (the largest common sector size, and
 /// what `O_DIRECT` requires on the file systems we support).
@@ -31,6 +34,12 @@ pub trait Device: Send + Sync {
     fn sync(&self) -> io::Result<()>;
     /// A name for log lines: the path, or "memory".
     fn name(&self) -> String;
+    /// The descriptor that [`ReadRing`] reads may target, with the same alignment rules as
+    /// `read_at`; `None` (the default) keeps every read in `read_at`, as devices in RAM and the
+    /// tests' fault-injecting devices need.
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
 }
 
 pub(crate) fn align_down(x: usize) -> usize {

@@ -1,0 +1,99 @@
+//! Reading ahead: the device reads that a row's read or write would make, started through the
+//! ring ([`ReadRing`]) before the call, so that the call finds the bytes in memory instead of
+//! blocking its thread on `pread`.
+//!
+//! The engine's calls stay synchronous. A caller on an async runtime asks for the reads a set
+//! of rows needs ([`crate::Engine::read_ahead`]), awaits them ([`ReadsAhead::finish`]), and makes the
+//! call with the finished reads installed on its thread ([`ReadsDone::install`]). A record read
+//! takes an installed buffer only if it is for the same block, the same block sequence and
+//! the same span of the device that it would read itself; a row that moved in the meantime
+//! (defragmentation, a newer write) is read as before. What it then decodes is checked as any
+//! device read is (sequence, key, CRC).
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::device::{AlignedBuf, RingRead};
+use crate::stats::Stats;
+
+/// What one read ahead covers: a span of one block, at one sequence of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub block: u32,
+    pub sequence: u64,
+    /// Offset within the block, aligned.
+    pub start: usize,
+    /// Aligned length.
+    pub len: usize,
+}
+
+/// Reads started in the ring; [`ReadsAhead::finish`] waits for them.
+pub struct ReadsAhead {
+    pub(crate) reads: Vec<(Span, RingRead)>,
+    pub(crate) stats: Arc<Stats>,
+}
+
+/// Reads finished; [`ReadsDone::install`] lends them to the engine calls on this thread.
+pub struct ReadsDone {
+    reads: Vec<(Span, AlignedBuf)>,
+}
+
+impl ReadsAhead {
+    /// How many reads were started.
+    pub fn len(&self) -> usize {
+        self.reads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.reads.is_empty()
+    }
+
+    /// Waits for every read. One that failed is left out: the call reads that record itself,
+    /// and reports the error as it would have.
+    pub async fn finish(self) -> ReadsDone {
+        let mut done = Vec::with_capacity(self.reads.len());
+        for (span, read) in self.reads {
+            if let Ok(buf) = read.await {
+                self.stats.add_device_read();
+                done.push((span, buf));
+            }
+        }
+        ReadsDone { reads: done }
+    }
+}
+
+thread_local! {
+    static INSTALLED: RefCell<Vec<(Span, AlignedBuf)>> = const { RefCell::new(Vec::new()) };
+}
+
+impl ReadsDone {
+    /// Lends the reads to engine calls on this thread until the guard is dropped. The guard
+    /// cannot leave the thread, so an `.await` cannot come between the install and the calls.
+    pub fn install(self) -> Installed {
+        INSTALLED.with(|cell| cell.borrow_mut().extend(self.reads));
+        Installed {
+            _on_this_thread: PhantomData,
+        }
+    }
+}
+
+/// Reads installed on this thread; dropping it takes back what no call used.
+pub struct Installed {
+    _on_this_thread: PhantomData<*const ()>,
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        INSTALLED.with(|cell| cell.borrow_mut().clear());
+    }
+}
+
+/// The installed read of exactly this span, if there is one; it is used once.
+pub(crate) fn take(span: Span) -> Option<AlignedBuf> {
+    INSTALLED.with(|cell| {
+        let mut reads = cell.borrow_mut();
+        let i = reads.iter().position(|(s, _)| *s == span)?;
+        Some(reads.swap_remove(i).1)
+    })
+}

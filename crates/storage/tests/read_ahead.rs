@@ -1,0 +1,192 @@
+//! Reading ahead through io_uring (`read_ahead.rs`): a read or write finds the record read
+//! ahead instead of reading the device itself, and a read ahead that went stale (the row was
+//! rewritten or moved by defragmentation since) is never served.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use hayate_storage::{Cell, Engine, NamespaceConfig, ReadsAhead, ReadsDone, Row, RowKey};
+
+const T: u32 = 1;
+const BLOCK: usize = 128 << 10;
+
+fn open(dir: &std::path::Path) -> Engine {
+    let mut c = NamespaceConfig::with_file("test", dir, 64 << 20);
+    c.block_size_bytes = BLOCK as u32;
+    // Room for a few blocks only, so that older rows are read from the device.
+    c.post_write_cache_bytes = 4 * BLOCK as u64;
+    c.defrag_sleep_us = 0;
+    let e = Engine::open(c).expect("open");
+    // The test drives the ring by hand (`finish`): a driver must be attached for reads to start.
+    if let Some(ring) = e.read_ring() {
+        ring.on_queued(|| {});
+    }
+    e
+}
+
+fn key(k: &[u8]) -> RowKey<'_> {
+    RowKey {
+        table: T,
+        partition: k,
+        clustering: b"",
+    }
+}
+
+fn row(ts: i64, v: &[u8]) -> Row {
+    Row {
+        cells: vec![Cell::live(0, ts, v.to_vec())],
+        ..Row::default()
+    }
+}
+
+fn value(e: &Engine, k: &[u8]) -> Option<Vec<u8>> {
+    let r = e.get(key(k)).expect("read")?;
+    r.cells
+        .iter()
+        .find(|c| c.column == 0)
+        .and_then(|c| c.value_at(0))
+        .map(<[u8]>::to_vec)
+}
+
+/// Writes `k`, then enough other rows that `k`'s block leaves the post-write cache.
+fn write_then_push_out(e: &Engine, k: &[u8], v: &[u8]) {
+    e.write(key(k), row(1, v)).expect("write");
+    for i in 0..(8 * BLOCK / 1024) {
+        e.write(key(format!("filler-{i}").as_bytes()), row(1, &[7u8; 1000]))
+            .expect("write");
+    }
+    e.sync().expect("sync");
+}
+
+struct Nothing;
+impl Wake for Nothing {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Waits for the reads as the server's driver would: submit, then reap until they finish.
+fn finish(e: &Engine, ahead: ReadsAhead) -> ReadsDone {
+    let ring = e.read_ring().expect("a ring").clone();
+    let waker = Waker::from(Arc::new(Nothing));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(ahead.finish());
+    loop {
+        if let Poll::Ready(done) = fut.as_mut().poll(&mut cx) {
+            return done;
+        }
+        ring.submit().expect("submit");
+        ring.reap();
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_read_and_a_write_use_the_read_ahead_instead_of_the_device() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let e = open(dir.path());
+    if e.read_ring().is_none() {
+        eprintln!("io_uring is not available here; nothing to test");
+        return;
+    }
+    write_then_push_out(&e, b"a", b"first");
+    let before = e.stats().device_reads;
+    assert_eq!(value(&e, b"a").as_deref(), Some(&b"first"[..]));
+    assert_eq!(
+        e.stats().device_reads,
+        before + 1,
+        "the row is on the device, not in a cache"
+    );
+
+    // A read: one read ahead, and the call makes none of its own.
+    let ahead = e.read_ahead([key(b"a")]).expect("a device read to make");
+    assert_eq!(ahead.len(), 1);
+    let done = finish(&e, ahead);
+    let before = e.stats().device_reads;
+    {
+        let _installed = done.install();
+        assert_eq!(value(&e, b"a").as_deref(), Some(&b"first"[..]));
+    }
+    assert_eq!(e.stats().device_reads, before, "the read took the read ahead");
+
+    // A write merges into the row read ahead, without a device read of its own.
+    let ahead = e
+        .read_ahead([key(b"a"), key(b"absent")])
+        .expect("a device read to make");
+    assert_eq!(ahead.len(), 1, "a row that does not exist needs no read");
+    let done = finish(&e, ahead);
+    let before = e.stats().device_reads;
+    {
+        let _installed = done.install();
+        let mut update = row(2, b"second");
+        update.cells[0].column = 1;
+        e.write(key(b"a"), update).expect("write");
+    }
+    assert_eq!(e.stats().device_reads, before);
+    let r = e.get(key(b"a")).expect("read").expect("the row");
+    assert_eq!(r.cells.len(), 2, "the merge kept the cell read ahead: {r:?}");
+
+    // A row in the open block or the post-write cache needs nothing read ahead.
+    assert!(e.read_ahead([key(b"a")]).is_none());
+}
+
+#[test]
+fn a_stale_read_ahead_is_never_served() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let e = open(dir.path());
+    if e.read_ring().is_none() {
+        return;
+    }
+    // Rewritten after the read ahead: the read finds the new version.
+    write_then_push_out(&e, b"a", b"old");
+    let done = finish(&e, e.read_ahead([key(b"a")]).expect("a device read"));
+    e.write(key(b"a"), row(5, b"new")).expect("write");
+    {
+        let _installed = done.install();
+        assert_eq!(value(&e, b"a").as_deref(), Some(&b"new"[..]));
+    }
+
+    // Moved by defragmentation after the read ahead, its old block freed and written again:
+    // the read goes to where the row is now.
+    write_then_push_out(&e, b"b", b"kept");
+    let done = finish(&e, e.read_ahead([key(b"b")]).expect("a device read"));
+    for i in 0..(8 * BLOCK / 1024) {
+        e.delete(key(format!("filler-{i}").as_bytes()), 10)
+            .expect("delete");
+    }
+    e.sync().expect("sync");
+    assert!(e.defrag_now() > 0, "blocks were defragmented");
+    for i in 0..(40 * BLOCK / 1024) {
+        e.write(key(format!("more-{i}").as_bytes()), row(1, &[9u8; 1000]))
+            .expect("write");
+    }
+    e.sync().expect("sync");
+    {
+        let _installed = done.install();
+        assert_eq!(value(&e, b"b").as_deref(), Some(&b"kept"[..]));
+    }
+    // What no call used is taken back with the guard.
+    let done = finish(&e, e.read_ahead([key(b"b")]).expect("a device read"));
+    drop(done.install());
+    let before = e.stats().device_reads;
+    assert_eq!(value(&e, b"b").as_deref(), Some(&b"kept"[..]));
+    assert_eq!(e.stats().device_reads, before + 1);
+}
+
+#[test]
+fn nothing_is_read_ahead_without_a_driver_or_with_io_uring_off() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut c = NamespaceConfig::with_file("test", dir.path(), 64 << 20);
+    c.block_size_bytes = BLOCK as u32;
+    c.post_write_cache_bytes = 4 * BLOCK as u64;
+    let e = Engine::open(c.clone()).expect("open");
+    write_then_push_out(&e, b"a", b"v");
+    // No driver attached: a read started now would never be submitted.
+    assert!(e.read_ahead([key(b"a")]).is_none());
+    e.close().expect("close");
+    c.io_uring = false;
+    let e = Engine::open(c).expect("open");
+    assert!(e.read_ring().is_none());
+    assert!(e.read_ahead([key(b"a")]).is_none());
+    assert_eq!(value(&e, b"a").as_deref(), Some(&b"v"[..]));
+}
