@@ -7,8 +7,8 @@
 #   bench/cpu-per-op.sh [RECORDS] [OPS] ['storage_key = value' ...]     # default 200000 600000
 #
 # Each extra argument is a line added to the node's [storage] section, for example
-# 'post_write_cache = "8MiB"' (reads go to the device) or 'write_buffer_dir = ""' (no write
-# buffer). Prints one line: settings, ops/s, node CPU µs per operation, device reads per
+# 'post_write_cache = "8MiB"' (reads go to the device), 'write_buffer_dir = ""' (no write
+# buffer) or 'io_uring = false' (blocking device reads, five service threads per core). Prints one line: settings, ops/s, node CPU µs per operation, device reads per
 # operation. Needs a release build (cargo build --release -p hayate-server -p hayate-bench).
 # On 2 shared cores figures move by 10-15% from run to run: compare settings in one sitting.
 set -euo pipefail
