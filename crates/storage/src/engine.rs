@@ -13,7 +13,7 @@ use crate::blocks::{BlockTable, Claim, DeviceSet};
 use crate::cache::PostWriteCache;
 use crate::clock::{Clock, SystemClock};
 use crate::config::NamespaceConfig;
-use crate::device::{align_down, align_up, AlignedBuf, Device, FileDevice, NullDevice, ReadRing};
+use crate::device::{align_up, AlignedBuf, Device, FileDevice, NullDevice, ReadRing};
 use crate::error::{OpenError, ReadError, WriteError};
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
 use crate::format::chunks::ChunkList;
@@ -536,17 +536,11 @@ impl Engine {
             let Some(fd) = device.raw_fd() else {
                 continue;
             };
-            let start = align_down(loc.offset() as usize);
-            let span = Span {
-                block: loc.block(),
-                sequence,
-                start,
-                len: align_up(loc.offset() as usize + loc.len() as usize) - start,
-            };
+            let span = Span::of(loc, sequence);
             if reads.iter().any(|(s, _)| *s == span) {
                 continue;
             }
-            let Some(read) = ring.start(fd, block_offset + start as u64, span.len) else {
+            let Some(read) = ring.start(fd, block_offset + span.start as u64, span.len) else {
                 break;
             };
             reads.push((span, read));
@@ -1396,14 +1390,8 @@ impl Inner {
             return Ok(f(&buf[start..start + len]));
         }
         let (device, block_offset) = self.devices.locate(loc.block());
-        let aligned_start = align_down(start);
-        let aligned_len = align_up(start + len) - aligned_start;
-        let span = Span {
-            block: loc.block(),
-            sequence,
-            start: aligned_start,
-            len: aligned_len,
-        };
+        let span = Span::of(loc, sequence);
+        let (aligned_start, aligned_len) = (span.start, span.len);
         if let Some(buf) = crate::read_ahead::take(span) {
             let from = start - aligned_start;
             return Ok(f(&buf[from..from + len]));

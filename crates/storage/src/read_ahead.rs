@@ -14,7 +14,8 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::device::{AlignedBuf, RingRead};
+use crate::device::{align_down, align_up, AlignedBuf, RingRead};
+use crate::index::Location;
 use crate::stats::Stats;
 
 /// What one read ahead covers: a span of one block, at one sequence of it.
@@ -26,6 +27,19 @@ pub(crate) struct Span {
     pub start: usize,
     /// Aligned length.
     pub len: usize,
+}
+
+impl Span {
+    /// The aligned span a device read of the record at `loc` covers, in its block at `sequence`.
+    pub fn of(loc: Location, sequence: u64) -> Span {
+        let start = align_down(loc.offset() as usize);
+        Span {
+            block: loc.block(),
+            sequence,
+            start,
+            len: align_up(loc.offset() as usize + loc.len() as usize) - start,
+        }
+    }
 }
 
 /// Reads started in the ring; [`ReadsAhead::finish`] waits for them.

@@ -361,7 +361,7 @@ impl Writer {
     pub fn read_open(&self, location: Location, sequence: u64) -> Option<Vec<u8>> {
         // Sealing stores the block in the cache before it clears this, so a reader that sees
         // another sequence here finds the block in the cache or on the device.
-        if self.open_sequence.load(Ordering::Acquire) != sequence {
+        if !self.is_open(sequence) {
             return None;
         }
         let st = self.lock_state();

@@ -319,7 +319,7 @@ impl Coordinator {
             }
             add(&self.metrics.repaired_rows, mutations.len() as u64);
             if host == self.local {
-                if let Err(e) = self.replica.apply(mutations) {
+                if let Err(e) = apply_local(&*self.replica, mutations).await {
                     tracing::warn!("read repair on this node failed: {e}");
                     failed += 1;
                 }

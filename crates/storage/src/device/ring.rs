@@ -156,15 +156,13 @@ impl ReadRing {
         let mut n = 0;
         {
             let mut state = self.state.lock().expect("ring lock poisoned");
-            let state = &mut *state;
-            let done: Vec<(u64, i32)> = state
-                .ring
-                .completion()
-                .map(|cqe| (cqe.user_data(), cqe.result()))
-                .collect();
-            for (id, rc) in done {
+            let State {
+                ring, slots, free, ..
+            } = &mut *state;
+            for cqe in ring.completion() {
+                let (id, rc) = (cqe.user_data(), cqe.result());
                 n += 1;
-                let slot = &mut state.slots[id as usize];
+                let slot = &mut slots[id as usize];
                 match std::mem::take(slot) {
                     Slot::Reading { buf, waker } => {
                         let result = match rc {
@@ -178,7 +176,7 @@ impl ReadRing {
                         *slot = Slot::Done { buf, result };
                         wake.extend(waker);
                     }
-                    Slot::Abandoned { .. } => state.free.push(id as u32),
+                    Slot::Abandoned { .. } => free.push(id as u32),
                     other => *slot = other,
                 }
             }
