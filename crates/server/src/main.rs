@@ -81,8 +81,10 @@ fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_new(&directives)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("info,{QUIET_LIBRARIES}")));
+    // Colours only on a terminal: a log file or journal gets plain `key=value` fields.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     for w in &config.warnings {
@@ -123,7 +125,11 @@ fn run(config: Config) -> Result<(), String> {
     );
     let reads_block = !config.storage.data_in_memory && engine.read_ring().is_none();
     let service_threads = config.limits.service_threads(reads_block);
-    tracing::info!(service_threads, "starting the service threads");
+    tracing::info!(
+        service_threads,
+        read_page_cache = config.storage.read_page_cache,
+        "starting the service threads"
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .worker_threads(service_threads)
