@@ -104,10 +104,19 @@ def read_all(session, select, keys):
     return {k: (r.result_or_exc.one() or [None])[0] for k, r in zip(keys, results)}
 
 
-@pytest.mark.parametrize("mode", ["commit_to_device", "default"])
+@pytest.mark.parametrize("mode", ["commit_to_device", "default", "read_page_cache"])
 def test_acknowledged_writes_survive_sigkill(node_factory, mode):
     rng = random.Random(SEED)
-    n = node_factory(f"durability_{mode}", commit_to_device=mode == "commit_to_device")
+    n = node_factory(f"durability_{mode}", commit_to_device=mode == "commit_to_device", start=False)
+    if mode == "read_page_cache":
+        # The default mode with record reads through the page cache, and a post-write cache of
+        # a few blocks, so that the overwrites' reads and the reads after each restart go
+        # through it.
+        n.config_path.write_text(n.config_path.read_text().replace(
+            "[storage]\n", '[storage]\nread_page_cache = true\npost_write_cache = "4MiB"\n'))
+    n.start()
+    if mode == "read_page_cache":
+        assert "read_page_cache=true" in n.log_path.read_text(), "the node did not take the setting"
     sent: dict[int, list[str]] = {}
     acked: dict[int, int] = {}
     profile = ExecutionProfile(request_timeout=5)

@@ -496,6 +496,7 @@ fn render_storage(storage: &StatsSnapshot, out: &mut String) {
         device_reads,
         cache_hits,
         read_errors,
+        cached_rereads,
         defrag_blocks,
         defrag_bytes_moved,
         expired_entries,
@@ -567,7 +568,7 @@ fn render_storage(storage: &StatsSnapshot, out: &mut String) {
         (
             "hayate_storage_device_reads_total",
             "counter",
-            "Reads that went to a device.",
+            "Record reads issued to a device file (with read_page_cache, the page cache may serve them).",
             device_reads,
         ),
         (
@@ -581,6 +582,12 @@ fn render_storage(storage: &StatsSnapshot, out: &mut String) {
             "counter",
             "Reads that failed: device errors or checksum mismatches.",
             read_errors,
+        ),
+        (
+            "hayate_storage_cached_rereads_total",
+            "counter",
+            "Record reads through the page cache that failed their checks and were read again from the device.",
+            cached_rereads,
         ),
         (
             "hayate_storage_records_read_total",

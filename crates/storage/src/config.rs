@@ -62,6 +62,10 @@ pub struct NamespaceConfig {
     /// Let callers read ahead through io_uring ([`crate::Engine::read_ahead`]); off, or where
     /// the kernel refuses io_uring, every device read is a blocking `pread`.
     pub io_uring: bool,
+    /// Read records through the page cache rather than past it (Aerospike's
+    /// `read-page-cache`), so memory the process leaves unused holds recently read pages;
+    /// writes and block reads stay direct. Off by default, as in Aerospike.
+    pub read_page_cache: bool,
 }
 
 impl NamespaceConfig {
@@ -104,6 +108,7 @@ impl NamespaceConfig {
             write_buffer_dir: None,
             write_buffer_blocks: 8,
             io_uring: true,
+            read_page_cache: false,
         }
     }
 

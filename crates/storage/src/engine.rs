@@ -224,12 +224,11 @@ impl Engine {
         let mut locks = Vec::new();
         for d in &config.devices {
             locks.push(lock_device(&d.path)?);
-            let dev = FileDevice::open(&d.path, d.size_bytes, config.direct_io).map_err(|source| {
-                OpenError::Device {
+            let dev = FileDevice::open(&d.path, d.size_bytes, config.direct_io, config.read_page_cache)
+                .map_err(|source| OpenError::Device {
                     path: d.path.clone(),
                     source,
-                }
-            })?;
+                })?;
             devices.push(Arc::new(dev));
         }
         let in_ram_only = devices.is_empty();
@@ -1259,6 +1258,8 @@ impl Inner {
     ) -> Result<Option<T>, ReadError> {
         let mut entry = *entry;
         let mut last_err = None;
+        // Past the page cache, once a read through it failed its checks.
+        let mut direct = false;
         for _ in 0..READ_ATTEMPTS_MAX {
             let loc = entry.location;
             let sequence = self.blocks.sequence(loc.block());
@@ -1266,7 +1267,7 @@ impl Inner {
             let key = entry.key;
             // A chunked row's head comes back as bytes, to be read on once the buffer it sits
             // in is let go.
-            let decoded = self.with_record_bytes(loc, sequence, |bytes| {
+            let decoded = self.with_record_bytes(loc, sequence, direct, |bytes| {
                 let view = decode_record(bytes, sequence)?;
                 if view.meta.digest != key.digest || view.meta.token != key.token {
                     return Err(DecodeError::OtherKey);
@@ -1293,6 +1294,12 @@ impl Inner {
             // read: look again, and retry if the row moved.
             match index.get(&entry.key) {
                 Some(now) if now.location != loc => entry = now,
+                // The row did not move: the page cache may hold a page the device has since
+                // overwritten. Read the device itself once before calling the record damaged.
+                Some(_) if !direct && self.forget_cached(loc, sequence) => {
+                    direct = true;
+                    self.stats.add_cached_reread();
+                }
                 Some(_) => break,
                 None => return Ok(None),
             }
@@ -1373,12 +1380,22 @@ impl Inner {
         }
     }
 
-    /// Runs `f` on the bytes of one record: from the open block, the post-write cache, or one
-    /// device read into this thread's aligned buffer.
+    /// Drops the page cache's copy of the span a record read covers; false when its device
+    /// reads records past the page cache, so a direct read would see the same bytes.
+    fn forget_cached(&self, loc: Location, sequence: u64) -> bool {
+        let (device, block_offset) = self.devices.locate(loc.block());
+        let span = Span::of(loc, sequence);
+        device.forget_cached(block_offset + span.start as u64, span.len)
+    }
+
+    /// Runs `f` on the bytes of one record: from the open block, the post-write cache, a read
+    /// ahead, or one device read into this thread's aligned buffer (`direct`: past the page
+    /// cache and any read ahead, which may have come through it).
     fn with_record_bytes<R>(
         &self,
         loc: Location,
         sequence: u64,
+        direct: bool,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, ReadError> {
         if let Some(bytes) = self.writer.read_open(loc, sequence) {
@@ -1392,7 +1409,7 @@ impl Inner {
         let (device, block_offset) = self.devices.locate(loc.block());
         let span = Span::of(loc, sequence);
         let (aligned_start, aligned_len) = (span.start, span.len);
-        if let Some(buf) = crate::read_ahead::take(span) {
+        if let Some(buf) = crate::read_ahead::take(span).filter(|_| !direct) {
             let from = start - aligned_start;
             return Ok(f(&buf[from..from + len]));
         }
@@ -1402,12 +1419,16 @@ impl Inner {
                 *slot = Some(AlignedBuf::zeroed(aligned_len));
             }
             let buf = &mut slot.as_mut().expect("just filled")[..aligned_len];
-            device
-                .read_at(buf, block_offset + aligned_start as u64)
-                .map_err(|source| ReadError::Io {
-                    device: device.name(),
-                    source,
-                })?;
+            let offset = block_offset + aligned_start as u64;
+            let read = if direct {
+                device.read_at(buf, offset)
+            } else {
+                device.read_record_at(buf, offset)
+            };
+            read.map_err(|source| ReadError::Io {
+                device: device.name(),
+                source,
+            })?;
             self.stats.add_device_read();
             let from = start - aligned_start;
             Ok(f(&buf[from..from + len]))

@@ -9,6 +9,7 @@ pub struct Stats {
     device_reads: AtomicU64,
     cache_hits: AtomicU64,
     read_errors: AtomicU64,
+    cached_rereads: AtomicU64,
     defrag_blocks: AtomicU64,
     defrag_bytes_moved: AtomicU64,
     expired_entries: AtomicU64,
@@ -31,6 +32,9 @@ impl Stats {
     }
     pub(crate) fn add_read_error(&self) {
         self.read_errors.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn add_cached_reread(&self) {
+        self.cached_rereads.fetch_add(1, Relaxed);
     }
     pub(crate) fn add_defrag_block(&self) {
         self.defrag_blocks.fetch_add(1, Relaxed);
@@ -70,6 +74,7 @@ impl Stats {
             device_reads: self.device_reads.load(Relaxed),
             cache_hits: self.cache_hits.load(Relaxed),
             read_errors: self.read_errors.load(Relaxed),
+            cached_rereads: self.cached_rereads.load(Relaxed),
             defrag_blocks: self.defrag_blocks.load(Relaxed),
             defrag_bytes_moved: self.defrag_bytes_moved.load(Relaxed),
             expired_entries: self.expired_entries.load(Relaxed),
@@ -100,6 +105,9 @@ pub struct StatsSnapshot {
     pub device_reads: u64,
     pub cache_hits: u64,
     pub read_errors: u64,
+    /// Record reads through the page cache (`read_page_cache`) that failed the record checks
+    /// and were read again straight from the device: a stale page, or a damaged record.
+    pub cached_rereads: u64,
     pub defrag_blocks: u64,
     pub defrag_bytes_moved: u64,
     pub expired_entries: u64,

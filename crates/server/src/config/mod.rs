@@ -174,6 +174,9 @@ pub struct StorageConfig {
     /// waiting on each read. Off (or where the kernel refuses io_uring) every device read is a
     /// blocking `pread`, and there are five service threads per core.
     pub io_uring: bool,
+    /// Read records through the page cache (Aerospike's `read-page-cache`), so memory the node
+    /// leaves unused holds recently read pages; writes and block reads stay direct.
+    pub read_page_cache: bool,
     pub flush_interval_ms: u64,
     /// RAM for recently written blocks, so fresh records are read without a device read.
     #[serde(rename = "post_write_cache")]
@@ -337,6 +340,7 @@ impl Default for StorageConfig {
             write_buffer_dir: PathBuf::from(hayate_storage::config::WRITE_BUFFER_DIR_DEFAULT),
             write_buffer_blocks: engine.write_buffer_blocks,
             io_uring: engine.io_uring,
+            read_page_cache: engine.read_page_cache,
             flush_interval_ms: engine.flush_interval_ms,
             post_write_cache_bytes: ByteSize(engine.post_write_cache_bytes),
             data_in_memory: false,
@@ -741,6 +745,7 @@ impl Config {
             (!s.write_buffer_dir.as_os_str().is_empty()).then(|| s.write_buffer_dir.clone());
         ns.write_buffer_blocks = s.write_buffer_blocks;
         ns.io_uring = s.io_uring;
+        ns.read_page_cache = s.read_page_cache;
         ns.post_write_cache_bytes = s.post_write_cache_bytes.0;
         ns.defrag_lwm_pct = s.defrag_lwm_pct;
         ns.defrag_sleep_us = s.defrag_sleep_us;
@@ -1030,6 +1035,7 @@ mod tests {
             write_buffer_blocks = 16
             flush_interval_ms = 250
             post_write_cache = "64MiB"
+            read_page_cache = true
             data_in_memory = true
             defrag_lwm_pct = 40
             defrag_sleep_us = 500
@@ -1137,6 +1143,7 @@ mod tests {
         assert_eq!(ns.write_buffer_blocks, 16);
         assert_eq!(ns.flush_interval_ms, 250);
         assert_eq!(ns.post_write_cache_bytes, 64 << 20);
+        assert!(ns.read_page_cache);
         assert!(ns.data_in_memory);
         assert_eq!(ns.defrag_lwm_pct, 40);
         assert_eq!(ns.defrag_sleep_us, 500);

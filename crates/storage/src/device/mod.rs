@@ -34,11 +34,24 @@ pub trait Device: Send + Sync {
     fn sync(&self) -> io::Result<()>;
     /// A name for log lines: the path, or "memory".
     fn name(&self) -> String;
-    /// The descriptor that [`ReadRing`] reads may target, with the same alignment rules as
-    /// `read_at`; `None` (the default) keeps every read in `read_at`, as devices in RAM and the
-    /// tests' fault-injecting devices need.
+    /// The descriptor that [`ReadRing`] record reads may target, with the same alignment rules
+    /// as `read_at` (through the page cache where the device reads records so); `None` (the
+    /// default) keeps every read in `read_record_at`, as devices in RAM and the tests'
+    /// fault-injecting devices need.
     fn raw_fd(&self) -> Option<RawFd> {
         None
+    }
+    /// Reads one record's aligned span, as `read_at` does, but through the page cache where the
+    /// device is set to read records so (`read_page_cache`): the bytes may then be a page the
+    /// device has since overwritten, which the record checks catch ([`Device::forget_cached`]).
+    fn read_record_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_at(buf, offset)
+    }
+    /// Drops the page cache's copy of a span after a record read through it failed its checks,
+    /// so the next read of it sees the device; false when record reads never use the page cache,
+    /// so there is nothing to read again.
+    fn forget_cached(&self, _offset: u64, _len: usize) -> bool {
+        false
     }
 }
 
