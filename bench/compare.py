@@ -501,7 +501,7 @@ def ctl_argv(system, args, topology, host, rundir):
             # allocate_tokens_for_local_replication_factor for RF 2 (cassandra.yaml.template).
             argv += ["--seeds", ",".join(topology["hosts"]), "--token-rf", topology["rf"]]
         if args.durability == "device":
-            argv += ["--commitlog-sync", "group"]
+            argv += ["--commitlog-sync", args.commitlog_sync]
         return argv
     # Each node holds rf / nodes of the data set; its device three times that, as one node's.
     share = args.records * 1100 * 3 * topology["rf"] / len(topology["hosts"])
@@ -513,6 +513,8 @@ def ctl_argv(system, args, topology, host, rundir):
                  "--storage-port", args.hayate_storage_port]
     if args.durability == "device":
         argv.append("--commit-to-device")
+    if args.read_page_cache:
+        argv.append("--read-page-cache")
     return argv
 
 
@@ -1419,7 +1421,9 @@ def write_results(out, args, state, env):
                  "10 s for Cassandra, 1 s for hayate in a power failure)"
                  if args.durability == "default" else
                  "acknowledged once on the device (hayate `commit_to_device`, Cassandra "
-                 "`commitlog_sync: group` with a 15 ms window)") + ".", ""]
+                 + ("`commitlog_sync: batch`, a sync as soon as a write waits"
+                    if args.commitlog_sync == "batch" else
+                    "`commitlog_sync: group` with a 15 ms window") + ")") + ".", ""]
 
     for name in args.workloads:
         lines += [f"## Workload `{name}`: {WORKLOADS[name][0]}", "",
@@ -1986,7 +1990,11 @@ def parse_args():
                         help="default: both systems' defaults (neither loses an acknowledged write "
                              "in a process crash; Cassandra up to 10 s and hayate up to 1 s in a "
                              "power failure); device: acknowledged once synced (hayate "
-                             "commit_to_device, Cassandra commitlog_sync: group, 15 ms window)")
+                             "commit_to_device, Cassandra --commitlog-sync)")
+    parser.add_argument("--commitlog-sync", choices=("batch", "group"), default="batch",
+                        help="Cassandra's commit log mode with --durability device: batch (a sync "
+                             "as soon as a write waits, shared by every write waiting, as hayate's "
+                             "group commit) or group (a sync at most every 15 ms)")
     parser.add_argument("--timeline-s", type=int, default=10,
                         help="seconds between the samples of each run's timeline.csv")
     parser.add_argument("--equal-load", type=float, default=0.7,
@@ -2012,6 +2020,10 @@ def parse_args():
                         help="read and write consistency on the cluster (the reference: 2)")
     parser.add_argument("--hayate-storage-port", type=int, default=7000,
                         help="hayate's internode port on each cluster node")
+    parser.add_argument("--read-page-cache", action="store_true",
+                        help="hayate reads records through the page cache (read_page_cache = "
+                             "true), so that it too uses the memory its cgroup leaves for cached "
+                             "pages; off (hayate's default) unless given")
     parser.add_argument("--no-kill-test", dest="kill_test", action="store_false",
                         help="skip the cluster's node-failure test")
     parser.add_argument("--kill-consistency", default=None,

@@ -11,6 +11,7 @@
 # buffer) or 'io_uring = false' (blocking device reads, five service threads per core). Prints one line: settings, ops/s, node CPU µs per operation, device reads per
 # operation. Needs a release build (cargo build --release -p hayate-server -p hayate-bench).
 # On 2 shared cores figures move by 10-15% from run to run: compare settings in one sitting.
+# HAYATE_NODE_BIN=path runs another build of the node (two commits compared in one sitting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
@@ -18,7 +19,7 @@ records=${1:-200000}
 ops=${2:-600000}
 shift $(( $# < 2 ? $# : 2 ))
 bench=target/release/hayate-bench
-node_bin=target/release/hayate
+node_bin=${HAYATE_NODE_BIN:-target/release/hayate}
 [[ -x "$bench" && -x "$node_bin" ]] || { echo "cpu-per-op: cargo build --release -p hayate-server -p hayate-bench first" >&2; exit 1; }
 work="target/bench-work/cpu-per-op-$$"
 rm -rf "$work"; mkdir -p "$work"

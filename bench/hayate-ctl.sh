@@ -4,7 +4,7 @@
 #   bench/hayate-ctl.sh start RUNDIR [--host 127.0.0.1] [--cql-port 9042] [--metrics-port 9180]
 #                       [--memory 2GiB] [--device-size 8GiB] [--binary target/release/hayate]
 #                       [--allow-unlimited] [--seeds 127.0.0.1,127.0.0.2,127.0.0.3]
-#                       [--storage-port 7000] [--commit-to-device]
+#                       [--storage-port 7000] [--commit-to-device] [--read-page-cache]
 #   bench/hayate-ctl.sh stop RUNDIR
 #   bench/hayate-ctl.sh status RUNDIR
 #   bench/hayate-ctl.sh kill RUNDIR     SIGKILL, for the cluster's node-failure test
@@ -44,6 +44,7 @@ allow_unlimited=0
 seeds=""
 storage_port=7000
 commit_to_device=false
+read_page_cache=false
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --host) host="$2"; shift 2 ;;
@@ -56,6 +57,7 @@ while [[ $# -gt 0 ]]; do
         --seeds) seeds="$2"; shift 2 ;;
         --storage-port) storage_port="$2"; shift 2 ;;
         --commit-to-device) commit_to_device=true; shift ;;
+        --read-page-cache) read_page_cache=true; shift ;;
         *) usage ;;
     esac
 done
@@ -101,6 +103,10 @@ device_size = "$device_size"
 # Acknowledge writes once synced to the device (compare.py --durability device); false is the
 # default.
 commit_to_device = $commit_to_device
+# Read records through the page cache, so that the memory the node leaves unused in its cgroup
+# holds recently read pages, as Cassandra's does (compare.py --read-page-cache; false is the
+# default).
+read_page_cache = $read_page_cache
 
 [metrics]
 listen_address = "$host"
@@ -112,6 +118,7 @@ hayate_binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
 memory_limit_bytes=$bytes
 device_size=$device_size
 commit_to_device=$commit_to_device
+read_page_cache=$read_page_cache
 host=$host
 cql_port=$cql_port
 metrics_port=$metrics_port

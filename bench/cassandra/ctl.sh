@@ -4,7 +4,7 @@
 #   bench/cassandra/ctl.sh start RUNDIR [--host 127.0.0.1] [--cql-port 9042]
 #                          [--storage-port 7000] [--memory 2GiB] [--cores N] [--allow-unlimited]
 #                          [--seeds 127.0.0.1,127.0.0.2,127.0.0.3] [--token-rf 3]
-#                          [--commitlog-sync periodic|group]
+#                          [--commitlog-sync periodic|group|batch]
 #   bench/cassandra/ctl.sh stop RUNDIR
 #   bench/cassandra/ctl.sh status RUNDIR
 #   bench/cassandra/ctl.sh kill RUNDIR     SIGKILL, for the cluster's node-failure test
@@ -86,7 +86,11 @@ start() {
         # it for group mode (AxonOps' Ansible collection: 15ms), where 5.0's commented default
         # of 1000ms would put most of a second on every write. Cassandra refuses a period here.
         group) sync_lines='commitlog_sync: group\ncommitlog_sync_group_window: 15ms' ;;
-        *) die "--commitlog-sync must be periodic or group, not $commitlog_sync" ;;
+        # Acknowledged once synced, the log synced as soon as a write waits for it, every write
+        # waiting then sharing the sync: what hayate's commit_to_device does. 5.0 takes no
+        # window for batch mode (commitlog_sync_batch_window_in_ms is deprecated).
+        batch) sync_lines='commitlog_sync: batch' ;;
+        *) die "--commitlog-sync must be periodic, group or batch, not $commitlog_sync" ;;
     esac
     IFS=, read -ra seed_hosts <<<"$seeds"
     for seed in "${seed_hosts[@]}"; do
