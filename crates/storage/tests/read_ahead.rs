@@ -7,9 +7,11 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use hayate_storage::{Cell, Engine, NamespaceConfig, ReadsAhead, ReadsDone, Row, RowKey};
+mod common;
 
-const T: u32 = 1;
+use common::{key, row, value};
+use hayate_storage::{Engine, NamespaceConfig, ReadsAhead, ReadsDone};
+
 const BLOCK: usize = 128 << 10;
 
 fn open(dir: &std::path::Path) -> Engine {
@@ -24,30 +26,6 @@ fn open(dir: &std::path::Path) -> Engine {
         ring.on_queued(|| {});
     }
     e
-}
-
-fn key(k: &[u8]) -> RowKey<'_> {
-    RowKey {
-        table: T,
-        partition: k,
-        clustering: b"",
-    }
-}
-
-fn row(ts: i64, v: &[u8]) -> Row {
-    Row {
-        cells: vec![Cell::live(0, ts, v.to_vec())],
-        ..Row::default()
-    }
-}
-
-fn value(e: &Engine, k: &[u8]) -> Option<Vec<u8>> {
-    let r = e.get(key(k)).expect("read")?;
-    r.cells
-        .iter()
-        .find(|c| c.column == 0)
-        .and_then(|c| c.value_at(0))
-        .map(<[u8]>::to_vec)
 }
 
 /// Writes `k`, then enough other rows that `k`'s block leaves the post-write cache.

@@ -10,35 +10,11 @@ use std::sync::{Arc, Mutex};
 
 mod common;
 
+use common::{key, row, value};
 use hayate_storage::device::{Device, MemDevice, IO_ALIGN_BYTES};
-use hayate_storage::{Cell, Engine, ManualClock, NamespaceConfig, Row, RowKey};
+use hayate_storage::{Engine, ManualClock, NamespaceConfig};
 
-const T: u32 = 1;
 const BLOCK: usize = 128 << 10;
-
-fn key(k: &[u8]) -> RowKey<'_> {
-    RowKey {
-        table: T,
-        partition: k,
-        clustering: b"",
-    }
-}
-
-fn row(ts: i64, v: &[u8]) -> Row {
-    Row {
-        cells: vec![Cell::live(0, ts, v.to_vec())],
-        ..Row::default()
-    }
-}
-
-fn value(e: &Engine, k: &[u8]) -> Option<Vec<u8>> {
-    let r = e.get(key(k)).expect("read")?;
-    r.cells
-        .iter()
-        .find(|c| c.column == 0)
-        .and_then(|c| c.value_at(0))
-        .map(<[u8]>::to_vec)
-}
 
 fn small_cache(mut c: NamespaceConfig) -> NamespaceConfig {
     c.block_size_bytes = BLOCK as u32;

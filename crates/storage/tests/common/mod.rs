@@ -9,7 +9,37 @@ use std::io;
 use std::sync::{Arc, Mutex};
 
 use hayate_storage::device::{Device, MemDevice, IO_ALIGN_BYTES};
-use hayate_storage::NamespaceConfig;
+use hayate_storage::{Cell, Engine, NamespaceConfig, Row, RowKey};
+
+/// The table of the tests that need only one, with one column.
+pub const TABLE: u32 = 1;
+
+/// The row of `k` in [`TABLE`], with no clustering key.
+pub fn key(k: &[u8]) -> RowKey<'_> {
+    RowKey {
+        table: TABLE,
+        partition: k,
+        clustering: b"",
+    }
+}
+
+/// A row whose column 0 holds `v`, written at `ts`.
+pub fn row(ts: i64, v: &[u8]) -> Row {
+    Row {
+        cells: vec![Cell::live(0, ts, v.to_vec())],
+        ..Row::default()
+    }
+}
+
+/// Column 0 of `k`'s row as read now, if the row and the cell are there.
+pub fn value(e: &Engine, k: &[u8]) -> Option<Vec<u8>> {
+    let r = e.get(key(k)).expect("read")?;
+    r.cells
+        .iter()
+        .find(|c| c.column == 0)
+        .and_then(|c| c.value_at(0))
+        .map(<[u8]>::to_vec)
+}
 
 /// xorshift64*: small, seeded, and the same on every platform.
 #[derive(Clone, Debug)]
