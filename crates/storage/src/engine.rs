@@ -532,7 +532,7 @@ impl Engine {
                 continue;
             }
             let (device, block_offset) = inner.devices.locate(loc.block());
-            let Some(fd) = device.raw_fd() else {
+            let Some(fd) = device.record_fd() else {
                 continue;
             };
             let span = Span::of(loc, sequence);
@@ -861,7 +861,8 @@ impl Drop for Engine {
 /// The ring for a namespace whose records are read from devices that allow it, if io_uring is
 /// on and the kernel allows it.
 fn read_ring(config: &NamespaceConfig, devices: &DeviceSet) -> Option<Arc<ReadRing>> {
-    if !config.io_uring || config.data_in_memory || devices.devices().iter().all(|d| d.raw_fd().is_none()) {
+    if !config.io_uring || config.data_in_memory || devices.devices().iter().all(|d| d.record_fd().is_none())
+    {
         return None;
     }
     match ReadRing::new() {

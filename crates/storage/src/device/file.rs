@@ -74,6 +74,11 @@ impl FileDevice {
             size_bytes: size_bytes / IO_ALIGN_BYTES as u64 * IO_ALIGN_BYTES as u64,
         })
     }
+
+    /// Where record reads go: the page-cache descriptor when there is one, else the direct one.
+    fn record_file(&self) -> &File {
+        self.cached.as_ref().unwrap_or(&self.file)
+    }
 }
 
 fn allocate(file: &File, size_bytes: u64) -> io::Result<()> {
@@ -118,15 +123,12 @@ impl Device for FileDevice {
         self.path.display().to_string()
     }
 
-    fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
-        Some(self.cached.as_ref().unwrap_or(&self.file).as_raw_fd())
+    fn record_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        Some(self.record_file().as_raw_fd())
     }
 
     fn read_record_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.cached
-            .as_ref()
-            .unwrap_or(&self.file)
-            .read_exact_at(buf, offset)
+        self.record_file().read_exact_at(buf, offset)
     }
 
     fn forget_cached(&self, offset: u64, len: usize) -> bool {

@@ -38,7 +38,7 @@ pub trait Device: Send + Sync {
     /// as `read_at` (through the page cache where the device reads records so); `None` (the
     /// default) keeps every read in `read_record_at`, as devices in RAM and the tests'
     /// fault-injecting devices need.
-    fn raw_fd(&self) -> Option<RawFd> {
+    fn record_fd(&self) -> Option<RawFd> {
         None
     }
     /// Reads one record's aligned span, as `read_at` does, but through the page cache where the
