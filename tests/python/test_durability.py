@@ -6,7 +6,8 @@ process dying at any moment (SIGKILL here, the same as a crash or an OOM kill). 
 32 writes in flight against the node, records each one acknowledged, and the node is killed at a
 seeded random moment; after a restart on the same data directory, every acknowledged row must
 read back with its value. Some writes overwrite rows of earlier rounds, so the update path
-(read, merge, rewrite the whole row) is killed mid-flight too. A write that was in flight at the
+(each overwrite only sets cells, so it is written as a delta without reading the row, and
+the reads after a restart find the delta again) is killed mid-flight too. A write that was in flight at the
 kill may or may not be there; an acknowledged one must be.
 
 Replay a failure with HAYATE_SEED=<seed> (printed on failure).

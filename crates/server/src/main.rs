@@ -128,6 +128,7 @@ fn run(config: Config) -> Result<(), String> {
     tracing::info!(
         service_threads,
         read_page_cache = config.storage.read_page_cache,
+        delta_buffer_bytes = config.storage.delta_buffer_bytes.0,
         "starting the service threads"
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()

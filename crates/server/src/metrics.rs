@@ -502,6 +502,10 @@ fn render_storage(storage: &StatsSnapshot, out: &mut String) {
         expired_entries,
         records_read,
         record_bytes_read,
+        blind_writes,
+        delta_folds,
+        deltas,
+        delta_bytes,
     } = *storage;
     let used_blocks = total_blocks.saturating_sub(free_blocks);
     let figures = [
@@ -588,6 +592,30 @@ fn render_storage(storage: &StatsSnapshot, out: &mut String) {
             "counter",
             "Record reads through the page cache that failed their checks and were read again from the device.",
             cached_rereads,
+        ),
+        (
+            "hayate_storage_blind_writes_total",
+            "counter",
+            "Updates written as deltas, without reading their row.",
+            blind_writes,
+        ),
+        (
+            "hayate_storage_delta_folds_total",
+            "counter",
+            "Rows written whole again over their delta: by a read, a write or defragmentation.",
+            delta_folds,
+        ),
+        (
+            "hayate_storage_deltas",
+            "gauge",
+            "Rows with a pending delta.",
+            deltas,
+        ),
+        (
+            "hayate_storage_delta_bytes",
+            "gauge",
+            "RAM held by pending deltas.",
+            delta_bytes,
         ),
         (
             "hayate_storage_records_read_total",

@@ -66,6 +66,10 @@ pub struct NamespaceConfig {
     /// `read-page-cache`), so memory the process leaves unused holds recently read pages;
     /// writes and block reads stay direct. Off by default, as in Aerospike.
     pub read_page_cache: bool,
+    /// RAM for deltas: updates that only set cells are written without reading the row, and
+    /// their cells kept here until the row is folded (`deltas.rs`). 0 turns blind updates off:
+    /// every update reads its row first.
+    pub delta_buffer_bytes: u64,
 }
 
 impl NamespaceConfig {
@@ -109,6 +113,7 @@ impl NamespaceConfig {
             write_buffer_blocks: 8,
             io_uring: true,
             read_page_cache: false,
+            delta_buffer_bytes: 256 << 20,
         }
     }
 

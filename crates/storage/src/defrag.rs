@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::blocks::{BlockState, Claim};
 use crate::device::AlignedBuf;
-use crate::engine::Inner;
+use crate::engine::{decode_found, Inner};
 use crate::error::WriteError;
 use crate::index::{IndexKey, Location};
 use crate::recovery::{walk_block, WalkEnd};
@@ -106,24 +106,41 @@ fn defrag_block(inner: &Inner, b: u32) -> Result<bool, WriteError> {
             digest: view.meta.digest,
         };
         let here = Location::new(b, offset as u32, view.record_bytes as u32);
-        let _row = inner.row_lock(view.meta.table, &key);
-        if index.get(&key).map(|e| e.location) != Some(here) {
-            return; // an older version, or a row since rewritten or removed
-        }
-        match inner
-            .writer
-            .append(&buf[offset..offset + view.record_bytes], Claim::Defrag)
-        {
-            Ok((moved, _)) => {
-                if index.relocate(&key, here, moved) {
-                    inner.blocks.sub_live(b, here.len());
-                } else {
-                    inner.blocks.sub_live(moved.block(), moved.len());
-                }
-                inner.stats.add_defrag_bytes(u64::from(here.len()));
+        let table = view.meta.table;
+        let _row = inner.row_lock(table, &key);
+        let record = &buf[offset..offset + view.record_bytes];
+        if view.meta.delta {
+            // Live only as the row's current delta: moved as it is.
+            if inner.deltas.location(table, &key) == Some(here) {
+                failure = move_record(inner, b, here, record, |moved| {
+                    inner.deltas.relocate(table, &key, here, moved)
+                })
+                .err();
             }
-            Err(e) => failure = Some(e),
+            return;
         }
+        let Some(e) = index.get(&key).filter(|e| e.location == here) else {
+            return; // an older version, or a row since rewritten or removed
+        };
+        if e.has_delta() {
+            // The whole version is at hand and the delta in RAM: the row is written whole,
+            // with no device read, and both records die.
+            let folded = decode_found(view)
+                .map_err(|detail| WriteError::Read(inner.corrupt(here, detail)))
+                .and_then(|found| inner.fold_in_defrag(table, &index, &e, found));
+            match folded {
+                Ok(true) => {
+                    inner.stats.add_defrag_bytes(u64::from(here.len()));
+                    return;
+                }
+                Ok(false) => {}
+                Err(err) => {
+                    failure = Some(err);
+                    return;
+                }
+            }
+        }
+        failure = move_record(inner, b, here, record, |moved| index.relocate(&key, here, moved)).err();
     });
     if let Some(e) = failure {
         return Err(e);
@@ -145,6 +162,25 @@ fn defrag_block(inner: &Inner, b: u32) -> Result<bool, WriteError> {
         return Ok(false);
     }
     Ok(true)
+}
+
+/// Copies a live record out of block `b` to the open block; `relocate` points its owner at the
+/// copy, or says the record died meanwhile (then the copy is dead instead).
+fn move_record(
+    inner: &Inner,
+    b: u32,
+    here: Location,
+    record: &[u8],
+    relocate: impl FnOnce(Location) -> bool,
+) -> Result<(), WriteError> {
+    let (moved, _) = inner.writer.append(record, Claim::Defrag)?;
+    if relocate(moved) {
+        inner.blocks.sub_live(b, here.len());
+    } else {
+        inner.blocks.sub_live(moved.block(), moved.len());
+    }
+    inner.stats.add_defrag_bytes(u64::from(here.len()));
+    Ok(())
 }
 
 enum Owned {

@@ -13,6 +13,7 @@ use crate::blocks::{BlockTable, Claim, DeviceSet};
 use crate::cache::PostWriteCache;
 use crate::clock::{Clock, SystemClock};
 use crate::config::NamespaceConfig;
+use crate::deltas::{Delta, Deltas, DELTA_OVERHEAD_BYTES};
 use crate::device::{align_up, AlignedBuf, Device, FileDevice, NullDevice, ReadRing};
 use crate::error::{OpenError, ReadError, WriteError};
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
@@ -23,7 +24,7 @@ use crate::format::record::{
 };
 use crate::format::DecodeError;
 use crate::index::{
-    Entry, IndexKey, Location, TableIndex, FLAG_CHUNKED, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER,
+    Entry, IndexKey, Location, TableIndex, FLAG_CHUNKED, FLAG_DELTA, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER,
     FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
 };
 use crate::range_tombstones::{PartitionTombstones, RANGE_TOMBSTONES_PER_PARTITION_MAX};
@@ -42,6 +43,8 @@ pub const KEY_MAX_BYTES: usize = u16::MAX as usize;
 pub const ROW_MAX_BYTES: usize = 32 << 20;
 /// Striped locks that serialize read-merge-write on one row.
 const ROW_LOCK_STRIPES: usize = 1024;
+/// The largest delta record: a row whose pending cells grow past this is written whole.
+const DELTA_RECORD_MAX_BYTES: usize = 16 << 10;
 /// A read retries this often when the block it was sent to was reused under it.
 const READ_ATTEMPTS_MAX: usize = 4;
 /// Index entries a raw read takes from the index at once.
@@ -186,6 +189,9 @@ pub(crate) struct Inner {
     /// The chunk blocks of each row written in chunks, to free with the row. Changed only under
     /// the row's lock.
     pub chunks: Mutex<ChunkOwners>,
+    /// Updates written without reading their row, until the row is folded (`deltas.rs`).
+    /// Changed only under the row's lock.
+    pub deltas: Deltas,
     /// Device reads started ahead of a call (`read_ahead.rs`); `None` where there is no device
     /// to read, io_uring is off, or the kernel refused it.
     ring: Option<Arc<ReadRing>>,
@@ -297,6 +303,7 @@ impl Engine {
         ));
         let stats = Arc::new(Stats::default());
         let tables = RwLock::new(HashMap::new());
+        let deltas = Deltas::new(config.delta_buffer_bytes);
 
         // What a crashed process left in its write buffer goes to the devices before the scan.
         if let Some(at) = &buffer_at {
@@ -328,7 +335,7 @@ impl Engine {
                 chunks: HashMap::new(),
             }
         } else {
-            crate::recovery::recover(&config, &devices, &blocks, &cache, &tables, clock.now_s())
+            crate::recovery::recover(&config, &devices, &blocks, &cache, &tables, &deltas)
         };
 
         let buffer = match &buffer_at {
@@ -375,6 +382,7 @@ impl Engine {
             stop: AtomicBool::new(false),
             wake: (Mutex::new(0), Condvar::new()),
             chunks: Mutex::new(recovered.chunks),
+            deltas,
         });
         let threads = vec![
             spawn_flusher(writer),
@@ -392,8 +400,9 @@ impl Engine {
         &self.inner.config
     }
 
-    /// Merges `update` into the row at `key` (read, merge, write the whole row to a new place)
-    /// and, with `commit_to_device`, returns once the new version is durable.
+    /// Merges `update` into the row at `key` (read, merge, write the whole row to a new place;
+    /// or, for an update that only sets cells, append it as the row's delta without reading the
+    /// row: `deltas.rs`) and, with `commit_to_device`, returns once it is durable.
     pub fn write(&self, key: RowKey<'_>, update: Row) -> Result<(), WriteError> {
         let pos = self.inner.write_row(key, update)?;
         if self.inner.config.commit_to_device {
@@ -475,6 +484,7 @@ impl Engine {
             );
             return Ok(None);
         }
+        self.inner.fold_after_read(key, &index, &found);
         let mut row = found.row;
         if let Some(t) = self.inner.tombstones_of(&index, ikey.token, key.partition)? {
             t.shadow(key.clustering, &mut row, now_s);
@@ -493,14 +503,15 @@ impl Engine {
         let Some(entry) = index.get(&ikey).filter(|e| !e.is_range_tombstones()) else {
             return Ok(None);
         };
-        let Some(mut row) = self
+        let Some(found) = self
             .inner
             .read_entry(&index, &entry)?
             .filter(|f| f.partition_key == key.partition && f.clustering_key == key.clustering)
-            .map(|f| f.row)
         else {
             return Ok(None);
         };
+        self.inner.fold_after_read(key, &index, &found);
+        let mut row = found.row;
         if let Some(t) = self.inner.tombstones_of(&index, ikey.token, key.partition)? {
             t.shadow(key.clustering, &mut row, self.inner.clock.now_s());
         }
@@ -548,6 +559,21 @@ impl Engine {
             reads,
             stats: Arc::clone(&inner.stats),
         })
+    }
+
+    /// True if writing `update` to the row at `key` now would read the row first; false when
+    /// it would be written as a delta (`deltas.rs`), or the row has no stored version. A caller
+    /// reading ahead for a write reads ahead only the rows this is true of.
+    pub fn write_reads_row(&self, key: RowKey<'_>, update: &Row) -> bool {
+        let inner = &*self.inner;
+        let Some(index) = inner.existing_table(key.table) else {
+            return false;
+        };
+        match index.get(&key.index_key()) {
+            None => false,
+            Some(e) if e.is_range_tombstones() => false,
+            Some(e) => !inner.may_write_delta(&e, update) || !inner.deltas.has_room(0, 0),
+        }
     }
 
     /// The ring that [`Engine::read_ahead`] starts reads in, for the caller's runtime to drive
@@ -794,6 +820,7 @@ impl Engine {
             u64::from(inner.config.block_size_bytes),
             inner.blocks.total_live_bytes(),
             inner.cache.bytes(),
+            inner.deltas.usage(),
         )
     }
 
@@ -883,7 +910,8 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// Encodes a row as a record into `record` (with `body` as scratch); returns its metadata.
+/// Encodes a row (or a row's delta) as a record into `record`, leaving its body in `body`;
+/// returns its metadata.
 fn encode_row(
     record: &mut Vec<u8>,
     body: &mut Vec<u8>,
@@ -891,6 +919,7 @@ fn encode_row(
     ikey: IndexKey,
     row: &Row,
     now_s: u32,
+    delta: bool,
 ) -> RecordMeta {
     let write_timestamp_us = row.max_timestamp_us();
     // A row with nothing live left (only deletions, or content already expired) is stored as a
@@ -910,6 +939,7 @@ fn encode_row(
         has_deletions: row.has_deletions(),
         range_tombstones: false,
         chunked: false,
+        delta,
     };
     body.clear();
     encode_body(body, row, write_timestamp_us);
@@ -956,6 +986,8 @@ pub(crate) struct Found {
     pub partition_key: Vec<u8>,
     pub clustering_key: Vec<u8>,
     pub row: Row,
+    /// The row had a delta, merged into `row`: the whole version read, and the delta's record.
+    pub delta: Option<(Location, Location)>,
 }
 
 impl Inner {
@@ -982,7 +1014,8 @@ impl Inner {
     }
 
     /// Merges `update` into the row at `key` and appends the new version; returns the write
-    /// position to wait on for durability.
+    /// position to wait on for durability. An update that only sets cells of a row that is
+    /// whole on the device is appended as a delta instead, without reading the row.
     pub(crate) fn write_row(&self, key: RowKey<'_>, update: Row) -> Result<Position, WriteError> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(WriteError::Closed);
@@ -1002,6 +1035,15 @@ impl Inner {
 
         let _row = self.row_lock(key.table, &ikey);
         let previous = index.get(&ikey).filter(|e| !e.is_range_tombstones());
+        let mut update = update;
+        if let Some(e) = previous.filter(|e| self.may_write_delta(e, &update)) {
+            match self.write_delta(key, ikey, &index, &e, update, now_s)? {
+                Ok(pos) => return Ok(pos),
+                // No room: written whole below (the cells include the old delta's, which the
+                // read below merges in too; merging twice changes nothing).
+                Err(cells) => update = cells,
+            }
+        }
         let mut row = match &previous {
             Some(e) => match self.read_entry(&index, e).map_err(WriteError::Read)? {
                 Some(view) => view.row,
@@ -1010,17 +1052,110 @@ impl Inner {
             None => Row::default(),
         };
         row.merge(update, now_s, purge_before_s);
+        self.write_whole(key, ikey, &index, previous.as_ref(), &row, now_s, None)
+    }
+
+    /// True if an update of the row `e` points at may be written as a delta: the update only
+    /// sets cells, and the row is whole on the device, live, with nothing that expires and no
+    /// deletions (so the index entry's metadata stays true without reading it).
+    fn may_write_delta(&self, e: &Entry, update: &Row) -> bool {
+        self.deltas.enabled()
+            && !e.is_tombstone()
+            && !e.is_chunked()
+            && !e.has_deletions()
+            && e.expiry_s == 0
+            && update.sets_only()
+    }
+
+    /// Appends `update` (merged into the row's pending delta) as the row's delta; `Err` gives
+    /// the merged cells back when the delta buffer has no room for them. The caller holds the
+    /// row's lock.
+    fn write_delta(
+        &self,
+        key: RowKey<'_>,
+        ikey: IndexKey,
+        index: &TableIndex,
+        e: &Entry,
+        update: Row,
+        now_s: u32,
+    ) -> Result<Result<Position, Row>, WriteError> {
+        let old = if e.has_delta() {
+            self.deltas.get(key.table, &ikey)
+        } else {
+            None
+        };
+        let mut cells = match &old {
+            Some(d) => decode_body(&d.body, d.write_timestamp_us)
+                .map_err(|detail| WriteError::Read(self.corrupt(d.location, detail)))?,
+            None => Row::default(),
+        };
+        cells.merge(update, now_s, 0);
+        let written = SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let (record, body) = &mut *scratch;
+            let meta = encode_row(record, body, key, ikey, &cells, now_s, true);
+            let replacing = old.as_ref().map_or(0, |d| d.ram_bytes());
+            let fits = record.len() <= DELTA_RECORD_MAX_BYTES
+                && record.len() <= self.writer.record_max_bytes()
+                && self
+                    .deltas
+                    .has_room(body.len() as u64 + DELTA_OVERHEAD_BYTES, replacing);
+            if !fits {
+                return Ok(None);
+            }
+            let (loc, pos) = self.writer.append(record, Claim::Write)?;
+            Ok::<_, WriteError>(Some((loc, pos, meta, body.clone().into_boxed_slice())))
+        })?;
+        let Some((loc, pos, meta, body)) = written else {
+            return Ok(Err(cells));
+        };
+        self.stats.add_user_bytes_written(loc.len() as u64);
+        self.stats.add_blind_write();
+        let delta = Delta {
+            base: e.location,
+            location: loc,
+            write_timestamp_us: meta.write_timestamp_us,
+            body,
+        };
+        if let Some(replaced) = self.deltas.insert(key.table, ikey, delta) {
+            self.blocks
+                .sub_live(replaced.location.block(), replaced.location.len());
+        }
+        // The whole version stays where it is, and live: only the entry's flags and newest
+        // timestamp change.
+        index.upsert(Entry {
+            write_timestamp_us: e.write_timestamp_us.max(meta.write_timestamp_us),
+            flags: e.flags | FLAG_DELTA | FLAG_HAS_OLDER,
+            ..*e
+        });
+        Ok(Ok(pos))
+    }
+
+    /// Appends `row` whole as the row's new version, replacing `previous` (and its delta, if it
+    /// had one: `row` must hold the delta's cells). `claim` is defragmentation's when it folds a
+    /// delta. The caller holds the row's lock.
+    #[expect(clippy::too_many_arguments, reason = "the write's parts, from three callers")]
+    fn write_whole(
+        &self,
+        key: RowKey<'_>,
+        ikey: IndexKey,
+        index: &TableIndex,
+        previous: Option<&Entry>,
+        row: &Row,
+        now_s: u32,
+        claim: Option<Claim>,
+    ) -> Result<Position, WriteError> {
         let (loc, pos, meta, chunks) = SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             let (record, body) = &mut *scratch;
-            let mut meta = encode_row(record, body, key, ikey, &row, now_s);
+            let mut meta = encode_row(record, body, key, ikey, row, now_s, false);
             // A write that leaves the row without live data is a delete: it may dip into
             // the reserve, so that a full namespace can be emptied.
-            let claim = if meta.tombstone {
+            let claim = claim.unwrap_or(if meta.tombstone {
                 Claim::Delete
             } else {
                 Claim::Write
-            };
+            });
             let mut chunks = None;
             if record.len() > self.writer.record_max_bytes() {
                 if record.len() > ROW_MAX_BYTES {
@@ -1049,7 +1184,9 @@ impl Inner {
                 }
             }
         })?;
-        self.stats.add_user_bytes_written(loc.len() as u64);
+        if claim.is_none() {
+            self.stats.add_user_bytes_written(loc.len() as u64);
+        }
         let entry = Entry {
             key: ikey,
             location: loc,
@@ -1066,11 +1203,71 @@ impl Inner {
             if replaced.is_chunked() {
                 self.forget_chunks(key.table, &ikey);
             }
+            if replaced.has_delta() {
+                self.forget_delta(key.table, &ikey);
+                self.stats.add_delta_fold();
+            }
         }
         if let Some(blocks) = chunks {
             self.lock_chunks().insert((key.table, ikey), blocks);
         }
         Ok(pos)
+    }
+
+    /// Drops the delta of a row whose whole version now holds its cells (or that is gone);
+    /// its record is dead. The caller holds the row's lock.
+    fn forget_delta(&self, table: TableId, key: &IndexKey) {
+        if let Some(d) = self.deltas.remove(table, key) {
+            self.blocks.sub_live(d.location.block(), d.location.len());
+        }
+    }
+
+    /// Writes a row just read whole over its delta, if it still has exactly the delta the read
+    /// merged (`found.delta`): the next read then costs one device read and no merge, and the
+    /// delta's RAM is free. Best effort: a failure leaves the delta as it was.
+    pub(crate) fn fold_after_read(&self, key: RowKey<'_>, index: &TableIndex, found: &Found) {
+        let Some((base, delta_at)) = found.delta else {
+            return;
+        };
+        let ikey = key.index_key();
+        let _row = self.row_lock(key.table, &ikey);
+        let Some(e) = index.get(&ikey) else {
+            return;
+        };
+        if e.location != base || !e.has_delta() || self.deltas.location(key.table, &ikey) != Some(delta_at) {
+            return;
+        }
+        let now_s = self.clock.now_s();
+        if let Err(err) = self.write_whole(key, ikey, index, Some(&e), &found.row, now_s, Some(Claim::Write))
+        {
+            tracing::debug!("a row read with its delta was not folded: {err}");
+        }
+    }
+
+    /// Defragmentation met the whole version `e` of a row with a delta: the row is written
+    /// whole from `base` (the record, decoded from the block in memory) and the delta, and
+    /// both old records die. The caller holds the row's lock.
+    pub(crate) fn fold_in_defrag(
+        &self,
+        table: TableId,
+        index: &TableIndex,
+        e: &Entry,
+        mut base: Found,
+    ) -> Result<bool, WriteError> {
+        let Some(delta) = self.deltas.get(table, &e.key).filter(|d| d.base == e.location) else {
+            return Ok(false);
+        };
+        let cells = decode_body(&delta.body, delta.write_timestamp_us)
+            .map_err(|detail| WriteError::Read(self.corrupt(delta.location, detail)))?;
+        let now_s = self.clock.now_s();
+        base.row.merge(cells, now_s, 0);
+        let key = RowKey {
+            table,
+            partition: &base.partition_key,
+            clustering: &base.clustering_key,
+        };
+        self.write_whole(key, e.key, index, Some(e), &base.row, now_s, Some(Claim::Defrag))?;
+        Ok(true)
     }
 
     /// How long a table's tombstones are kept after their deletion.
@@ -1085,14 +1282,17 @@ impl Inner {
     /// Removes `e` from the index if it is still there as it was, and counts its record (and a
     /// chunked row's blocks) as dead; false if the entry had changed meanwhile.
     pub(crate) fn remove_entry(&self, table: TableId, index: &TableIndex, e: &Entry) -> bool {
-        // A chunked row's blocks change hands only under its lock.
-        let _row = e.is_chunked().then(|| self.row_lock(table, &e.key));
+        // A chunked row's blocks, and a row's delta, change hands only under its lock.
+        let _row = (e.is_chunked() || e.has_delta()).then(|| self.row_lock(table, &e.key));
         if !index.update_if(e, |_| None) {
             return false;
         }
         self.blocks.sub_live(e.location.block(), e.location.len());
         if e.is_chunked() {
             self.forget_chunks(table, &e.key);
+        }
+        if e.has_delta() {
+            self.forget_delta(table, &e.key);
         }
         true
     }
@@ -1157,6 +1357,7 @@ impl Inner {
             has_deletions: true,
             range_tombstones: true,
             chunked: false,
+            delta: false,
         };
         let (loc, pos) = SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
@@ -1213,13 +1414,15 @@ impl Inner {
         index: &TableIndex,
         entry: &Entry,
     ) -> Result<Option<(Vec<u8>, PartitionTombstones)>, ReadError> {
-        self.read_entry_with(index, entry, |view| {
-            if !view.meta.range_tombstones {
-                return Err(DecodeError::OtherKey);
-            }
-            let t = decode_tombstones_body(view.body, view.meta.write_timestamp_us)?;
-            Ok((view.partition_key.to_vec(), t))
-        })
+        Ok(self
+            .read_entry_with(index, entry, |view| {
+                if !view.meta.range_tombstones {
+                    return Err(DecodeError::OtherKey);
+                }
+                let t = decode_tombstones_body(view.body, view.meta.write_timestamp_us)?;
+                Ok((view.partition_key.to_vec(), t))
+            })?
+            .map(|(_, t)| t))
     }
 
     pub(crate) fn wake_background(&self) {
@@ -1241,22 +1444,59 @@ impl Inner {
 
     /// Reads and decodes the record an index entry points to. `None` if the entry moved while
     /// we read (the caller's view is stale and the row is being rewritten).
+    ///
+    /// A row with a delta comes back with the delta merged in, as long as the delta is still
+    /// the one over the version read; if it was folded meanwhile the row is read again where
+    /// the fold put it.
     pub(crate) fn read_entry(&self, index: &TableIndex, entry: &Entry) -> Result<Option<Found>, ReadError> {
-        self.read_entry_with(index, entry, |view| {
-            if view.meta.range_tombstones {
-                return Err(DecodeError::OtherKey);
+        let mut entry = *entry;
+        let mut _still = None;
+        for attempt in 1.. {
+            let read = self.read_entry_with(index, &entry, |view| {
+                if view.meta.range_tombstones {
+                    return Err(DecodeError::OtherKey);
+                }
+                decode_found(view).map(|found| (view.meta.table, found))
+            })?;
+            let Some((read, (table, mut found))) = read else {
+                return Ok(None);
+            };
+            if !read.has_delta() {
+                return Ok(Some(found));
             }
-            decode_found(view)
-        })
+            if let Some(delta) = self
+                .deltas
+                .get(table, &read.key)
+                .filter(|d| d.base == read.location)
+            {
+                let cells = decode_body(&delta.body, delta.write_timestamp_us)
+                    .map_err(|d| self.corrupt(delta.location, d))?;
+                found.row.merge(cells, self.clock.now_s(), 0);
+                found.delta = Some((read.location, delta.location));
+                return Ok(Some(found));
+            }
+            // Folded since the index was read: the row is whole somewhere else now.
+            match index.get(&read.key) {
+                Some(now) if now != read => entry = now,
+                _ => return Ok(Some(found)),
+            }
+            if attempt == READ_ATTEMPTS_MAX {
+                // Folded and written again on every try: the last holds the row still. (A
+                // caller holding the row's lock never gets here: its row cannot change.)
+                _still = Some(self.row_lock(table, &read.key));
+            }
+        }
+        unreachable!("the loop returns")
     }
 
-    /// Reads the record an index entry points to and decodes it with `decode`.
+    /// Reads the record an index entry points to and decodes it with `decode`; with it, the
+    /// entry as it was when read (the row may have moved since `entry` was looked up).
     fn read_entry_with<T>(
         &self,
         index: &TableIndex,
         entry: &Entry,
         decode: impl Fn(&RecordView<'_>) -> Result<T, DecodeError>,
-    ) -> Result<Option<T>, ReadError> {
+    ) -> Result<Option<(Entry, T)>, ReadError> {
         let mut entry = *entry;
         let mut last_err = None;
         // Past the page cache, once a read through it failed its checks.
@@ -1287,7 +1527,7 @@ impl Inner {
             match decoded {
                 Ok(found) => {
                     self.stats.add_record_read(u64::from(loc.len()));
-                    return Ok(Some(found));
+                    return Ok(Some((entry, found)));
                 }
                 Err(e) => last_err = Some(e),
             }
@@ -1371,7 +1611,7 @@ impl Inner {
         Ok(body)
     }
 
-    fn corrupt(&self, loc: Location, detail: DecodeError) -> ReadError {
+    pub(crate) fn corrupt(&self, loc: Location, detail: DecodeError) -> ReadError {
         let (device, _) = self.devices.locate(loc.block());
         ReadError::Corrupt {
             device: device.name(),
@@ -1696,5 +1936,6 @@ pub(crate) fn decode_found(view: &RecordView<'_>) -> Result<Found, DecodeError> 
         partition_key: view.partition_key.to_vec(),
         clustering_key: view.clustering_key.to_vec(),
         row: decode_body(view.body, view.meta.write_timestamp_us)?,
+        delta: None,
     })
 }

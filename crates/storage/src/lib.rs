@@ -8,7 +8,8 @@
 //!
 //! The path of a write: [`Engine::write`] -> read the current version (index, then cache or
 //! device) -> merge ([`row`]) -> encode ([`format::record`]) -> append to the open write block
-//! ([`writer`]) -> point the index at it ([`index`]). The flusher writes blocks to the
+//! ([`writer`]) -> point the index at it ([`index`]); an update that only sets cells skips the
+//! read and is appended as a delta (`deltas.rs`). The flusher writes blocks to the
 //! [`device`]; [`defrag`] and [`expiry`] run beside it; [`recovery`] and [`snapshot`] rebuild the
 //! index at open.
 //!
@@ -20,6 +21,7 @@ pub mod cache;
 pub mod clock;
 pub mod config;
 pub(crate) mod defrag;
+pub(crate) mod deltas;
 pub mod device;
 mod engine;
 pub mod error;

@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 use crate::blocks::{BlockState, BlockTable, DeviceSet};
 use crate::cache::PostWriteCache;
 use crate::config::NamespaceConfig;
+use crate::deltas::{Delta, Deltas};
 use crate::device::{AlignedBuf, IO_ALIGN_BYTES};
 use crate::engine::ChunkOwners;
 use crate::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES};
@@ -21,7 +22,8 @@ use crate::format::chunks::ChunkList;
 use crate::format::record::{decode_record, RecordView, RECORD_ALIGN_BYTES};
 use crate::format::DecodeError;
 use crate::index::{
-    Entry, IndexKey, Location, Offer, TableIndex, FLAG_HAS_DELETIONS, FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
+    Entry, IndexKey, Location, Offer, TableIndex, FLAG_DELTA, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER,
+    FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
 };
 use crate::index::{FLAG_CHUNKED, PARTITIONS};
 use crate::token::clustering_prefix;
@@ -128,12 +130,12 @@ pub(crate) fn recover(
     blocks: &BlockTable,
     cache: &PostWriteCache,
     tables: &Tables,
-    _now_s: u32,
+    deltas: &Deltas,
 ) -> Recovered {
     let mut chunk_blocks = Vec::new();
     let mut recovered = None;
     if let Some(path) = &config.index_snapshot_path {
-        if let Some(r) = crate::snapshot::load(path, devices, blocks, tables, &mut chunk_blocks) {
+        if let Some(r) = crate::snapshot::load(path, devices, blocks, tables, deltas, &mut chunk_blocks) {
             if config.data_in_memory {
                 load_blocks_into_cache(devices, blocks, cache);
             }
@@ -143,7 +145,7 @@ pub(crate) fn recover(
     let from_snapshot = recovered.is_some();
     let mut recovered = recovered.unwrap_or_else(|| {
         chunk_blocks.clear();
-        scan(config, devices, blocks, cache, tables, &mut chunk_blocks)
+        scan(config, devices, blocks, cache, tables, deltas, &mut chunk_blocks)
     });
     recovered.chunks = adopt_chunks(devices, blocks, tables, &chunk_blocks);
     if config.data_in_memory && !from_snapshot {
@@ -246,6 +248,7 @@ fn scan(
     blocks: &BlockTable,
     cache: &PostWriteCache,
     tables: &Tables,
+    deltas: &Deltas,
     chunk_blocks: &mut Vec<u32>,
 ) -> Recovered {
     let started = std::time::Instant::now();
@@ -282,6 +285,9 @@ fn scan(
             > (blocks.sequence(b.location.block()), b.location.offset())
     };
     let mut seen: HashMap<u32, Arc<TableIndex>> = HashMap::new();
+    // Each row's newest delta record, kept if it turns out newer than the row's newest whole
+    // version (`adopt_deltas`).
+    let mut newest_deltas: HashMap<(u32, IndexKey), Delta> = HashMap::new();
     for (b, h) in headers {
         let (device, offset) = devices.locate(b);
         let mut buf = AlignedBuf::zeroed(block_size);
@@ -296,6 +302,22 @@ fn scan(
         let end = walk_block(&buf, h.sequence, |off, view| {
             records += 1;
             let loc = Location::new(b, off as u32, view.record_bytes as u32);
+            if view.meta.delta {
+                let key = entry_for(view, loc).key;
+                let later = |d: &Delta| order(blocks, loc) > order(blocks, d.location);
+                if newest_deltas.get(&(view.meta.table, key)).is_none_or(later) {
+                    newest_deltas.insert(
+                        (view.meta.table, key),
+                        Delta {
+                            base: loc,
+                            location: loc,
+                            write_timestamp_us: view.meta.write_timestamp_us,
+                            body: view.body.into(),
+                        },
+                    );
+                }
+                return;
+            }
             // Looked up once per table, not once per record under the tables' write lock.
             let table = seen.entry(view.meta.table).or_insert_with(|| {
                 let mut t = tables.write().expect("tables lock poisoned");
@@ -325,8 +347,10 @@ fn scan(
             cache.insert(b, h.sequence, Arc::new(buf), true);
         }
     }
+    let adopted = adopt_deltas(blocks, tables, deltas, newest_deltas);
     tracing::info!(
-        "cold start scanned {} blocks: {records} records, {damaged_blocks} damaged blocks, in {:?}",
+        "cold start scanned {} blocks: {records} records, {damaged_blocks} damaged blocks, \
+         {adopted} rows with a pending delta, in {:?}",
         blocks.len(),
         started.elapsed()
     );
@@ -334,6 +358,45 @@ fn scan(
         next_sequence: max_sequence + 1,
         chunks: ChunkOwners::new(),
     }
+}
+
+/// Where a record stands in the order records were written: its block's sequence, then its
+/// offset.
+fn order(blocks: &BlockTable, loc: Location) -> (u64, u32) {
+    (blocks.sequence(loc.block()), loc.offset())
+}
+
+/// Keeps each row's newest delta if it was written after the row's newest whole version (the
+/// delta's base); an older one was folded into that version, or the row was deleted or written
+/// whole since. Returns the deltas kept.
+fn adopt_deltas(
+    blocks: &BlockTable,
+    tables: &Tables,
+    deltas: &Deltas,
+    newest: HashMap<(u32, IndexKey), Delta>,
+) -> usize {
+    let tables = tables.read().expect("tables lock poisoned");
+    let mut adopted = 0;
+    for ((table, key), mut delta) in newest {
+        let Some(index) = tables.get(&table) else {
+            continue;
+        };
+        let Some(mut e) = index.get(&key) else {
+            continue; // no whole version: nothing to apply it over
+        };
+        e.flags |= FLAG_HAS_OLDER;
+        let over = !e.is_tombstone() && !e.is_chunked() && !e.is_range_tombstones();
+        if over && order(blocks, delta.location) > order(blocks, e.location) {
+            e.flags |= FLAG_DELTA;
+            e.write_timestamp_us = e.write_timestamp_us.max(delta.write_timestamp_us);
+            delta.base = e.location;
+            blocks.add_live(delta.location.block(), delta.location.len());
+            deltas.insert(table, key, delta);
+            adopted += 1;
+        }
+        index.upsert(e);
+    }
+    adopted
 }
 
 fn load_blocks_into_cache(devices: &DeviceSet, blocks: &BlockTable, cache: &PostWriteCache) {

@@ -259,6 +259,18 @@ impl Row {
         Some(until)
     }
 
+    /// True if the row only sets content that never expires: no deletion of any kind and no
+    /// TTL. Such an update can be written as a delta without reading the row it updates.
+    pub fn sets_only(&self) -> bool {
+        self.deletion.is_none()
+            && self.column_deletions.is_empty()
+            && self.liveness.is_none_or(|l| l.ttl_s == 0)
+            && self
+                .cells
+                .iter()
+                .all(|c| matches!(c.value, CellValue::Live { ttl_s: 0, .. }))
+    }
+
     /// True if the row carries a deletion: of the row, of a column or of a cell. (Expiring
     /// content is not counted: a row that only expires is reclaimed when it does, as Aerospike
     /// reclaims it, unless an older version of it may still be on the device.)

@@ -11,6 +11,9 @@
 //! per table:         table id u32 | entry count u64 | entries, 48 bytes each:
 //!                    token i64 | clustering prefix u64 | digest u64 | location u64 |
 //!                    write timestamp i64 | expiry u32 | flags u32
+//! deltas (version 2): delta count u64 | per delta: table u32 | token i64 |
+//!                    clustering prefix u64 | digest u64 | base location u64 |
+//!                    record location u64 | write timestamp i64 | body length u32 | body
 //! trailer:           crc32c of everything before it, u32
 //! ```
 //! All little-endian.
@@ -24,12 +27,14 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use crate::blocks::{BlockState, BlockTable, DeviceSet};
+use crate::deltas::{Delta, Deltas};
 use crate::engine::Inner;
 use crate::index::{Entry, IndexKey, Location, TableIndex, PARTITIONS};
 use crate::recovery::{read_header, Recovered};
 
 const MAGIC: [u8; 4] = *b"HYIX";
-const VERSION: u32 = 1;
+/// Version 2 added the deltas (`deltas.rs`); a version 1 file, which has none, still loads.
+const VERSION: u32 = 2;
 const HEADER_BYTES: usize = 40;
 const ENTRY_BYTES: usize = 48;
 
@@ -107,6 +112,19 @@ pub(crate) fn save(inner: &Inner, path: &Path) -> io::Result<()> {
             }
         }
     }
+    let deltas = inner.deltas.all();
+    w.write_all(&(deltas.len() as u64).to_le_bytes())?;
+    for (table, key, d) in deltas {
+        w.write_all(&table.to_le_bytes())?;
+        w.write_all(&key.token.to_le_bytes())?;
+        w.write_all(&key.clustering_prefix.to_le_bytes())?;
+        w.write_all(&key.digest.to_le_bytes())?;
+        w.write_all(&d.base.to_raw().to_le_bytes())?;
+        w.write_all(&d.location.to_raw().to_le_bytes())?;
+        w.write_all(&d.write_timestamp_us.to_le_bytes())?;
+        w.write_all(&(d.body.len() as u32).to_le_bytes())?;
+        w.write_all(&d.body)?;
+    }
     let crc = w.crc;
     let mut file = w.inner.into_inner().map_err(|e| e.into_error())?;
     file.write_all(&crc.to_le_bytes())?;
@@ -122,6 +140,7 @@ pub(crate) fn load(
     devices: &DeviceSet,
     blocks: &BlockTable,
     tables: &RwLock<HashMap<u32, Arc<TableIndex>>>,
+    deltas: &Deltas,
     chunk_blocks: &mut Vec<u32>,
 ) -> Option<Recovered> {
     let bytes = match fs::read(path) {
@@ -142,7 +161,7 @@ pub(crate) fn load(
         );
         return None;
     }
-    match parse(&bytes, devices, blocks, tables, chunk_blocks) {
+    match parse(&bytes, devices, blocks, tables, deltas, chunk_blocks) {
         Ok(r) => {
             tracing::info!("index loaded from snapshot {}", path.display());
             Some(r)
@@ -153,6 +172,9 @@ pub(crate) fn load(
                 path.display()
             );
             tables.write().expect("tables lock poisoned").clear();
+            for (table, key, _) in deltas.all() {
+                deltas.remove(table, &key);
+            }
             None
         }
     }
@@ -163,6 +185,7 @@ fn parse(
     devices: &DeviceSet,
     blocks: &BlockTable,
     tables: &RwLock<HashMap<u32, Arc<TableIndex>>>,
+    deltas: &Deltas,
     chunk_blocks: &mut Vec<u32>,
 ) -> Result<Recovered, String> {
     if bytes.len() < HEADER_BYTES + 4 {
@@ -175,8 +198,14 @@ fn parse(
         return Err("checksum mismatch".into());
     }
     let mut r = Reader { b: body };
-    if r.take(4)? != MAGIC || r.u32()? != VERSION {
-        return Err("not an index snapshot of this version".into());
+    if r.take(4)? != MAGIC {
+        return Err("not an index snapshot".into());
+    }
+    let version = r.u32()?;
+    if !(1..=VERSION).contains(&version) {
+        return Err(format!(
+            "index snapshot version {version}, not one this build reads"
+        ));
     }
     if r.u32()? != devices.block_size_bytes() || r.u32()? != blocks.len() {
         return Err("block size or device size changed".into());
@@ -236,6 +265,42 @@ fn parse(
             index.upsert(e);
         }
         map.insert(id, index);
+    }
+    let delta_count = if version >= 2 { r.u64()? } else { 0 };
+    for _ in 0..delta_count {
+        let table = r.u32()?;
+        let key = IndexKey {
+            token: r.u64()? as i64,
+            clustering_prefix: r.u64()?,
+            digest: r.u64()?,
+        };
+        let base = Location::from_raw(r.u64()?);
+        let location = Location::from_raw(r.u64()?);
+        let write_timestamp_us = r.u64()? as i64;
+        let len = r.u32()? as usize;
+        let body = r.take(len)?.into();
+        let b = location.block();
+        if b >= blocks.len() || !is_holding[b as usize] {
+            return Err(format!("a delta points into block {b}, which holds no data"));
+        }
+        let whole = map.get(&table).and_then(|t| t.get(&key));
+        if whole.is_none_or(|e| !e.has_delta() || e.location != base) {
+            return Err("a delta does not match its row's entry".into());
+        }
+        blocks.add_live(b, location.len());
+        deltas.insert(
+            table,
+            key,
+            Delta {
+                base,
+                location,
+                write_timestamp_us,
+                body,
+            },
+        );
+    }
+    if !r.b.is_empty() {
+        return Err("bytes left after the last section".into());
     }
     for b in 0..blocks.len() {
         if !is_holding[b as usize] {

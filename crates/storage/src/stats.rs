@@ -15,6 +15,8 @@ pub struct Stats {
     expired_entries: AtomicU64,
     records_read: AtomicU64,
     record_bytes_read: AtomicU64,
+    blind_writes: AtomicU64,
+    delta_folds: AtomicU64,
 }
 
 impl Stats {
@@ -46,6 +48,12 @@ impl Stats {
         self.records_read.fetch_add(1, Relaxed);
         self.record_bytes_read.fetch_add(bytes, Relaxed);
     }
+    pub(crate) fn add_blind_write(&self) {
+        self.blind_writes.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn add_delta_fold(&self) {
+        self.delta_folds.fetch_add(1, Relaxed);
+    }
     pub(crate) fn add_expired(&self) {
         self.expired_entries.fetch_add(1, Relaxed);
     }
@@ -60,6 +68,7 @@ impl Stats {
         block_size_bytes: u64,
         live_bytes: u64,
         cache_bytes: u64,
+        (deltas, delta_bytes): (u64, u64),
     ) -> StatsSnapshot {
         StatsSnapshot {
             records,
@@ -80,6 +89,10 @@ impl Stats {
             expired_entries: self.expired_entries.load(Relaxed),
             records_read: self.records_read.load(Relaxed),
             record_bytes_read: self.record_bytes_read.load(Relaxed),
+            blind_writes: self.blind_writes.load(Relaxed),
+            delta_folds: self.delta_folds.load(Relaxed),
+            deltas,
+            delta_bytes,
         }
     }
 }
@@ -115,6 +128,13 @@ pub struct StatsSnapshot {
     /// block), and their bytes: what a read cost, whatever served it.
     pub records_read: u64,
     pub record_bytes_read: u64,
+    /// Updates written as deltas, without reading their row.
+    pub blind_writes: u64,
+    /// Rows written whole again over their delta: by a read, a write or defragmentation.
+    pub delta_folds: u64,
+    /// Rows with a pending delta, and the RAM the deltas hold.
+    pub deltas: u64,
+    pub delta_bytes: u64,
 }
 
 impl StatsSnapshot {

@@ -351,13 +351,19 @@ struct Run {
     defrag_freed: u64,
     expired: u64,
     reopens: [u64; 3],
+    /// Updates written as deltas, rows folded over theirs, and deltas found again by a reopen.
+    deltas: [u64; 3],
     _dir: tempfile::TempDir,
 }
 
 impl Run {
     fn new(seed: u64) -> Run {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = device_config(Some(dir.path().join("model.index")));
+        let mut config = device_config(Some(dir.path().join("model.index")));
+        if seed % 2 == 1 {
+            // A delta buffer of a few deltas: most updates find it full and read their row.
+            config.delta_buffer_bytes = 1 << 10;
+        }
         let clock = Arc::new(ManualClock::new(START_US));
         let device = Arc::new(FaultyDevice::new(DEVICE_BLOCKS * BLOCK_BYTES));
         let engine = open_on(&config, &device, &clock);
@@ -377,6 +383,7 @@ impl Run {
             defrag_freed: 0,
             expired: 0,
             reopens: [0; 3],
+            deltas: [0; 3],
             _dir: dir,
         }
     }
@@ -698,19 +705,33 @@ impl Run {
         self.model_at_sync = self.model.clone();
     }
 
+    /// Counts the closing engine's deltas, before it goes.
+    fn tally_deltas(&mut self) {
+        let s = self.engine().stats();
+        self.deltas[0] += s.blind_writes;
+        self.deltas[1] += s.delta_folds;
+    }
+
+    fn reopened(&mut self, engine: Engine) {
+        self.deltas[2] += engine.stats().deltas;
+        self.engine = Some(engine);
+    }
+
     fn reopen_clean(&mut self) {
         self.note("close and reopen from the index snapshot".into());
+        self.tally_deltas();
         self.engine.take().expect("engine open").close().expect("close");
         self.model_at_sync = self.model.clone();
-        self.engine = Some(open_on(&self.config, &self.device, &self.clock));
+        self.reopened(open_on(&self.config, &self.device, &self.clock));
         self.reopens[0] += 1;
     }
 
     fn reopen_unclean(&mut self) {
         self.note("drop without close and reopen by scanning".into());
+        self.tally_deltas();
         drop(self.engine.take());
         self.model_at_sync = self.model.clone();
-        self.engine = Some(open_on(&self.config, &self.device, &self.clock));
+        self.reopened(open_on(&self.config, &self.device, &self.clock));
         self.reopens[1] += 1;
     }
 
@@ -720,11 +741,12 @@ impl Run {
             self.device.unsynced_writes()
         ));
         let survivor = Arc::new(self.device.crash(Crash::LoseUnsynced));
+        self.tally_deltas();
         // The old engine still runs on the old device; it must not save a snapshot.
         drop(self.engine.take());
         self.device = survivor;
         self.model = self.model_at_sync.clone();
-        self.engine = Some(open_on(&self.config, &self.device, &self.clock));
+        self.reopened(open_on(&self.config, &self.device, &self.clock));
         self.reopens[2] += 1;
     }
 
@@ -1039,12 +1061,18 @@ fn engine_matches_model() {
         }
         eprintln!(
             "seed {seed}: {STEPS} steps in {:?}; defrag freed {} blocks, expiry removed {} entries, \
-             reopens clean/unclean/power-failure {:?}, {} writes met a full device",
+             reopens clean/unclean/power-failure {:?}, {} writes met a full device, \
+             deltas written/folded/found by a reopen {:?}",
             started.elapsed(),
             run.defrag_freed,
             run.expired,
             run.reopens,
-            run.device_full
+            run.device_full,
+            run.deltas
+        );
+        assert!(
+            run.deltas.iter().all(|&n| n > 0),
+            "seed {seed}: deltas were not written, folded and reopened; the test no longer exercises them"
         );
         assert!(
             run.defrag_freed > 0,

@@ -181,6 +181,12 @@ pub struct StorageConfig {
     /// RAM for recently written blocks, so fresh records are read without a device read.
     #[serde(rename = "post_write_cache")]
     pub post_write_cache_bytes: ByteSize,
+    /// RAM for updates written without reading their row (deltas): an update that only sets
+    /// cells is appended as a delta and its cells kept here until the row is next read or
+    /// defragmented, when it is written whole again. "0" turns this off: every update then
+    /// reads its row first.
+    #[serde(rename = "delta_buffer")]
+    pub delta_buffer_bytes: ByteSize,
     /// Keep every block in RAM as well as on the device, so reads never touch the device.
     pub data_in_memory: bool,
     /// Blocks less than this percent live are defragmented.
@@ -343,6 +349,7 @@ impl Default for StorageConfig {
             read_page_cache: engine.read_page_cache,
             flush_interval_ms: engine.flush_interval_ms,
             post_write_cache_bytes: ByteSize(engine.post_write_cache_bytes),
+            delta_buffer_bytes: ByteSize(engine.delta_buffer_bytes),
             data_in_memory: false,
             defrag_lwm_pct: engine.defrag_lwm_pct,
             defrag_sleep_us: engine.defrag_sleep_us,
@@ -747,6 +754,7 @@ impl Config {
         ns.io_uring = s.io_uring;
         ns.read_page_cache = s.read_page_cache;
         ns.post_write_cache_bytes = s.post_write_cache_bytes.0;
+        ns.delta_buffer_bytes = s.delta_buffer_bytes.0;
         ns.defrag_lwm_pct = s.defrag_lwm_pct;
         ns.defrag_sleep_us = s.defrag_sleep_us;
         ns.stop_writes_free_pct = s.stop_writes_free_pct;
@@ -1035,6 +1043,7 @@ mod tests {
             write_buffer_blocks = 16
             flush_interval_ms = 250
             post_write_cache = "64MiB"
+            delta_buffer = "32MiB"
             read_page_cache = true
             data_in_memory = true
             defrag_lwm_pct = 40
@@ -1143,6 +1152,7 @@ mod tests {
         assert_eq!(ns.write_buffer_blocks, 16);
         assert_eq!(ns.flush_interval_ms, 250);
         assert_eq!(ns.post_write_cache_bytes, 64 << 20);
+        assert_eq!(ns.delta_buffer_bytes, 32 << 20);
         assert!(ns.read_page_cache);
         assert!(ns.data_in_memory);
         assert_eq!(ns.defrag_lwm_pct, 40);

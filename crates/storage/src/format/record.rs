@@ -18,7 +18,9 @@
 //! 16. `crc32c` covers the block's sequence number (8 bytes LE), then bytes 0..8 and 12..record
 //! bytes (everything but itself): folding in the sequence means a stale record left over from an earlier use of the
 //! same block can never pass for part of the current one. Flag bit 0 marks a tombstone (the row
-//! has no live content, only deletions); bit 1 says the row carries deletions of any kind. `expiry s` is, for a live record, the second after which
+//! has no live content, only deletions); bit 1 says the row carries deletions of any kind; bit 2 marks a partition's tombstones, bit 3 a
+//! chunked row's head, bit 4 a delta (cells to merge over the row's previous whole version).
+//! `expiry s` is, for a live record, the second after which
 //! nothing in it is live (0: something lives forever); for a tombstone, its latest deletion
 //! time. The write timestamp is the newest timestamp anywhere in the row.
 //!
@@ -43,6 +45,9 @@ pub const FLAG_RANGE_TOMBSTONES: u8 = 4;
 /// The body is not the row but where its pieces are: a row too large for one write block is
 /// written whole into blocks of its own ([`super::chunks`]), and this record is its head.
 pub const FLAG_CHUNKED: u8 = 8;
+/// The body is not the whole row but a **delta**: cells written without reading the row
+/// (`deltas.rs`), to be merged over the row's newest whole version written before it.
+pub const FLAG_DELTA: u8 = 16;
 
 const OFFSET_VERSION: usize = 2;
 const OFFSET_FLAGS: usize = 3;
@@ -73,6 +78,8 @@ pub struct RecordMeta {
     pub range_tombstones: bool,
     /// The body lists the chunks the row's real body was written to ([`FLAG_CHUNKED`]).
     pub chunked: bool,
+    /// The body is a delta over the row's previous whole version ([`FLAG_DELTA`]).
+    pub delta: bool,
 }
 
 /// A decoded record that borrows its bytes from the block.
@@ -121,7 +128,8 @@ pub fn encode_record(
             } else {
                 0
             }
-            | if meta.chunked { FLAG_CHUNKED } else { 0 },
+            | if meta.chunked { FLAG_CHUNKED } else { 0 }
+            | if meta.delta { FLAG_DELTA } else { 0 },
     );
     out.extend_from_slice(&(len as u32).to_le_bytes());
     out.extend_from_slice(&[0u8; 4]); // crc, filled in below
@@ -195,6 +203,7 @@ pub fn decode_record(b: &[u8], block_sequence: u64) -> Result<RecordView<'_>, De
             has_deletions: b[OFFSET_FLAGS] & FLAG_DELETIONS != 0,
             range_tombstones: b[OFFSET_FLAGS] & FLAG_RANGE_TOMBSTONES != 0,
             chunked: b[OFFSET_FLAGS] & FLAG_CHUNKED != 0,
+            delta: b[OFFSET_FLAGS] & FLAG_DELTA != 0,
         },
         partition_key: &b[RECORD_HEADER_BYTES..pk_end],
         clustering_key: &b[pk_end..ck_end],
@@ -518,6 +527,7 @@ mod tests {
             has_deletions: false,
             range_tombstones: false,
             chunked: false,
+            delta: false,
         };
         let mut out = Vec::new();
         let len = encode_record(&mut out, 3, &meta, b"pk", b"ck", &body);
@@ -545,6 +555,7 @@ mod tests {
             has_deletions: false,
             range_tombstones: false,
             chunked: false,
+            delta: false,
         };
         encode_record(&mut out, 3, &meta, b"k", b"", &[0]);
         assert!(matches!(
@@ -570,6 +581,7 @@ mod tests {
             has_deletions: false,
             range_tombstones: false,
             chunked: false,
+            delta: false,
         };
         let mut out = Vec::new();
         let len = encode_record(&mut out, 1, &meta, b"pk", b"", &body);

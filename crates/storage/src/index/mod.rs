@@ -117,6 +117,9 @@ pub const FLAG_HAS_DELETIONS: u32 = 8;
 pub const FLAG_RANGE_TOMBSTONES: u32 = 16;
 /// The entry points at the head record of a row written in chunks (`format/chunks.rs`).
 pub const FLAG_CHUNKED: u32 = 32;
+/// The row has a delta (`deltas.rs`): the entry points at its whole version, and the cells
+/// written since are in the delta buffer, to be merged into every read.
+pub const FLAG_DELTA: u32 = 64;
 
 /// One row in the index: 48 bytes, so that with the partition arrays' slack an entry stays
 /// within DESIGN.md's budget of 64 bytes of RAM per record, all in.
@@ -156,6 +159,10 @@ impl Entry {
 
     pub fn is_chunked(&self) -> bool {
         self.flags & FLAG_CHUNKED != 0
+    }
+
+    pub fn has_delta(&self) -> bool {
+        self.flags & FLAG_DELTA != 0
     }
 
     pub fn has_older(&self) -> bool {

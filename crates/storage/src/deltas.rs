@@ -1,0 +1,196 @@
+//! Deltas: updates written without reading the row first.
+//!
+//! An update that only sets cells (no deletion, no TTL) of a row whose whole version is on the
+//! device need not read that version: it appends a **delta record** holding just the cells it
+//! sets (`FLAG_DELTA` in the record's flags), and keeps the same cells here, in RAM, keyed by
+//! the row. The index entry keeps pointing at the whole version (the delta's *base*) and gains
+//! `FLAG_DELTA`, so a read still costs one device read: the base from the device, the delta from
+//! RAM, merged. A second update of the row merges into the delta here and appends the merged
+//! delta, so a row has at most one live delta record.
+//!
+//! A delta is **folded** (the row written whole again, base and delta record both dead) when:
+//! - a one-row read has just read the base and merged it (`fold_after_read`): the row is at
+//!   hand, so folding costs a write and no read;
+//! - defragmentation moves the base: the block is in memory, so again no read;
+//! - a write that is not blind (a deletion, a TTL) reads the row, as every write did before.
+//!
+//! The buffer holds at most `delta_buffer_bytes`; an update that finds it full reads the row
+//! and writes it whole, as before. With uniform keys the reads a blind update saves come back
+//! only when the row is read again while its delta is here, so the buffer's size decides the
+//! saving (`bench/blind-updates.py` models it).
+//!
+//! Cold start finds each row's newest delta record and keeps it if it is newer than the row's
+//! newest whole version (`recovery.rs`); a clean shutdown saves the buffer in the index
+//! snapshot.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::index::{IndexKey, Location};
+use crate::TableId;
+
+const SHARDS: usize = 64;
+/// What a delta costs in RAM beyond its body: its key and fields, and the map's slot.
+pub(crate) const DELTA_OVERHEAD_BYTES: u64 = 96;
+
+/// One row's pending delta.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Delta {
+    /// The whole version the delta applies over: the index entry's location when it was written.
+    pub base: Location,
+    /// The delta's record on the device.
+    pub location: Location,
+    /// The record's write timestamp, which the body's timestamps are relative to.
+    pub write_timestamp_us: i64,
+    /// The cells, encoded as a record body (`format::record::encode_body`).
+    pub body: Box<[u8]>,
+}
+
+impl Delta {
+    pub fn ram_bytes(&self) -> u64 {
+        self.body.len() as u64 + DELTA_OVERHEAD_BYTES
+    }
+}
+
+type Key = (TableId, IndexKey);
+
+/// The pending deltas of a namespace, in shards by row.
+pub(crate) struct Deltas {
+    shards: Vec<Mutex<HashMap<Key, Delta>>>,
+    bytes: AtomicU64,
+    count: AtomicU64,
+    budget: u64,
+}
+
+impl Deltas {
+    pub fn new(budget_bytes: u64) -> Deltas {
+        Deltas {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            bytes: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            budget: budget_bytes,
+        }
+    }
+
+    /// True if updates may be written as deltas at all.
+    pub fn enabled(&self) -> bool {
+        self.budget > 0
+    }
+
+    fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, Delta>> {
+        let i = (key.1.digest ^ u64::from(key.0).rotate_left(17)) as usize % SHARDS;
+        self.shards[i].lock().expect("deltas lock poisoned")
+    }
+
+    /// True if a delta of `bytes` may replace one of `replacing` bytes without passing the
+    /// budget.
+    pub fn has_room(&self, bytes: u64, replacing: u64) -> bool {
+        self.bytes.load(Relaxed) + bytes <= self.budget + replacing
+    }
+
+    pub fn get(&self, table: TableId, key: &IndexKey) -> Option<Delta> {
+        self.shard(&(table, *key)).get(&(table, *key)).cloned()
+    }
+
+    /// The delta's record location, if the row has a delta.
+    pub fn location(&self, table: TableId, key: &IndexKey) -> Option<Location> {
+        self.shard(&(table, *key)).get(&(table, *key)).map(|d| d.location)
+    }
+
+    /// Sets the row's delta; returns the one it replaces.
+    pub fn insert(&self, table: TableId, key: IndexKey, delta: Delta) -> Option<Delta> {
+        let added = delta.ram_bytes();
+        let old = self.shard(&(table, key)).insert((table, key), delta);
+        self.bytes.fetch_add(added, Relaxed);
+        match &old {
+            Some(o) => {
+                self.bytes.fetch_sub(o.ram_bytes(), Relaxed);
+            }
+            None => {
+                self.count.fetch_add(1, Relaxed);
+            }
+        }
+        old
+    }
+
+    pub fn remove(&self, table: TableId, key: &IndexKey) -> Option<Delta> {
+        let old = self.shard(&(table, *key)).remove(&(table, *key));
+        if let Some(o) = &old {
+            self.bytes.fetch_sub(o.ram_bytes(), Relaxed);
+            self.count.fetch_sub(1, Relaxed);
+        }
+        old
+    }
+
+    /// Moves the row's delta record from `from` to `to` if it is still there (defragmentation).
+    pub fn relocate(&self, table: TableId, key: &IndexKey, from: Location, to: Location) -> bool {
+        match self.shard(&(table, *key)).get_mut(&(table, *key)) {
+            Some(d) if d.location == from => {
+                d.location = to;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Every pending delta (the index snapshot).
+    pub fn all(&self) -> Vec<(TableId, IndexKey, Delta)> {
+        let mut out = Vec::with_capacity(self.count.load(Relaxed) as usize);
+        for shard in &self.shards {
+            let shard = shard.lock().expect("deltas lock poisoned");
+            out.extend(shard.iter().map(|((t, k), d)| (*t, *k, d.clone())));
+        }
+        out
+    }
+
+    /// Pending deltas and the RAM they hold.
+    pub fn usage(&self) -> (u64, u64) {
+        (self.count.load(Relaxed), self.bytes.load(Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(d: u64) -> IndexKey {
+        IndexKey {
+            token: 1,
+            clustering_prefix: 0,
+            digest: d,
+        }
+    }
+
+    fn delta(body: usize, at: u32) -> Delta {
+        Delta {
+            base: Location::new(1, 0, 64),
+            location: Location::new(2, at, 64),
+            write_timestamp_us: 5,
+            body: vec![0; body].into_boxed_slice(),
+        }
+    }
+
+    #[test]
+    fn the_budget_counts_what_is_held_and_replacing_frees_the_old_bytes() {
+        let budget = 2 * (100 + DELTA_OVERHEAD_BYTES);
+        let d = Deltas::new(budget);
+        assert!(d.enabled());
+        assert!(d.has_room(100 + DELTA_OVERHEAD_BYTES, 0));
+        assert_eq!(d.insert(7, key(1), delta(100, 0)), None);
+        assert_eq!(d.insert(7, key(2), delta(100, 64)), None);
+        assert_eq!(d.usage(), (2, budget));
+        assert!(!d.has_room(16 + DELTA_OVERHEAD_BYTES, 0), "full");
+        let old = d.insert(7, key(2), delta(50, 128)).expect("replaced");
+        assert_eq!(old.location, Location::new(2, 64, 64));
+        assert_eq!(d.usage(), (2, budget - 50));
+        assert!(d.relocate(7, &key(2), Location::new(2, 128, 64), Location::new(3, 0, 64)));
+        assert!(!d.relocate(7, &key(2), Location::new(2, 128, 64), Location::new(3, 64, 64)));
+        assert_eq!(d.location(7, &key(2)), Some(Location::new(3, 0, 64)));
+        assert_eq!(d.get(8, &key(2)), None, "another table's row");
+        assert_eq!(d.remove(7, &key(1)).map(|d| d.body.len()), Some(100));
+        assert_eq!(d.all().len(), 1);
+        assert_eq!(d.usage(), (1, 50 + DELTA_OVERHEAD_BYTES));
+        assert!(!Deltas::new(0).enabled());
+    }
+}
