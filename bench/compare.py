@@ -515,6 +515,8 @@ def ctl_argv(system, args, topology, host, rundir):
         argv.append("--commit-to-device")
     if args.read_page_cache:
         argv.append("--read-page-cache")
+    if args.delta_buffer is not None:
+        argv += ["--delta-buffer", args.delta_buffer]
     return argv
 
 
@@ -2024,6 +2026,9 @@ def parse_args():
                         help="hayate reads records through the page cache (read_page_cache = "
                              "true), so that it too uses the memory its cgroup leaves for cached "
                              "pages; off (hayate's default) unless given")
+    parser.add_argument("--delta-buffer", default=None,
+                        help="hayate's delta_buffer (RAM for updates written without reading "
+                             "the row); \"0\" makes every update read its row first")
     parser.add_argument("--no-kill-test", dest="kill_test", action="store_false",
                         help="skip the cluster's node-failure test")
     parser.add_argument("--kill-consistency", default=None,

@@ -5,6 +5,7 @@
 #                       [--memory 2GiB] [--device-size 8GiB] [--binary target/release/hayate]
 #                       [--allow-unlimited] [--seeds 127.0.0.1,127.0.0.2,127.0.0.3]
 #                       [--storage-port 7000] [--commit-to-device] [--read-page-cache]
+#                       [--delta-buffer SIZE]
 #   bench/hayate-ctl.sh stop RUNDIR
 #   bench/hayate-ctl.sh status RUNDIR
 #   bench/hayate-ctl.sh kill RUNDIR     SIGKILL, for the cluster's node-failure test
@@ -45,6 +46,7 @@ seeds=""
 storage_port=7000
 commit_to_device=false
 read_page_cache=false
+delta_buffer=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --host) host="$2"; shift 2 ;;
@@ -58,6 +60,7 @@ while [[ $# -gt 0 ]]; do
         --storage-port) storage_port="$2"; shift 2 ;;
         --commit-to-device) commit_to_device=true; shift ;;
         --read-page-cache) read_page_cache=true; shift ;;
+        --delta-buffer) delta_buffer="$2"; shift 2 ;;
         *) usage ;;
     esac
 done
@@ -89,6 +92,12 @@ storage_port = $storage_port"
     fi
     parse_size "$device_size" >/dev/null
     mkdir -p "$rundir/data" "$rundir/logs"
+    local delta_toml=""
+    if [[ -n "$delta_buffer" ]]; then
+        delta_toml="# RAM for updates written without reading the row (compare.py --delta-buffer;
+# \"0\" makes every update read its row first).
+delta_buffer = \"$delta_buffer\""
+    fi
     cat >"$rundir/hayate.toml" <<EOF
 # Written by bench/hayate-ctl.sh: hayate's defaults (hayate.toml.example) except for these.
 listen_address = "$host"
@@ -107,6 +116,7 @@ commit_to_device = $commit_to_device
 # holds recently read pages, as Cassandra's does (compare.py --read-page-cache; false is the
 # default).
 read_page_cache = $read_page_cache
+$delta_toml
 
 [metrics]
 listen_address = "$host"
@@ -119,6 +129,7 @@ memory_limit_bytes=$bytes
 device_size=$device_size
 commit_to_device=$commit_to_device
 read_page_cache=$read_page_cache
+delta_buffer=${delta_buffer:-default}
 host=$host
 cql_port=$cql_port
 metrics_port=$metrics_port
