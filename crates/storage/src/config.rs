@@ -113,7 +113,7 @@ impl NamespaceConfig {
             write_buffer_blocks: 8,
             io_uring: true,
             read_page_cache: false,
-            delta_buffer_bytes: 256 << 20,
+            delta_buffer_bytes: 384 << 20,
         }
     }
 

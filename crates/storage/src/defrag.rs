@@ -134,13 +134,18 @@ fn defrag_block(inner: &Inner, b: u32) -> Result<bool, WriteError> {
                     return;
                 }
                 Ok(false) => {}
-                Err(err) => {
-                    failure = Some(err);
-                    return;
-                }
+                // Moved as it is below, its delta following it.
+                Err(err) => tracing::warn!("defragmenting block {b}: a row with a delta not folded: {err}"),
             }
         }
-        failure = move_record(inner, b, here, record, |moved| index.relocate(&key, here, moved)).err();
+        failure = move_record(inner, b, here, record, |moved| {
+            let moved_it = index.relocate(&key, here, moved);
+            if moved_it && e.has_delta() {
+                inner.deltas.rebase(table, &key, here, moved);
+            }
+            moved_it
+        })
+        .err();
     });
     if let Some(e) = failure {
         return Err(e);

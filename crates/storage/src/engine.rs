@@ -1095,8 +1095,11 @@ impl Inner {
             let (record, body) = &mut *scratch;
             let meta = encode_row(record, body, key, ikey, &cells, now_s, true);
             let replacing = old.as_ref().map_or(0, |d| d.ram_bytes());
+            // The row folded from the two must still fit in a block: a row is refused past
+            // ROW_MAX_BYTES when it is written whole, and a fold must never be.
+            let folded = e.location.len() as usize + record.len();
             let fits = record.len() <= DELTA_RECORD_MAX_BYTES
-                && record.len() <= self.writer.record_max_bytes()
+                && folded <= self.writer.record_max_bytes()
                 && self
                     .deltas
                     .has_room(body.len() as u64 + DELTA_OVERHEAD_BYTES, replacing);

@@ -262,3 +262,31 @@ fn defragmentation_folds_the_rows_whose_whole_version_it_moves() {
         );
     }
 }
+
+#[test]
+fn a_row_that_would_not_fit_a_block_once_folded_is_read_and_written_whole() {
+    let (_dir, config, device, clock) = setup(64 << 20);
+    let e = loaded(&config, &device, &clock);
+    // Close to a whole 128 KiB block, on the device.
+    let big = key(b"big");
+    e.write(big, row(10, &vec![b'x'; 120 << 10])).expect("large row");
+    e.close().expect("close");
+    let e = open_on(&config, &device, &clock);
+    let before = e.stats();
+    let update = Row {
+        cells: vec![Cell::live(1, 20, vec![b'y'; 12 << 10])],
+        ..Row::default()
+    };
+    e.write(big, update).expect("update");
+    let after = e.stats();
+    assert_eq!(
+        after.blind_writes, before.blind_writes,
+        "the row and its delta would not fit a block"
+    );
+    assert_eq!(
+        after.device_reads - before.device_reads,
+        1,
+        "the update read the row"
+    );
+    assert_eq!(column(&e, b"big", 1), Some(vec![b'y'; 12 << 10]));
+}
