@@ -14,7 +14,7 @@ use hayate_storage::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES
 use hayate_storage::format::chunks::{Chunk, ChunkList, CHUNKS_MAX};
 use hayate_storage::format::record::{
     decode_body, decode_record, decode_tombstones_body, encode_body, encode_record, encode_tombstones_body,
-    padded_len, reseal_record, RecordMeta, FLAG_CHUNKED, FLAG_DELETIONS, FLAG_RANGE_TOMBSTONES,
+    padded_len, reseal_record, RecordMeta, FLAG_CHUNKED, FLAG_DELETIONS, FLAG_DELTA, FLAG_RANGE_TOMBSTONES,
     FLAG_TOMBSTONE, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
 use hayate_storage::index::{Location, BLOCKS_MAX};
@@ -99,10 +99,11 @@ pub fn check_record(bytes: &[u8], sequence: u64) -> Option<usize> {
     assert_eq!(again.clustering_key, view.clustering_key);
     assert_eq!(again.body, view.body);
     assert_eq!(again.record_bytes, n);
-    let canonical =
-        bytes[OFFSET_FLAGS] & !(FLAG_TOMBSTONE | FLAG_DELETIONS | FLAG_RANGE_TOMBSTONES | FLAG_CHUNKED) == 0
-            && len == padded_len(unpadded)
-            && bytes[unpadded..len].iter().all(|&b| b == 0);
+    let canonical = bytes[OFFSET_FLAGS]
+        & !(FLAG_TOMBSTONE | FLAG_DELETIONS | FLAG_RANGE_TOMBSTONES | FLAG_CHUNKED | FLAG_DELTA)
+        == 0
+        && len == padded_len(unpadded)
+        && bytes[unpadded..len].iter().all(|&b| b == 0);
     assert_eq!(
         canonical,
         out[..] == bytes[..len],
@@ -297,6 +298,9 @@ pub fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let mut tomb = sequenced(sequence, 0);
     tomb.extend(sample_record(sequence, &Row::deleted(1_000, 50), true));
     out.push(("record_decode", "tombstone", tomb));
+    let mut delta = sequenced(sequence, 0);
+    delta.extend(sample_record_as(sequence, &simple_row(), false, true));
+    out.push(("record_decode", "delta", delta));
     // A record sealed for another sequence: valid only when the target reseals it.
     let mut stale = sequenced(sequence, MODE_RESEAL);
     stale.extend(sample_record(sequence + 1, &simple_row(), false));
@@ -381,6 +385,11 @@ fn sequenced(sequence: u64, mode: u8) -> Vec<u8> {
 }
 
 fn sample_record(sequence: u64, row: &Row, tombstone: bool) -> Vec<u8> {
+    sample_record_as(sequence, row, tombstone, false)
+}
+
+/// A record of `row`; with `delta`, flagged as a delta (only the cells an update set).
+fn sample_record_as(sequence: u64, row: &Row, tombstone: bool, delta: bool) -> Vec<u8> {
     let ts = row.max_timestamp_us();
     let mut body = Vec::new();
     encode_body(&mut body, row, ts);
@@ -394,6 +403,7 @@ fn sample_record(sequence: u64, row: &Row, tombstone: bool) -> Vec<u8> {
         has_deletions: row.has_deletions(),
         range_tombstones: false,
         chunked: false,
+        delta,
     };
     let mut out = Vec::new();
     encode_record(&mut out, sequence, &meta, b"partition", b"clustering", &body);
