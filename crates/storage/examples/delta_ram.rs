@@ -7,15 +7,9 @@
 
 use hayate_storage::{Cell, Engine, NamespaceConfig, Row, RowKey};
 
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|kb| kb.parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
+mod common;
+
+use common::rss_bytes;
 
 fn key(name: &[u8]) -> RowKey<'_> {
     RowKey {

@@ -27,7 +27,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::format::record::decode_body;
+use crate::format::DecodeError;
 use crate::index::{IndexKey, Location};
+use crate::row::Row;
 use crate::TableId;
 
 const SHARDS: usize = 64;
@@ -36,6 +39,14 @@ const SHARDS: usize = 64;
 /// derived: `examples/delta_ram.rs` found the process's RSS grow by 295 bytes per one-column
 /// YCSB delta, whose body is 107 bytes.
 pub(crate) const DELTA_OVERHEAD_BYTES: u64 = 192;
+
+/// A row's pending delta, decoded.
+pub(crate) struct Pending {
+    pub cells: Row,
+    /// The delta's record on the device.
+    pub location: Location,
+    pub ram_bytes: u64,
+}
 
 /// One row's pending delta.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,8 +103,32 @@ impl Deltas {
         self.bytes.load(Relaxed) + bytes <= self.budget + replacing
     }
 
+    #[cfg(test)]
     pub fn get(&self, table: TableId, key: &IndexKey) -> Option<Delta> {
         self.shard(&(table, *key)).get(&(table, *key)).cloned()
+    }
+
+    /// The row's delta decoded (without copying its body out first), if it has one and, when
+    /// `base` is given, the delta applies over that whole version. `Err` names the delta's
+    /// record, whose cells do not decode.
+    pub fn pending(
+        &self,
+        table: TableId,
+        key: &IndexKey,
+        base: Option<Location>,
+    ) -> Option<Result<Pending, (Location, DecodeError)>> {
+        let shard = self.shard(&(table, *key));
+        let d = shard
+            .get(&(table, *key))
+            .filter(|d| base.is_none_or(|b| b == d.base))?;
+        Some(match decode_body(&d.body, d.write_timestamp_us) {
+            Ok(cells) => Ok(Pending {
+                cells,
+                location: d.location,
+                ram_bytes: d.ram_bytes(),
+            }),
+            Err(detail) => Err((d.location, detail)),
+        })
     }
 
     /// The delta's record location, if the row has a delta.
@@ -155,6 +190,15 @@ impl Deltas {
             out.extend(shard.iter().map(|((t, k), d)| (*t, *k, d.clone())));
         }
         out
+    }
+
+    /// Forgets every delta (a snapshot that turned out unusable).
+    pub fn clear(&self) {
+        for shard in &self.shards {
+            shard.lock().expect("deltas lock poisoned").clear();
+        }
+        self.bytes.store(0, Relaxed);
+        self.count.store(0, Relaxed);
     }
 
     /// Pending deltas and the RAM they hold.

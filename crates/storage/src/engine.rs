@@ -13,7 +13,7 @@ use crate::blocks::{BlockTable, Claim, DeviceSet};
 use crate::cache::PostWriteCache;
 use crate::clock::{Clock, SystemClock};
 use crate::config::NamespaceConfig;
-use crate::deltas::{Delta, Deltas, DELTA_OVERHEAD_BYTES};
+use crate::deltas::{Delta, Deltas, Pending, DELTA_OVERHEAD_BYTES};
 use crate::device::{align_up, AlignedBuf, Device, FileDevice, NullDevice, ReadRing};
 use crate::error::{OpenError, ReadError, WriteError};
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
@@ -484,7 +484,7 @@ impl Engine {
             );
             return Ok(None);
         }
-        self.inner.fold_after_read(key, &index, &found);
+        self.inner.fold_after_read(key, ikey, &index, &found);
         let mut row = found.row;
         if let Some(t) = self.inner.tombstones_of(&index, ikey.token, key.partition)? {
             t.shadow(key.clustering, &mut row, now_s);
@@ -510,7 +510,7 @@ impl Engine {
         else {
             return Ok(None);
         };
-        self.inner.fold_after_read(key, &index, &found);
+        self.inner.fold_after_read(key, ikey, &index, &found);
         let mut row = found.row;
         if let Some(t) = self.inner.tombstones_of(&index, ikey.token, key.partition)? {
             t.shadow(key.clustering, &mut row, self.inner.clock.now_s());
@@ -524,10 +524,26 @@ impl Engine {
     /// [`ReadsAhead::finish`], then make the call with [`crate::ReadsDone::install`] held: the
     /// call then does not block its thread on those reads.
     pub fn read_ahead<'a>(&self, keys: impl IntoIterator<Item = RowKey<'a>>) -> Option<ReadsAhead> {
+        self.start_reads(keys.into_iter().map(|k| (k, None)))
+    }
+
+    /// [`Engine::read_ahead`] for writes of these updates: a row whose update will be written as
+    /// a delta (`deltas.rs`) is not read, so nothing is read ahead for it.
+    pub fn read_ahead_for_writes<'a>(
+        &self,
+        writes: impl IntoIterator<Item = (RowKey<'a>, &'a Row)>,
+    ) -> Option<ReadsAhead> {
+        self.start_reads(writes.into_iter().map(|(k, u)| (k, Some(u))))
+    }
+
+    fn start_reads<'a>(
+        &self,
+        calls: impl Iterator<Item = (RowKey<'a>, Option<&'a Row>)>,
+    ) -> Option<ReadsAhead> {
         let inner = &*self.inner;
         let ring = inner.ring.as_ref().filter(|r| r.is_driven())?;
         let mut reads = Vec::new();
-        for key in keys {
+        for (key, update) in calls {
             let Some(index) = inner.existing_table(key.table) else {
                 continue;
             };
@@ -535,6 +551,9 @@ impl Engine {
                 continue;
             };
             if entry.is_range_tombstones() || entry.is_chunked() {
+                continue;
+            }
+            if update.is_some_and(|u| inner.may_write_delta(&entry, u) && inner.deltas.has_room(0, 0)) {
                 continue;
             }
             let loc = entry.location;
@@ -559,21 +578,6 @@ impl Engine {
             reads,
             stats: Arc::clone(&inner.stats),
         })
-    }
-
-    /// True if writing `update` to the row at `key` now would read the row first; false when
-    /// it would be written as a delta (`deltas.rs`), or the row has no stored version. A caller
-    /// reading ahead for a write reads ahead only the rows this is true of.
-    pub fn write_reads_row(&self, key: RowKey<'_>, update: &Row) -> bool {
-        let inner = &*self.inner;
-        let Some(index) = inner.existing_table(key.table) else {
-            return false;
-        };
-        match index.get(&key.index_key()) {
-            None => false,
-            Some(e) if e.is_range_tombstones() => false,
-            Some(e) => !inner.may_write_delta(&e, update) || !inner.deltas.has_room(0, 0),
-        }
     }
 
     /// The ring that [`Engine::read_ahead`] starts reads in, for the caller's runtime to drive
@@ -1079,22 +1083,18 @@ impl Inner {
         update: Row,
         now_s: u32,
     ) -> Result<Result<Position, Row>, WriteError> {
-        let old = if e.has_delta() {
-            self.deltas.get(key.table, &ikey)
-        } else {
-            None
+        let old = match e.has_delta() {
+            true => self
+                .delta_cells(key.table, &ikey, None)
+                .map_err(WriteError::Read)?,
+            false => None,
         };
-        let mut cells = match &old {
-            Some(d) => decode_body(&d.body, d.write_timestamp_us)
-                .map_err(|detail| WriteError::Read(self.corrupt(d.location, detail)))?,
-            None => Row::default(),
-        };
+        let (mut cells, replacing) = old.map_or((Row::default(), 0), |d| (d.cells, d.ram_bytes));
         cells.merge(update, now_s, 0);
         let written = SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             let (record, body) = &mut *scratch;
             let meta = encode_row(record, body, key, ikey, &cells, now_s, true);
-            let replacing = old.as_ref().map_or(0, |d| d.ram_bytes());
             // The row folded from the two must still fit in a block: a row is refused past
             // ROW_MAX_BYTES when it is written whole, and a fold must never be.
             let folded = e.location.len() as usize + record.len();
@@ -1217,6 +1217,19 @@ impl Inner {
         Ok(pos)
     }
 
+    /// The row's delta, decoded, if it has one (over `base`, when given).
+    fn delta_cells(
+        &self,
+        table: TableId,
+        key: &IndexKey,
+        base: Option<Location>,
+    ) -> Result<Option<Pending>, ReadError> {
+        self.deltas
+            .pending(table, key, base)
+            .transpose()
+            .map_err(|(loc, detail)| self.corrupt(loc, detail))
+    }
+
     /// Drops the delta of a row whose whole version now holds its cells (or that is gone);
     /// its record is dead. The caller holds the row's lock.
     fn forget_delta(&self, table: TableId, key: &IndexKey) {
@@ -1228,11 +1241,10 @@ impl Inner {
     /// Writes a row just read whole over its delta, if it still has exactly the delta the read
     /// merged (`found.delta`): the next read then costs one device read and no merge, and the
     /// delta's RAM is free. Best effort: a failure leaves the delta as it was.
-    pub(crate) fn fold_after_read(&self, key: RowKey<'_>, index: &TableIndex, found: &Found) {
+    pub(crate) fn fold_after_read(&self, key: RowKey<'_>, ikey: IndexKey, index: &TableIndex, found: &Found) {
         let Some((base, delta_at)) = found.delta else {
             return;
         };
-        let ikey = key.index_key();
         let _row = self.row_lock(key.table, &ikey);
         let Some(e) = index.get(&ikey) else {
             return;
@@ -1257,13 +1269,14 @@ impl Inner {
         e: &Entry,
         mut base: Found,
     ) -> Result<bool, WriteError> {
-        let Some(delta) = self.deltas.get(table, &e.key).filter(|d| d.base == e.location) else {
+        let Some(delta) = self
+            .delta_cells(table, &e.key, Some(e.location))
+            .map_err(WriteError::Read)?
+        else {
             return Ok(false);
         };
-        let cells = decode_body(&delta.body, delta.write_timestamp_us)
-            .map_err(|detail| WriteError::Read(self.corrupt(delta.location, detail)))?;
         let now_s = self.clock.now_s();
-        base.row.merge(cells, now_s, 0);
+        base.row.merge(delta.cells, now_s, 0);
         let key = RowKey {
             table,
             partition: &base.partition_key,
@@ -1467,14 +1480,8 @@ impl Inner {
             if !read.has_delta() {
                 return Ok(Some(found));
             }
-            if let Some(delta) = self
-                .deltas
-                .get(table, &read.key)
-                .filter(|d| d.base == read.location)
-            {
-                let cells = decode_body(&delta.body, delta.write_timestamp_us)
-                    .map_err(|d| self.corrupt(delta.location, d))?;
-                found.row.merge(cells, self.clock.now_s(), 0);
+            if let Some(delta) = self.delta_cells(table, &read.key, Some(read.location))? {
+                found.row.merge(delta.cells, self.clock.now_s(), 0);
                 found.delta = Some((read.location, delta.location));
                 return Ok(Some(found));
             }

@@ -172,9 +172,7 @@ pub(crate) fn load(
                 path.display()
             );
             tables.write().expect("tables lock poisoned").clear();
-            for (table, key, _) in deltas.all() {
-                deltas.remove(table, &key);
-            }
+            deltas.clear();
             None
         }
     }

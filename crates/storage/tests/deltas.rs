@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{device_config, key, open_on, row, value, FaultyDevice};
+use common::{column, device_config, key, open_on, row, value, FaultyDevice};
 use hayate_storage::{Cell, Engine, ManualClock, NamespaceConfig, Row};
 
 const ROWS: u32 = 2_000;
@@ -24,15 +24,6 @@ fn two_cells(ts: i64, v: &[u8]) -> Row {
         cells: vec![Cell::live(0, ts, v.to_vec()), Cell::live(1, ts, b"one".to_vec())],
         ..Row::default()
     }
-}
-
-fn column(e: &Engine, k: &[u8], c: u32) -> Option<Vec<u8>> {
-    let r = e.get(key(k)).expect("read")?;
-    r.cells
-        .iter()
-        .find(|cell| cell.column == c)
-        .and_then(|cell| cell.value_at(0))
-        .map(<[u8]>::to_vec)
 }
 
 /// `ROWS` rows written whole, then the engine reopened from its snapshot, so that nothing is in

@@ -6,12 +6,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Crash, FaultyDevice, Rng};
-use hayate_storage::{
-    Cell, Engine, ManualClock, NamespaceConfig, ReadError, Row, RowKey, WriteError, ROW_MAX_BYTES,
-};
+use common::{key, value, Crash, FaultyDevice, Rng};
+use hayate_storage::{Cell, Engine, ManualClock, NamespaceConfig, ReadError, Row, WriteError, ROW_MAX_BYTES};
 
-const T: u32 = 1;
+const T: u32 = common::TABLE;
 const BLOCK: usize = 128 << 10;
 
 fn config(dir: &std::path::Path) -> NamespaceConfig {
@@ -23,28 +21,11 @@ fn config(dir: &std::path::Path) -> NamespaceConfig {
     c
 }
 
-fn key(k: &[u8]) -> RowKey<'_> {
-    RowKey {
-        table: T,
-        partition: k,
-        clustering: b"",
-    }
-}
-
 fn row(ts: i64, v: Vec<u8>) -> Row {
     Row {
         cells: vec![Cell::live(0, ts, v)],
         ..Row::default()
     }
-}
-
-fn value(e: &Engine, k: &[u8]) -> Option<Vec<u8>> {
-    let r = e.get(key(k)).expect("read")?;
-    r.cells
-        .iter()
-        .find(|c| c.column == 0)
-        .and_then(|c| c.value_at(0))
-        .map(<[u8]>::to_vec)
 }
 
 fn used_blocks(e: &Engine) -> u64 {

@@ -118,16 +118,15 @@ impl Replica for Engine {
     }
 
     fn read_ahead_apply(&self, mutations: &[Mutation]) -> Option<ReadsAhead> {
-        self.read_ahead(mutations.iter().filter_map(|m| match &m.kind {
-            MutationKind::Row { clustering, update } => {
-                let key = RowKey {
+        self.read_ahead_for_writes(mutations.iter().filter_map(|m| match &m.kind {
+            MutationKind::Row { clustering, update } => Some((
+                RowKey {
                     table: m.table,
                     partition: &m.partition,
                     clustering,
-                };
-                // An update written as a delta reads nothing.
-                self.write_reads_row(key, update).then_some(key)
-            }
+                },
+                update,
+            )),
             MutationKind::DeleteRange { .. } => None,
         }))
     }

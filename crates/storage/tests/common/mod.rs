@@ -33,11 +33,16 @@ pub fn row(ts: i64, v: &[u8]) -> Row {
 
 /// Column 0 of `k`'s row as read now, if the row and the cell are there.
 pub fn value(e: &Engine, k: &[u8]) -> Option<Vec<u8>> {
+    column(e, k, 0)
+}
+
+/// Column `c` of `k`'s row as read now, if the row and the cell are there.
+pub fn column(e: &Engine, k: &[u8], c: u32) -> Option<Vec<u8>> {
     let r = e.get(key(k)).expect("read")?;
     r.cells
         .iter()
-        .find(|c| c.column == 0)
-        .and_then(|c| c.value_at(0))
+        .find(|cell| cell.column == c)
+        .and_then(|cell| cell.value_at(0))
         .map(<[u8]>::to_vec)
 }
 
