@@ -14,8 +14,8 @@
 //! - defragmentation moves the base: the block is in memory, so again no read;
 //! - a write that is not blind (a deletion, a TTL) reads the row, as every write did before.
 //!
-//! The buffer holds at most `delta_buffer_bytes`; an update that finds it full reads the row
-//! and writes it whole, as before. With uniform keys the reads a blind update saves come back
+//! The buffer holds at most `delta_buffer_bytes`, the last sixteenth for rows that already have
+//! a delta; an update that finds it full reads the row and writes it whole, as before. With uniform keys the reads a blind update saves come back
 //! only when the row is read again while its delta is here, so the buffer's size decides the
 //! saving (`bench/blind-updates.py` models it).
 //!
@@ -34,6 +34,11 @@ use crate::row::Row;
 use crate::TableId;
 
 const SHARDS: usize = 64;
+/// New deltas stop at `budget - budget / RESERVE_SHARE`; the rest is for rows that already have
+/// a delta. Reads and defragmentation fold deltas as fast as updates make them, so the buffer
+/// runs full: without a reserve, a second update of a row whose delta grows would find no room
+/// and read the row, a device read that the delta existed to save.
+const RESERVE_SHARE: u64 = 16;
 /// What a delta costs in RAM beyond its body: the map's slot (key and fields, 72 bytes) at the
 /// map's load factor, and the allocator's rounding and header for the body. Measured, not
 /// derived: `examples/delta_ram.rs` found the process's RSS grow by 295 bytes per one-column
@@ -97,9 +102,15 @@ impl Deltas {
         self.shards[i].lock().expect("deltas lock poisoned")
     }
 
-    /// True if a delta of `bytes` may replace one of `replacing` bytes without passing the
-    /// budget.
-    pub fn has_room(&self, bytes: u64, replacing: u64) -> bool {
+    /// True if a row without a delta may take one of `bytes`. The last part of the budget
+    /// ([`RESERVE_SHARE`]) is kept for rows that already have one.
+    pub fn has_room_for_new(&self, bytes: u64) -> bool {
+        self.bytes.load(Relaxed) + bytes <= self.budget - self.budget / RESERVE_SHARE
+    }
+
+    /// True if a row's delta of `replacing` bytes may be replaced by one of `bytes` without
+    /// passing the budget.
+    pub fn has_room_to_replace(&self, bytes: u64, replacing: u64) -> bool {
         self.bytes.load(Relaxed) + bytes <= self.budget + replacing
     }
 
@@ -233,11 +244,23 @@ mod tests {
         let budget = 2 * (100 + DELTA_OVERHEAD_BYTES);
         let d = Deltas::new(budget);
         assert!(d.enabled());
-        assert!(d.has_room(100 + DELTA_OVERHEAD_BYTES, 0));
+        assert!(d.has_room_for_new(100 + DELTA_OVERHEAD_BYTES));
         assert_eq!(d.insert(7, key(1), delta(100, 0)), None);
+        assert!(
+            !d.has_room_for_new(100 + DELTA_OVERHEAD_BYTES),
+            "the reserve is not for new rows"
+        );
+        assert!(
+            d.has_room_to_replace(100 + DELTA_OVERHEAD_BYTES, 0),
+            "it is for rows with a delta"
+        );
         assert_eq!(d.insert(7, key(2), delta(100, 64)), None);
         assert_eq!(d.usage(), (2, budget));
-        assert!(!d.has_room(16 + DELTA_OVERHEAD_BYTES, 0), "full");
+        assert!(
+            !d.has_room_to_replace(101 + DELTA_OVERHEAD_BYTES, 100 + DELTA_OVERHEAD_BYTES),
+            "full"
+        );
+        assert!(d.has_room_to_replace(100 + DELTA_OVERHEAD_BYTES, 100 + DELTA_OVERHEAD_BYTES));
         let old = d.insert(7, key(2), delta(50, 128)).expect("replaced");
         assert_eq!(old.location, Location::new(2, 64, 64));
         assert_eq!(d.usage(), (2, budget - 50));

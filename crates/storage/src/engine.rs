@@ -19,8 +19,8 @@ use crate::error::{OpenError, ReadError, WriteError};
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
 use crate::format::chunks::ChunkList;
 use crate::format::record::{
-    decode_body, decode_record, decode_tombstones_body, encode_body, encode_record, encode_tombstones_body,
-    RecordMeta, RecordView,
+    body_bytes_at_most, decode_body, decode_record, decode_tombstones_body, encode_body, encode_record,
+    encode_tombstones_body, RecordMeta, RecordView,
 };
 use crate::format::DecodeError;
 use crate::index::{
@@ -553,7 +553,7 @@ impl Engine {
             if entry.is_range_tombstones() || entry.is_chunked() {
                 continue;
             }
-            if update.is_some_and(|u| inner.may_write_delta(&entry, u) && inner.deltas.has_room(0, 0)) {
+            if update.is_some_and(|u| inner.may_write_delta(&entry, u) && inner.delta_may_fit(&entry, u)) {
                 continue;
             }
             let loc = entry.location;
@@ -1071,6 +1071,19 @@ impl Inner {
             && update.sets_only()
     }
 
+    /// Whether an update of the row `e` points at would find room as a delta, judged before it
+    /// is encoded, by the most its cells can take. Reads ahead use it: an update that finds no
+    /// room reads its row, and that read must have been started ahead, or it blocks a service
+    /// thread. (A merged delta may, rarely, take more than the old one plus the update: its
+    /// timestamps are encoded against a new base. Then the write reads without a read ahead.)
+    fn delta_may_fit(&self, e: &Entry, update: &Row) -> bool {
+        let most = body_bytes_at_most(update) as u64;
+        match e.has_delta() {
+            true => self.deltas.has_room_to_replace(most, 0),
+            false => self.deltas.has_room_for_new(most + DELTA_OVERHEAD_BYTES),
+        }
+    }
+
     /// Appends `update` (merged into the row's pending delta) as the row's delta; `Err` gives
     /// the merged cells back when the delta buffer has no room for them. The caller holds the
     /// row's lock.
@@ -1089,7 +1102,7 @@ impl Inner {
                 .map_err(WriteError::Read)?,
             false => None,
         };
-        let (mut cells, replacing) = old.map_or((Row::default(), 0), |d| (d.cells, d.ram_bytes));
+        let (mut cells, replacing) = old.map_or((Row::default(), None), |d| (d.cells, Some(d.ram_bytes)));
         cells.merge(update, now_s, 0);
         let written = SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
@@ -1098,11 +1111,13 @@ impl Inner {
             // The row folded from the two must still fit in a block: a row is refused past
             // ROW_MAX_BYTES when it is written whole, and a fold must never be.
             let folded = e.location.len() as usize + record.len();
+            let bytes = body.len() as u64 + DELTA_OVERHEAD_BYTES;
             let fits = record.len() <= DELTA_RECORD_MAX_BYTES
                 && folded <= self.writer.record_max_bytes()
-                && self
-                    .deltas
-                    .has_room(body.len() as u64 + DELTA_OVERHEAD_BYTES, replacing);
+                && match replacing {
+                    Some(old) => self.deltas.has_room_to_replace(bytes, old),
+                    None => self.deltas.has_room_for_new(bytes),
+                };
             if !fits {
                 return Ok(None);
             }

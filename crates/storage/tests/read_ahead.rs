@@ -168,3 +168,56 @@ fn nothing_is_read_ahead_without_a_driver_or_with_io_uring_off() {
     assert!(e.read_ahead([key(b"a")]).is_none());
     assert_eq!(value(&e, b"a").as_deref(), Some(&b"v"[..]));
 }
+
+/// An update that will find the delta buffer full reads its row, so its row is read ahead; one
+/// that will be written as a delta is not, and a row that already has a delta still takes an
+/// update into it when the buffer is full for new ones.
+#[test]
+fn a_write_that_will_find_the_delta_buffer_full_has_its_row_read_ahead() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut c = NamespaceConfig::with_file("test", dir.path(), 64 << 20);
+    c.block_size_bytes = BLOCK as u32;
+    c.post_write_cache_bytes = 4 * BLOCK as u64;
+    // Room for one small delta, not two.
+    c.delta_buffer_bytes = 400;
+    let e = Engine::open(c).expect("open");
+    let Some(ring) = e.read_ring() else {
+        return;
+    };
+    ring.on_queued(|| {});
+    write_then_push_out(&e, b"a", b"first");
+    write_then_push_out(&e, b"b", b"first");
+    let mut update = row(2, b"second");
+    update.cells[0].column = 1;
+
+    // With room, an update is written as a delta: nothing to read.
+    assert!(e.read_ahead_for_writes([(key(b"a"), &update)]).is_none());
+    let before = e.stats();
+    e.write(key(b"a"), update.clone()).expect("write");
+    assert_eq!(e.stats().blind_writes, before.blind_writes + 1);
+    assert_eq!(e.stats().device_reads, before.device_reads);
+
+    // Full for a new delta: `b` is read ahead, and its write reads nothing itself.
+    let ahead = e
+        .read_ahead_for_writes([(key(b"b"), &update), (key(b"a"), &update)])
+        .expect("b's row read ahead");
+    assert_eq!(ahead.len(), 1, "a, which has a delta, takes the update into it");
+    let done = finish(&e, ahead);
+    let before = e.stats();
+    {
+        let _installed = done.install();
+        e.write(key(b"b"), update.clone()).expect("write b");
+        e.write(key(b"a"), row(3, b"third")).expect("write a");
+    }
+    let after = e.stats();
+    assert_eq!(after.device_reads, before.device_reads, "b's read was read ahead");
+    assert_eq!(
+        after.blind_writes,
+        before.blind_writes + 1,
+        "only a's update is a delta"
+    );
+    assert_eq!(common::column(&e, b"b", 1).as_deref(), Some(&b"second"[..]));
+    assert_eq!(common::column(&e, b"b", 0).as_deref(), Some(&b"first"[..]));
+    assert_eq!(common::column(&e, b"a", 0).as_deref(), Some(&b"third"[..]));
+    assert_eq!(common::column(&e, b"a", 1).as_deref(), Some(&b"second"[..]));
+}
