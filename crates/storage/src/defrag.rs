@@ -8,7 +8,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::blocks::{BlockState, Claim};
-use crate::device::AlignedBuf;
+use crate::device::{read_in_pieces, AlignedBuf};
 use crate::engine::{decode_found, Inner};
 use crate::error::WriteError;
 use crate::index::{IndexKey, Location};
@@ -82,12 +82,10 @@ fn defrag_block(inner: &Inner, b: u32) -> Result<bool, WriteError> {
         None => {
             let (device, offset) = inner.devices.locate(b);
             let mut fresh = AlignedBuf::zeroed(inner.config.block_size_bytes as usize);
-            device
-                .read_at(&mut fresh, offset)
-                .map_err(|source| WriteError::Io {
-                    device: device.name(),
-                    source,
-                })?;
+            read_in_pieces(device, &mut fresh, offset).map_err(|source| WriteError::Io {
+                device: device.name(),
+                source,
+            })?;
             owned = Owned::Read(fresh);
             owned.bytes()
         }

@@ -55,10 +55,81 @@ pub trait Device: Send + Sync {
     }
 }
 
+/// Defragmentation reads a block in pieces of at most this many bytes, one after another. A
+/// virtual disk that serves its requests one at a time would otherwise keep every record read
+/// that arrives during a 1 MiB read waiting for all of it: in 5-minute A/Bs on this project's
+/// VMs, the read p99 while defragmentation ramps up fell from 1.9-2.1 to 1.5 ms. (The flusher's
+/// block writes in pieces gained as much on reads but cost the load 11% of its insert rate,
+/// so they go whole.)
+pub const BACKGROUND_PIECE_BYTES: usize = 128 << 10;
+
+/// [`Device::read_at`] in pieces of [`BACKGROUND_PIECE_BYTES`], for background reads.
+pub(crate) fn read_in_pieces(device: &dyn Device, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    for (i, piece) in buf.chunks_mut(BACKGROUND_PIECE_BYTES).enumerate() {
+        device.read_at(piece, offset + (i * BACKGROUND_PIECE_BYTES) as u64)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn align_down(x: usize) -> usize {
     x / IO_ALIGN_BYTES * IO_ALIGN_BYTES
 }
 
 pub(crate) fn align_up(x: usize) -> usize {
     x.div_ceil(IO_ALIGN_BYTES) * IO_ALIGN_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A device in RAM that remembers the length of each request.
+    struct Recording {
+        mem: MemDevice,
+        lengths: Mutex<Vec<usize>>,
+    }
+
+    impl Device for Recording {
+        fn size_bytes(&self) -> u64 {
+            self.mem.size_bytes()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.lengths.lock().expect("lock").push(buf.len());
+            self.mem.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.lengths.lock().expect("lock").push(buf.len());
+            self.mem.write_at(buf, offset)
+        }
+        fn sync(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn name(&self) -> String {
+            "recording".into()
+        }
+    }
+
+    /// A block is read in pieces no larger than the limit, and comes back whole and in place.
+    #[test]
+    fn a_background_read_goes_in_pieces_and_arrives_whole() {
+        let device = Recording {
+            mem: MemDevice::new(4 << 20),
+            lengths: Mutex::new(Vec::new()),
+        };
+        let mut block = AlignedBuf::zeroed((1 << 20) + 3 * IO_ALIGN_BYTES);
+        for (i, b) in block.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        device.mem.write_at(&block, 1 << 20).expect("write");
+        let mut back = AlignedBuf::zeroed(block.len());
+        read_in_pieces(&device, &mut back, 1 << 20).expect("read");
+        assert!(back[..] == block[..], "read back what was written, in place");
+        let lengths = device.lengths.lock().expect("lock").clone();
+        assert_eq!(lengths.len(), 9, "eight whole pieces and a tail: {lengths:?}");
+        assert!(lengths
+            .iter()
+            .all(|&l| l <= BACKGROUND_PIECE_BYTES && l % IO_ALIGN_BYTES == 0));
+    }
 }
