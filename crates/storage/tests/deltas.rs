@@ -225,20 +225,26 @@ fn defragmentation_folds_the_rows_whose_whole_version_it_moves() {
     for k in 0..ROWS {
         e.write(key(&name(k)), row(20, b"delta")).expect("update");
     }
+    let before = e.stats();
+    let mut deleted = 0;
     for k in 0..ROWS {
         if k % 3 != 0 {
             e.write(key(&name(k)), Row::deleted(15, 1_700_000_000))
                 .expect("delete");
+            deleted += 1;
         }
     }
-    let before = e.stats();
-    assert!(e.defrag_now() > 0, "defragmentation freed nothing");
+    // The background defragmenter may get there first: the counters tell, not the return.
+    e.defrag_now();
     let after = e.stats();
+    assert!(after.defrag_blocks > before.defrag_blocks, "defragmentation freed nothing");
+    // Each deletion folds its row's delta too; the rows left folded only if defragmentation
+    // folded them.
     assert!(
-        after.delta_folds > before.delta_folds,
+        after.delta_folds > before.delta_folds + deleted,
         "defragmentation moved whole versions with deltas without folding them"
     );
-    assert!(after.deltas < before.deltas);
+    assert!(after.deltas < before.deltas - deleted);
     for k in (0..ROWS).step_by(3) {
         assert_eq!(value(&e, &name(k)).as_deref(), Some(&b"delta"[..]), "row {k}");
         assert_eq!(column(&e, &name(k), 1).as_deref(), Some(&b"one"[..]), "row {k}");
