@@ -19,7 +19,7 @@ use crate::error::{OpenError, ReadError, WriteError};
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
 use crate::format::chunks::ChunkList;
 use crate::format::record::{
-    body_bytes_at_most, decode_body, decode_record, decode_tombstones_body, encode_body, encode_record,
+    body_bytes, decode_body, decode_record, decode_tombstones_body, encode_body, encode_record,
     encode_tombstones_body, RecordMeta, RecordView,
 };
 use crate::format::DecodeError;
@@ -1072,15 +1072,16 @@ impl Inner {
     }
 
     /// Whether an update of the row `e` points at would find room as a delta, judged before it
-    /// is encoded, by the most its cells can take. Reads ahead use it: an update that finds no
-    /// room reads its row, and that read must have been started ahead, or it blocks a service
-    /// thread. (A merged delta may, rarely, take more than the old one plus the update: its
-    /// timestamps are encoded against a new base. Then the write reads without a read ahead.)
+    /// is written. Reads ahead use it: an update that finds no room reads its row, and that read
+    /// must have been started ahead, or it blocks a service thread. A first delta is exactly the
+    /// update's cells; a merged one is about the old delta plus them (its timestamps are
+    /// encoded against a new base, so it may take a few bytes more: then the write, rarely,
+    /// reads its row without a read ahead).
     fn delta_may_fit(&self, e: &Entry, update: &Row) -> bool {
-        let most = body_bytes_at_most(update) as u64;
+        let bytes = body_bytes(update, update.max_timestamp_us()) as u64;
         match e.has_delta() {
-            true => self.deltas.has_room_to_replace(most, 0),
-            false => self.deltas.has_room_for_new(most + DELTA_OVERHEAD_BYTES),
+            true => self.deltas.has_room_to_replace(bytes, 0),
+            false => self.deltas.has_room_for_new(bytes + DELTA_OVERHEAD_BYTES),
         }
     }
 
