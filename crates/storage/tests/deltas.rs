@@ -237,7 +237,10 @@ fn defragmentation_folds_the_rows_whose_whole_version_it_moves() {
     // The background defragmenter may get there first: the counters tell, not the return.
     e.defrag_now();
     let after = e.stats();
-    assert!(after.defrag_blocks > before.defrag_blocks, "defragmentation freed nothing");
+    assert!(
+        after.defrag_blocks > before.defrag_blocks,
+        "defragmentation freed nothing"
+    );
     // Each deletion folds its row's delta too; the rows left folded only if defragmentation
     // folded them.
     assert!(

@@ -58,9 +58,9 @@ pub trait Device: Send + Sync {
 /// Defragmentation reads a block in pieces of at most this many bytes, one after another. A
 /// virtual disk that serves its requests one at a time would otherwise keep every record read
 /// that arrives during a 1 MiB read waiting for all of it: in 5-minute A/Bs on this project's
-/// VMs, the read p99 while defragmentation ramps up fell from 1.9-2.1 to 1.5 ms. (The flusher's
-/// block writes in pieces gained as much on reads but cost the load 11% of its insert rate,
-/// so they go whole.)
+/// VMs, the read p99 while defragmentation ramps up fell from 1.9-2.1 to 1.5-1.8 ms. (The
+/// flusher's block writes in pieces gained as much on reads but cost the load 11% of its
+/// insert rate, so they go whole.)
 pub const BACKGROUND_PIECE_BYTES: usize = 128 << 10;
 
 /// [`Device::read_at`] in pieces of [`BACKGROUND_PIECE_BYTES`], for background reads.
