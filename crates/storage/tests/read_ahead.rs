@@ -14,11 +14,17 @@ use hayate_storage::{Engine, NamespaceConfig, ReadsAhead, ReadsDone};
 
 const BLOCK: usize = 128 << 10;
 
-fn open(dir: &std::path::Path) -> Engine {
+/// Small blocks, and a post-write cache with room for a few only, so that older rows are read
+/// from the device.
+fn config(dir: &std::path::Path) -> NamespaceConfig {
     let mut c = NamespaceConfig::with_file("test", dir, 64 << 20);
     c.block_size_bytes = BLOCK as u32;
-    // Room for a few blocks only, so that older rows are read from the device.
     c.post_write_cache_bytes = 4 * BLOCK as u64;
+    c
+}
+
+fn open(dir: &std::path::Path) -> Engine {
+    let mut c = config(dir);
     c.defrag_sleep_us = 0;
     let e = Engine::open(c).expect("open");
     // The test drives the ring by hand (`finish`): a driver must be attached for reads to start.
@@ -154,9 +160,7 @@ fn a_stale_read_ahead_is_never_served() {
 #[test]
 fn nothing_is_read_ahead_without_a_driver_or_with_io_uring_off() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut c = NamespaceConfig::with_file("test", dir.path(), 64 << 20);
-    c.block_size_bytes = BLOCK as u32;
-    c.post_write_cache_bytes = 4 * BLOCK as u64;
+    let mut c = config(dir.path());
     let e = Engine::open(c.clone()).expect("open");
     write_then_push_out(&e, b"a", b"v");
     // No driver attached: a read started now would never be submitted.
@@ -175,9 +179,7 @@ fn nothing_is_read_ahead_without_a_driver_or_with_io_uring_off() {
 #[test]
 fn a_write_that_will_find_the_delta_buffer_full_has_its_row_read_ahead() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut c = NamespaceConfig::with_file("test", dir.path(), 64 << 20);
-    c.block_size_bytes = BLOCK as u32;
-    c.post_write_cache_bytes = 4 * BLOCK as u64;
+    let mut c = config(dir.path());
     // Room for one small delta, not two.
     c.delta_buffer_bytes = 400;
     let e = Engine::open(c).expect("open");
