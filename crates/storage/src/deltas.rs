@@ -15,9 +15,10 @@
 //! - a write that is not blind (a deletion, a TTL) reads the row, as every write did before.
 //!
 //! The buffer holds at most `delta_buffer_bytes`, the last sixteenth for rows that already have
-//! a delta; an update that finds it full reads the row and writes it whole, as before. With uniform keys the reads a blind update saves come back
-//! only when the row is read again while its delta is here, so the buffer's size decides the
-//! saving (`bench/blind-updates.py` models it).
+//! a delta; an update that finds it full reads the row and writes it whole, as before. With
+//! uniform keys the reads a blind update saves come back only when the row is read again while
+//! its delta is here, so the buffer's size decides the saving (`bench/blind-updates.py` models
+//! it).
 //!
 //! Cold start finds each row's newest delta record and keeps it if it is newer than the row's
 //! newest whole version (`recovery.rs`); a clean shutdown saves the buffer in the index
@@ -102,16 +103,15 @@ impl Deltas {
         self.shards[i].lock().expect("deltas lock poisoned")
     }
 
-    /// True if a row without a delta may take one of `bytes`. The last part of the budget
-    /// ([`RESERVE_SHARE`]) is kept for rows that already have one.
-    pub fn has_room_for_new(&self, bytes: u64) -> bool {
-        self.bytes.load(Relaxed) + bytes <= self.budget - self.budget / RESERVE_SHARE
-    }
-
-    /// True if a row's delta of `replacing` bytes may be replaced by one of `bytes` without
-    /// passing the budget.
-    pub fn has_room_to_replace(&self, bytes: u64, replacing: u64) -> bool {
-        self.bytes.load(Relaxed) + bytes <= self.budget + replacing
+    /// True if a delta of `bytes` may be taken: by a row without one (`replacing` is `None`),
+    /// within the budget less its last part ([`RESERVE_SHARE`]); or in place of the row's delta
+    /// of `replacing` bytes, within the whole budget.
+    pub fn has_room(&self, bytes: u64, replacing: Option<u64>) -> bool {
+        let limit = match replacing {
+            None => self.budget - self.budget / RESERVE_SHARE,
+            Some(old) => self.budget + old,
+        };
+        self.bytes.load(Relaxed) + bytes <= limit
     }
 
     #[cfg(test)]
@@ -244,23 +244,23 @@ mod tests {
         let budget = 2 * (100 + DELTA_OVERHEAD_BYTES);
         let d = Deltas::new(budget);
         assert!(d.enabled());
-        assert!(d.has_room_for_new(100 + DELTA_OVERHEAD_BYTES));
+        assert!(d.has_room(100 + DELTA_OVERHEAD_BYTES, None));
         assert_eq!(d.insert(7, key(1), delta(100, 0)), None);
         assert!(
-            !d.has_room_for_new(100 + DELTA_OVERHEAD_BYTES),
+            !d.has_room(100 + DELTA_OVERHEAD_BYTES, None),
             "the reserve is not for new rows"
         );
         assert!(
-            d.has_room_to_replace(100 + DELTA_OVERHEAD_BYTES, 0),
+            d.has_room(100 + DELTA_OVERHEAD_BYTES, Some(0)),
             "it is for rows with a delta"
         );
         assert_eq!(d.insert(7, key(2), delta(100, 64)), None);
         assert_eq!(d.usage(), (2, budget));
         assert!(
-            !d.has_room_to_replace(101 + DELTA_OVERHEAD_BYTES, 100 + DELTA_OVERHEAD_BYTES),
+            !d.has_room(101 + DELTA_OVERHEAD_BYTES, Some(100 + DELTA_OVERHEAD_BYTES)),
             "full"
         );
-        assert!(d.has_room_to_replace(100 + DELTA_OVERHEAD_BYTES, 100 + DELTA_OVERHEAD_BYTES));
+        assert!(d.has_room(100 + DELTA_OVERHEAD_BYTES, Some(100 + DELTA_OVERHEAD_BYTES)));
         let old = d.insert(7, key(2), delta(50, 128)).expect("replaced");
         assert_eq!(old.location, Location::new(2, 64, 64));
         assert_eq!(d.usage(), (2, budget - 50));

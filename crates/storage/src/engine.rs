@@ -1080,8 +1080,8 @@ impl Inner {
     fn delta_may_fit(&self, e: &Entry, update: &Row) -> bool {
         let bytes = body_bytes(update, update.max_timestamp_us()) as u64;
         match e.has_delta() {
-            true => self.deltas.has_room_to_replace(bytes, 0),
-            false => self.deltas.has_room_for_new(bytes + DELTA_OVERHEAD_BYTES),
+            true => self.deltas.has_room(bytes, Some(0)),
+            false => self.deltas.has_room(bytes + DELTA_OVERHEAD_BYTES, None),
         }
     }
 
@@ -1115,10 +1115,7 @@ impl Inner {
             let bytes = body.len() as u64 + DELTA_OVERHEAD_BYTES;
             let fits = record.len() <= DELTA_RECORD_MAX_BYTES
                 && folded <= self.writer.record_max_bytes()
-                && match replacing {
-                    Some(old) => self.deltas.has_room_to_replace(bytes, old),
-                    None => self.deltas.has_room_for_new(bytes),
-                };
+                && self.deltas.has_room(bytes, replacing);
             if !fits {
                 return Ok(None);
             }
