@@ -26,6 +26,11 @@ use super::AlignedBuf;
 const RING_ENTRIES: u32 = 256;
 
 pub struct ReadRing {
+    /// Outside the lock: [`ReadRing::submit`] makes its system call without holding it, so a
+    /// thread starting or finishing a read never sleeps while another's submission rings the
+    /// device's doorbell (on a virtual machine, an exit to the hypervisor).
+    ring: IoUring,
+    /// The slots, and the sole right to touch the submission and completion queues.
     state: Mutex<State>,
     fd: RawFd,
     /// Called when a read is queued into an empty batch: the driver should submit soon.
@@ -36,7 +41,6 @@ pub struct ReadRing {
 }
 
 struct State {
-    ring: IoUring,
     /// One slot per read in the ring, by `user_data`.
     slots: Vec<Slot>,
     free: Vec<u32>,
@@ -70,8 +74,8 @@ impl ReadRing {
         let ring = IoUring::new(RING_ENTRIES)?;
         let fd = ring.as_raw_fd();
         Ok(ReadRing {
+            ring,
             state: Mutex::new(State {
-                ring,
                 slots: (0..RING_ENTRIES).map(|_| Slot::Free).collect(),
                 free: (0..RING_ENTRIES).rev().collect(),
                 queued: 0,
@@ -114,10 +118,13 @@ impl ReadRing {
                 .user_data(u64::from(id));
             // SAFETY: the buffer is kept in its slot until the completion for `id` is reaped,
             // whatever happens to the future, and the descriptor outlives the engine's reads.
-            let pushed = unsafe { state.ring.submission().push(&entry) };
+            // The submission queue is only touched under the state lock, which this holds.
+            let pushed = unsafe { self.ring.submission_shared().push(&entry) };
             if pushed.is_err() {
                 // The submission queue is full of queued reads: send them, then queue this one.
-                if state.ring.submit().is_err() || unsafe { state.ring.submission().push(&entry) }.is_err() {
+                if self.ring.submit().is_err()
+                    || unsafe { self.ring.submission_shared().push(&entry) }.is_err()
+                {
                     state.free.push(id);
                     return None;
                 }
@@ -140,14 +147,18 @@ impl ReadRing {
         })
     }
 
-    /// Submits every queued read in one system call.
+    /// Submits every queued read in one system call, made without the lock: the kernel takes
+    /// what the queue's tail, published at each push, shows at that moment, including reads
+    /// queued meanwhile.
     pub fn submit(&self) -> io::Result<usize> {
-        let mut state = self.state.lock().expect("ring lock poisoned");
-        if state.queued == 0 {
-            return Ok(0);
+        {
+            let mut state = self.state.lock().expect("ring lock poisoned");
+            if state.queued == 0 {
+                return Ok(0);
+            }
+            state.queued = 0;
         }
-        state.queued = 0;
-        state.ring.submit()
+        self.ring.submit()
     }
 
     /// Takes every completion there is and wakes the reads' tasks; returns how many.
@@ -156,10 +167,9 @@ impl ReadRing {
         let mut n = 0;
         {
             let mut state = self.state.lock().expect("ring lock poisoned");
-            let State {
-                ring, slots, free, ..
-            } = &mut *state;
-            for cqe in ring.completion() {
+            let State { slots, free, .. } = &mut *state;
+            // SAFETY: the completion queue is only touched under the state lock, held here.
+            for cqe in unsafe { self.ring.completion_shared() } {
                 let (id, rc) = (cqe.user_data(), cqe.result());
                 n += 1;
                 let slot = &mut slots[id as usize];
