@@ -73,23 +73,27 @@ pub(crate) fn pass(inner: &Inner) -> usize {
 /// Moves every live record out of block `b`. Ok(false) if some live data could not be reached.
 fn defrag_block(inner: &Inner, b: u32) -> Result<bool, WriteError> {
     let sequence = inner.blocks.sequence(b);
-    let owned;
-    let buf: &[u8] = match inner.cache.get(b, sequence) {
-        Some(cached) => {
-            owned = Owned::Cached(cached);
-            owned.bytes()
-        }
-        None => {
-            let (device, offset) = inner.devices.locate(b);
-            let mut fresh = AlignedBuf::zeroed(inner.config.block_size_bytes as usize);
-            read_in_pieces(device, &mut fresh, offset).map_err(|source| WriteError::Io {
-                device: device.name(),
-                source,
-            })?;
-            owned = Owned::Read(fresh);
-            owned.bytes()
-        }
-    };
+    if let Some(cached) = inner.cache.get(b, sequence) {
+        return move_live_records(inner, b, sequence, &cached);
+    }
+    let (device, offset) = inner.devices.locate(b);
+    // Read whole, so none of a spare's old bytes are left.
+    let len = inner.config.block_size_bytes as usize;
+    let mut read = inner
+        .cache
+        .take_spare(len)
+        .unwrap_or_else(|| AlignedBuf::zeroed(len));
+    read_in_pieces(device, &mut read, offset).map_err(|source| WriteError::Io {
+        device: device.name(),
+        source,
+    })?;
+    let moved = move_live_records(inner, b, sequence, &read);
+    inner.cache.give_spare(read);
+    moved
+}
+
+/// Moves every live record out of block `b`, whose bytes at `sequence` are `buf`.
+fn move_live_records(inner: &Inner, b: u32, sequence: u64, buf: &[u8]) -> Result<bool, WriteError> {
     let mut failure = None;
     let end = walk_block(buf, sequence, |offset, view| {
         if failure.is_some() {
@@ -184,18 +188,4 @@ fn move_record(
     }
     inner.stats.add_defrag_bytes(u64::from(here.len()));
     Ok(())
-}
-
-enum Owned {
-    Cached(Arc<AlignedBuf>),
-    Read(AlignedBuf),
-}
-
-impl Owned {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Owned::Cached(b) => b,
-            Owned::Read(b) => b,
-        }
-    }
 }

@@ -311,7 +311,13 @@ impl Writer {
         st.next_sequence += 1;
         self.blocks.set_sequence(block, sequence);
         self.blocks.set_state(block, BlockState::Open);
-        let mut buf = AlignedBuf::zeroed(self.devices.block_size_bytes() as usize);
+        // A spare from the cache holds an old block's bytes past the header: appends overwrite
+        // them up to `used`, and `seal` zeroes the rest.
+        let block_bytes = self.devices.block_size_bytes() as usize;
+        let mut buf = self
+            .cache
+            .take_spare(block_bytes)
+            .unwrap_or_else(|| AlignedBuf::zeroed(block_bytes));
         buf[..BLOCK_HEADER_BYTES].copy_from_slice(&header);
         self.open_sequence.store(sequence, Ordering::Release);
         st.open = Some(OpenBlock {
@@ -338,7 +344,10 @@ impl Writer {
     }
 
     fn seal(&self, st: &mut WriterState) {
-        let Some(open) = st.open.take() else { return };
+        let Some(mut open) = st.open.take() else { return };
+        // Past the last record the block is zeros, on the device (a clean end for cold start)
+        // and in the cache (a clean end for defragmentation's walk), whatever the buffer held.
+        open.buf[open.used..].fill(0);
         let buf = Arc::new(open.buf);
         // Into the cache before the block leaves the writer, so a reader that misses it in one
         // finds it in the other.
