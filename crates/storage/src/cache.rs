@@ -152,13 +152,11 @@ impl PostWriteCache {
             }
             removed
         };
-        if let Some(c) = removed {
-            self.keep_spares(vec![c.buf]);
-        }
+        self.keep_spares(removed.map(|c| c.buf));
     }
 
     /// Keeps the buffers that nothing else holds as spares, up to [`SPARES_MAX`] of them.
-    fn keep_spares(&self, left: Vec<Arc<AlignedBuf>>) {
+    fn keep_spares(&self, left: impl IntoIterator<Item = Arc<AlignedBuf>>) {
         for buf in left {
             if let Ok(buf) = Arc::try_unwrap(buf) {
                 self.give_spare(buf);
