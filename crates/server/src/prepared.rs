@@ -22,6 +22,8 @@ pub struct PreparedStatement {
     pub prepared: Prepared,
     /// v5: the id of the result metadata, which EXECUTE sends back.
     pub result_metadata_id: [u8; 16],
+    /// Planning work each EXECUTE of the statement reuses.
+    pub memo: crate::query::Memo,
 }
 
 #[derive(Default)]

@@ -179,7 +179,7 @@ pub fn run(ctx: &Context<'_>, authorizer: &Authorizer, stmt: &Statement) -> Quer
                     ["role", "username", "resource", "permission"]
                         .into_iter()
                         .map(|n| spec_of("permissions", n, ColumnType::Varchar))
-                        .collect(),
+                        .collect::<Vec<_>>(),
                 ),
                 rows_count: rows.len(),
                 rows_content: content,

@@ -19,6 +19,8 @@
 //! Rows are kept pre-encoded (`rows_content`) so the executor can serialise cells straight
 //! into the response buffer without building a tree of values per row.
 
+use std::sync::Arc;
+
 use super::event::SchemaChange;
 use crate::wire::{
     read_bytes, read_int, read_short, read_short_bytes, read_string, write_bytes, write_int, write_short,
@@ -324,7 +326,9 @@ pub struct RowsMetadata {
     /// count of columns is sent, and `columns` is ignored.
     pub no_metadata: bool,
     pub columns_count: usize,
-    pub columns: Vec<ColumnSpec>,
+    /// Shared, so a prepared statement's columns are described once and each page of its
+    /// results borrows them.
+    pub columns: Arc<[ColumnSpec]>,
     /// v5: the client's result metadata id was stale; this is the current one, and the full
     /// metadata goes with it. Not sent before v5.
     pub new_metadata_id: Option<Vec<u8>>,
@@ -332,7 +336,8 @@ pub struct RowsMetadata {
 
 impl RowsMetadata {
     /// Metadata describing `columns`.
-    pub fn new(columns: Vec<ColumnSpec>) -> RowsMetadata {
+    pub fn new(columns: impl Into<Arc<[ColumnSpec]>>) -> RowsMetadata {
+        let columns = columns.into();
         RowsMetadata {
             paging_state: None,
             no_metadata: false,
@@ -395,9 +400,9 @@ impl RowsMetadata {
         };
         let no_metadata = flags & metadata_flags::NO_METADATA != 0;
         let columns = if no_metadata {
-            Vec::new()
+            Arc::from([])
         } else {
-            decode_column_specs(buf, flags, columns_count)?
+            decode_column_specs(buf, flags, columns_count)?.into()
         };
         Ok(RowsMetadata {
             paging_state,

@@ -45,6 +45,17 @@ pub struct Context<'a> {
     pub skip_metadata: bool,
     /// Write timestamps and expiry are judged by this clock.
     pub clock: &'a dyn Clock,
+    /// The prepared statement's memo, when the request is an EXECUTE.
+    pub memo: Option<&'a Memo>,
+}
+
+/// What planning a prepared statement learned from its text and table alone, kept with the
+/// statement so that each EXECUTE of it skips that work. Each plan names the table it was made
+/// for and is used only while that table is the one the statement resolves to: a schema change
+/// makes a new table, and the statement is planned again.
+#[derive(Default)]
+pub struct Memo {
+    select: std::sync::OnceLock<Arc<select::Plan>>,
 }
 
 /// The rows of built-in tables (`system.local`, `system_schema.*`), which are made from the

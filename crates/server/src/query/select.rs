@@ -18,6 +18,7 @@
 //! ```
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use hayate_cluster::coordinator::{Coordinator, ReadRequest};
 use hayate_cluster::replica::{PartitionRead, RangeRead, RangeStart, ReadCommand, ReplicaRow, RowPosition};
@@ -71,8 +72,57 @@ pub enum Output {
 /// The selection of a SELECT, resolved against its table.
 pub struct Projection {
     pub outputs: Vec<Output>,
-    pub specs: Vec<ColumnSpec>,
+    pub specs: Arc<[ColumnSpec]>,
     pub aggregate: bool,
+}
+
+/// What a SELECT's text and its table decide, before any bind value: the columns it returns,
+/// how rows group, and the result metadata. A prepared statement keeps its plan (see
+/// [`super::Memo`]) so that each EXECUTE only binds values and reads; a plan is good only for
+/// the table it was made from.
+pub struct Plan {
+    table: Arc<Table>,
+    projection: Projection,
+    grouping: Grouping,
+    result: Arc<[ColumnSpec]>,
+}
+
+impl Plan {
+    fn new(table: &Arc<Table>, select: &Select) -> QueryResult<Plan> {
+        let projection = projection(table, select)?;
+        let grouping = grouping(table, select, &projection)?;
+        if grouping == Grouping::All && select.per_partition_limit.is_some() {
+            return Err(invalid(
+                "PER PARTITION LIMIT is not allowed with aggregate queries.",
+            ));
+        }
+        if select.distinct {
+            distinct_columns(table, &projection)?;
+        }
+        let result = result_specs(table, select, &projection);
+        Ok(Plan {
+            table: table.clone(),
+            projection,
+            grouping,
+            result,
+        })
+    }
+
+    /// The statement's plan for `table`: the one `ctx` remembers when it was made for this very
+    /// table, or a new one, which `ctx` then remembers if it had none.
+    fn for_table(ctx: &Context<'_>, table: &Arc<Table>, select: &Select) -> QueryResult<Arc<Plan>> {
+        let remembered = ctx.memo.and_then(|m| m.select.get());
+        if let Some(plan) = remembered.filter(|p| Arc::ptr_eq(&p.table, table)) {
+            return Ok(plan.clone());
+        }
+        let plan = Arc::new(Plan::new(table, select)?);
+        if let Some(memo) = ctx.memo {
+            // A memo that holds another table's plan keeps it: this statement is then planned
+            // on each request, which is only slower.
+            let _ = memo.select.set(plan.clone());
+        }
+        Ok(plan)
+    }
 }
 
 pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
@@ -226,7 +276,7 @@ pub fn projection(table: &Table, select: &Select) -> QueryResult<Projection> {
     let aggregate = outputs.iter().any(|o| matches!(o, Output::Aggregate { .. }));
     Ok(Projection {
         outputs,
-        specs,
+        specs: specs.into(),
         aggregate,
     })
 }
@@ -325,18 +375,18 @@ pub fn grouping(table: &Table, select: &Select, projection: &Projection) -> Quer
 }
 
 /// The result columns: the selection's, or for SELECT JSON the one text column `[json]`.
-pub fn result_specs(table: &Table, select: &Select, projection: &Projection) -> Vec<ColumnSpec> {
+pub fn result_specs(table: &Table, select: &Select, projection: &Projection) -> Arc<[ColumnSpec]> {
     if !select.json {
         return projection.specs.clone();
     }
-    vec![ColumnSpec {
+    Arc::new([ColumnSpec {
         table: TableSpec {
             keyspace: table.keyspace.clone(),
             table: table.name.clone(),
         },
         name: "[json]".to_owned(),
         ty: ColumnType::Varchar,
-    }]
+    }])
 }
 
 fn column(table: &Table, name: &str) -> QueryResult<usize> {
@@ -758,16 +808,8 @@ pub async fn run(
     binds: &Binds<'_>,
 ) -> QueryResult<ResultBody> {
     let (ks, table) = resolve_table(ctx, &select.table)?;
-    let projection = projection(&table, select)?;
-    let grouping = grouping(&table, select, &projection)?;
-    if grouping == Grouping::All && select.per_partition_limit.is_some() {
-        return Err(invalid(
-            "PER PARTITION LIMIT is not allowed with aggregate queries.",
-        ));
-    }
-    if select.distinct {
-        distinct_columns(&table, &projection)?;
-    }
+    let plan = Plan::for_table(ctx, &table, select)?;
+    let (projection, grouping) = (&plan.projection, plan.grouping);
     let restrictions = analyse(&table, &select.where_clause, binds, select.allow_filtering)?;
     let reverse = ordering(&table, select, &restrictions)?;
     let limit = limit_value(&select.limit, binds, "[limit]")?;
@@ -788,9 +830,9 @@ pub async fn run(
         _ => None,
     };
     let mut sink = Sink {
-        projection: &projection,
+        projection,
         grouping,
-        json: select.json.then(|| JsonRows::new(&table, &projection)),
+        json: select.json.then(|| JsonRows::new(&table, projection)),
         content: Vec::new(),
         rows: 0,
         group: None,
@@ -826,7 +868,7 @@ pub async fn run(
         }
     };
     sink.finish();
-    let mut metadata = RowsMetadata::new(result_specs(&table, select, &projection));
+    let mut metadata = RowsMetadata::new(plan.result.clone());
     metadata.paging_state = if grouping == Grouping::All {
         None
     } else {
@@ -999,8 +1041,15 @@ impl Reads<'_> {
                         }))
                         .await?;
                     let mut last_key = None;
-                    for row in result.rows {
-                        if !emit(self.ctx, table, self.restrictions, sink, &row, statics.as_ref()) {
+                    for mut row in result.rows {
+                        if !emit(
+                            self.ctx,
+                            table,
+                            self.restrictions,
+                            sink,
+                            &mut row,
+                            statics.as_ref(),
+                        ) {
                             if sink.limit_reached() {
                                 return Ok(None);
                             }
@@ -1077,7 +1126,7 @@ impl Reads<'_> {
         };
         loop {
             let want = sink.want();
-            let result = self
+            let mut result = self
                 .read(ReadCommand::Range(RangeRead {
                     table: self.table.storage_id,
                     start: start.clone(),
@@ -1086,7 +1135,7 @@ impl Reads<'_> {
                 }))
                 .await?;
             let mut next: Option<RowPosition> = None;
-            for row in &result.rows {
+            for row in &mut result.rows {
                 if current.as_deref() != Some(row.partition.as_slice()) {
                     if let Some(state) =
                         self.end_scanned_partition(sink, current_token, &current, statics.take())
@@ -1249,20 +1298,21 @@ fn scan_state(sink: &Sink<'_>, token: i64, partition: &[u8], clustering: Option<
 
 /// Adds a row to the page if it is live at the request's clock and passes the filters; the
 /// partition's static row (`statics`) lends it the static columns' values, and is not a row of
-/// the result itself. Returns false when the sink refused it (see [`Sink::push`]).
+/// the result itself. Returns false when the sink refused it (see [`Sink::push`]). The row's
+/// cells are taken (its key stays), so that the read's row is made visible without a copy.
 fn emit(
     ctx: &Context<'_>,
     table: &Table,
     r: &Restrictions,
     sink: &mut Sink<'_>,
-    row: &ReplicaRow,
+    row: &mut ReplicaRow,
     statics: Option<&Row>,
 ) -> bool {
     if is_static_key(table, &row.clustering) {
         return true;
     }
     let now = ctx.clock.now_s();
-    let visible = row.row.visible(now);
+    let visible = std::mem::take(&mut row.row).into_visible(now);
     if !visible.is_live(now) {
         return true;
     }

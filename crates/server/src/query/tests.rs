@@ -90,6 +90,7 @@ impl Db {
             default_timestamp_us: None,
             skip_metadata: false,
             clock: self.clock.as_ref(),
+            memo: None,
         }
     }
 
@@ -459,4 +460,49 @@ async fn pages_of_a_table_with_statics_show_each_partition_once() {
         all.sort();
         assert_eq!(all, want, "page size {page}");
     }
+}
+
+/// Runs `cql` (a SELECT) as an EXECUTE of a prepared statement whose memo is `memo`.
+async fn select_with_memo(db: &Db, memo: &super::Memo, cql: &str) -> Vec<Vec<Option<Vec<u8>>>> {
+    let parsed = parse(cql).expect("parses");
+    let Statement::Select(s) = &parsed.statement else {
+        panic!("not a SELECT")
+    };
+    let mut ctx = db.context(Consistency::One, None, None);
+    ctx.memo = Some(memo);
+    let binds = Binds::new(&Values::None, &parsed.bind_markers, &[]).expect("binds");
+    match select::run(&ctx, &db.coordinator, &NoVirtualTables, s, &binds).await {
+        Ok(ResultBody::Rows(rows)) => {
+            decode_rows(rows.metadata.columns.len(), rows.rows_count, &rows.rows_content)
+        }
+        other => panic!("{cql}: {other:?}"),
+    }
+}
+
+/// A prepared SELECT's plan is made once and reused, and only for the table it was made from:
+/// the same statement against a table with another column set plans afresh.
+#[tokio::test]
+async fn a_select_plan_is_reused_only_for_its_own_table() {
+    let cql = "SELECT * FROM t WHERE k = 1";
+    let memo = super::Memo::default();
+    let before = Db::new(1, &["CREATE TABLE t (k int PRIMARY KEY, v int)"]);
+    before.exec("INSERT INTO t (k, v) VALUES (1, 10)").await;
+    assert_eq!(
+        select_with_memo(&before, &memo, cql).await,
+        vec![vec![int(1), int(10)]]
+    );
+    let plan = memo.select.get().expect("the first run leaves its plan").clone();
+    assert_eq!(
+        select_with_memo(&before, &memo, cql).await,
+        vec![vec![int(1), int(10)]]
+    );
+    assert!(Arc::ptr_eq(&plan, memo.select.get().expect("kept")));
+
+    // The same name, another table: the remembered plan (two columns) must not be used.
+    let after = Db::new(1, &["CREATE TABLE t (k int PRIMARY KEY, v int, w int)"]);
+    after.exec("INSERT INTO t (k, v, w) VALUES (1, 10, 20)").await;
+    assert_eq!(
+        select_with_memo(&after, &memo, cql).await,
+        vec![vec![int(1), int(10), int(20)]]
+    );
 }

@@ -47,6 +47,7 @@ pub async fn handle(session: &Session, e: &Execute<'_>) -> (&'static str, Respon
             &binds,
             &parameters,
             keyspace.as_deref(),
+            Some(&statement.memo),
         )
         .await;
     if let (true, Response::Result(ResultBody::Rows(rows))) = (stale, &mut response) {

@@ -220,10 +220,12 @@ impl Session {
             default_timestamp_us: params.and_then(|p| p.default_timestamp_us),
             skip_metadata: params.is_some_and(|p| p.skip_metadata),
             clock: self.node.coordinator.clock().as_ref(),
+            memo: None,
         }
     }
 
-    /// Runs one statement for QUERY or EXECUTE; `text` is the statement as the client sent it.
+    /// Runs one statement for QUERY or EXECUTE; `text` is the statement as the client sent it,
+    /// `memo` the prepared statement's.
     pub async fn run(
         &self,
         statement: &hayate_cql::statement::Statement,
@@ -231,10 +233,12 @@ impl Session {
         binds: &crate::query::Binds<'_>,
         params: &hayate_cql::request::QueryParameters<'_>,
         keyspace: Option<&str>,
+        memo: Option<&crate::query::Memo>,
     ) -> Response {
         let role = self.role();
         let mut ctx = self.context(keyspace, Some(params));
         ctx.role = role.as_ref();
+        ctx.memo = memo;
         let fixed;
         if let Some(now_s) = params.now_in_seconds {
             fixed = NowInSeconds::new(ctx.clock, now_s);

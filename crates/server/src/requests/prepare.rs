@@ -36,6 +36,7 @@ pub fn handle(session: &Session, p: &Prepare<'_>) -> Response {
         parsed,
         prepared,
         result_metadata_id: metadata_id,
+        memo: Default::default(),
     });
     Response::Result(body)
 }

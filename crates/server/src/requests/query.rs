@@ -49,6 +49,7 @@ pub async fn handle(session: &Session, q: &Query<'_>) -> (&'static str, Response
                 &binds,
                 &q.parameters,
                 keyspace.as_deref(),
+                None,
             )
             .await,
     )

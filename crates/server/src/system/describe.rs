@@ -29,7 +29,7 @@ fn result(columns: &[&str], rows: Vec<Vec<String>>) -> ResultBody {
         }
     }
     ResultBody::Rows(Rows {
-        metadata: RowsMetadata::new(columns.iter().map(|c| spec(c)).collect()),
+        metadata: RowsMetadata::new(columns.iter().map(|c| spec(c)).collect::<Vec<_>>()),
         rows_count: rows.len(),
         rows_content: content,
     })
