@@ -7,14 +7,17 @@
 //! per non-null field, whose path is the field's index ([`field_path`]). Cells iterate in path order, which is
 //! therefore the collection's order, as Cassandra returns it.
 
+use std::borrow::Cow;
+
 use hayate_cql::value::{decode_order_key, encode_list, encode_map, encode_set, encode_tuple, DataType};
 use hayate_storage::row::{Cell, CellValue, Row};
 
 use crate::schema::{ColumnKind, Table};
 
-/// One row as CQL values, by column index of the table.
-pub struct RowValues {
-    pub values: Vec<Option<Vec<u8>>>,
+/// One row as CQL values, by column index of the table. A single-cell column's value is
+/// borrowed from the stored row it was read from.
+pub struct RowValues<'r> {
+    pub values: Vec<Option<Cow<'r, [u8]>>>,
     /// Write time (µs) of each non-key, single-cell column that has a live cell.
     pub writetimes: Vec<Option<i64>>,
     /// Seconds left to live of each such column that expires.
@@ -24,14 +27,14 @@ pub struct RowValues {
 /// Turns a stored row (already visible at `now_s`) into column values. `statics` is the
 /// partition's static row (visible too), whose cells fill the static columns: every row of a
 /// partition shows the same static values.
-pub fn row_values(
+pub fn row_values<'r>(
     table: &Table,
     partition: &[u8],
     clustering: &[u8],
-    row: &Row,
-    statics: Option<&Row>,
+    row: &'r Row,
+    statics: Option<&'r Row>,
     now_s: u32,
-) -> RowValues {
+) -> RowValues<'r> {
     let n = table.columns.len();
     let mut out = RowValues {
         values: vec![None; n],
@@ -43,7 +46,7 @@ pub fn row_values(
         .iter()
         .zip(super::keys::split_partition_key(table, partition))
     {
-        out.values[*i] = Some(v);
+        out.values[*i] = Some(Cow::Owned(v));
     }
     // The static row alone (a partition with no live rows) shows null clustering columns.
     if !table.clustering.is_empty() && !is_static_key(table, clustering) {
@@ -52,7 +55,7 @@ pub fn row_values(
             .iter()
             .zip(super::keys::split_clustering_key(table, clustering))
         {
-            out.values[*i] = Some(v);
+            out.values[*i] = Some(Cow::Owned(v));
         }
     }
     if !is_static_key(table, clustering) {
@@ -73,7 +76,7 @@ pub fn is_static_key(table: &Table, clustering: &[u8]) -> bool {
 }
 
 /// The values of the columns of `kind` that `row`'s cells hold.
-fn fill_cells(table: &Table, row: &Row, kind: ColumnKind, now_s: u32, out: &mut RowValues) {
+fn fill_cells<'r>(table: &Table, row: &'r Row, kind: ColumnKind, now_s: u32, out: &mut RowValues<'r>) {
     let mut start = 0;
     while start < row.cells.len() {
         let id = row.cells[start].column;
@@ -85,10 +88,10 @@ fn fill_cells(table: &Table, row: &Row, kind: ColumnKind, now_s: u32, out: &mut 
         };
         let ty = &table.columns[i].ty;
         if ty.is_multi_cell() {
-            out.values[i] = collection_value(ty, cells, now_s);
+            out.values[i] = collection_value(ty, cells, now_s).map(Cow::Owned);
         } else if let Some(cell) = cells.iter().find(|c| c.path.is_empty()) {
             if let Some(v) = cell.value_at(now_s) {
-                out.values[i] = Some(v.to_vec());
+                out.values[i] = Some(Cow::Borrowed(v));
                 out.writetimes[i] = Some(cell.timestamp_us);
                 if let CellValue::Live {
                     ttl_s, expires_at_s, ..

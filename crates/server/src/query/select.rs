@@ -17,6 +17,7 @@
 //! kind 3, built-in:     [rows skipped u64]
 //! ```
 
+use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -546,7 +547,7 @@ struct Group {
 /// What one output shows for one row; `None` for an aggregate, which shows its group.
 fn cell(o: &Output, table: &Table, v: &RowValues, token: i64) -> Option<Vec<u8>> {
     match o {
-        Output::Column(i) => v.values[*i].clone(),
+        Output::Column(i) => v.values[*i].as_deref().map(<[u8]>::to_vec),
         Output::WriteTime(i) => v.writetimes[*i].map(|t| t.to_be_bytes().to_vec()),
         Output::Ttl(i) => v.ttls[*i].map(|t| t.to_be_bytes().to_vec()),
         Output::Token => Some(token.to_be_bytes().to_vec()),
@@ -682,8 +683,19 @@ impl Sink<'_> {
                         .collect();
                     put_cell(&mut self.content, Some(&json.object(&cells)));
                 } else {
+                    let bytes: usize = (self.projection.outputs.iter())
+                        .map(|o| match o {
+                            Output::Column(i) => 4 + v.values[*i].as_ref().map_or(0, |b| b.len()),
+                            _ => 12,
+                        })
+                        .sum();
+                    self.content.reserve(bytes);
                     for o in &self.projection.outputs {
-                        put_cell(&mut self.content, cell(o, table, v, token).as_deref());
+                        match o {
+                            // A column's value goes straight into the page, without a copy.
+                            Output::Column(i) => put_cell(&mut self.content, v.values[*i].as_deref()),
+                            o => put_cell(&mut self.content, cell(o, table, v, token).as_deref()),
+                        }
                     }
                 }
                 true
@@ -703,7 +715,7 @@ impl Sink<'_> {
                     .partition_key
                     .iter()
                     .chain(&table.clustering[..clustering])
-                    .map(|&i| v.values[i].clone())
+                    .map(|&i| v.values[i].as_deref().map(<[u8]>::to_vec))
                     .collect();
                 if self.group.as_ref().is_some_and(|g| g.key == key) {
                     self.accumulate(table, v);
@@ -1249,7 +1261,8 @@ impl Reads<'_> {
             return;
         }
         let now = self.ctx.clock.now_s();
-        let v = row_values(self.table, partition, &[], &Row::default(), Some(statics), now);
+        let none = Row::default();
+        let v = row_values(self.table, partition, &[], &none, Some(statics), now);
         if passes(self.table, self.restrictions, &v) {
             // A group that does not fit this page refuses it; the partition's statics then
             // show with the group on the next page.
@@ -1343,7 +1356,7 @@ fn built_in(
         let v = RowValues {
             writetimes: vec![None; values.len()],
             ttls: vec![None; values.len()],
-            values,
+            values: values.into_iter().map(|v| v.map(Cow::Owned)).collect(),
         };
         if !passes(table, r, &v) {
             continue;
