@@ -544,27 +544,30 @@ struct Group {
     first: Vec<Option<Vec<u8>>>,
 }
 
-/// What one output shows for one row; `None` for an aggregate, which shows its group.
-fn cell(o: &Output, table: &Table, v: &RowValues, token: i64) -> Option<Vec<u8>> {
+/// What one output shows for one row; `None` for an aggregate, which shows its group. A
+/// column's value is borrowed from the row; what an output computes is owned.
+fn cell<'v>(o: &Output, table: &Table, v: &'v RowValues, token: i64) -> Option<Cow<'v, [u8]>> {
+    let owned = |b: Vec<u8>| Some(Cow::Owned(b));
     match o {
-        Output::Column(i) => v.values[*i].as_deref().map(<[u8]>::to_vec),
-        Output::WriteTime(i) => v.writetimes[*i].map(|t| t.to_be_bytes().to_vec()),
-        Output::Ttl(i) => v.ttls[*i].map(|t| t.to_be_bytes().to_vec()),
-        Output::Token => Some(token.to_be_bytes().to_vec()),
+        Output::Column(i) => v.values[*i].as_deref().map(Cow::Borrowed),
+        Output::WriteTime(i) => v.writetimes[*i].and_then(|t| owned(t.to_be_bytes().to_vec())),
+        Output::Ttl(i) => v.ttls[*i].and_then(|t| owned(t.to_be_bytes().to_vec())),
+        Output::Token => owned(token.to_be_bytes().to_vec()),
         Output::Field { column, index } => v.values[*column].as_deref().and_then(|b| {
             split_components(b)
                 .ok()
-                .and_then(|c| c.get(*index).copied().flatten().map(<[u8]>::to_vec))
+                .and_then(|c| c.get(*index).copied().flatten().map(Cow::Borrowed))
         }),
         // toJson of a null is the JSON text `null`.
         Output::Scalar {
             f: Scalar::ToJson,
             column,
             ..
-        } if v.values[*column].is_none() => Some(b"null".to_vec()),
+        } if v.values[*column].is_none() => Some(Cow::Borrowed(b"null")),
         Output::Scalar { f, column, .. } => v.values[*column]
             .as_deref()
-            .and_then(|b| functions::apply(f, &table.columns[*column].ty, b)),
+            .and_then(|b| functions::apply(f, &table.columns[*column].ty, b))
+            .map(Cow::Owned),
         Output::Aggregate { .. } => None,
     }
 }
@@ -616,7 +619,7 @@ impl JsonRows {
         JsonRows { keys, types }
     }
 
-    fn object(&self, cells: &[Option<Vec<u8>>]) -> Vec<u8> {
+    fn object(&self, cells: &[Option<impl AsRef<[u8]>>]) -> Vec<u8> {
         let mut out = String::from("{");
         for (i, ((key, ty), cell)) in self.keys.iter().zip(&self.types).zip(cells).enumerate() {
             if i > 0 {
@@ -624,7 +627,7 @@ impl JsonRows {
             }
             out.push_str(key);
             match cell {
-                Some(b) => out.push_str(&json::to_json(ty, b)),
+                Some(b) => out.push_str(&json::to_json(ty, b.as_ref())),
                 None => out.push_str("null"),
             }
         }
@@ -675,7 +678,7 @@ impl Sink<'_> {
                 self.partition_rows += 1;
                 self.rows += 1;
                 if let Some(json) = &self.json {
-                    let cells: Vec<Option<Vec<u8>>> = self
+                    let cells: Vec<Option<Cow<[u8]>>> = self
                         .projection
                         .outputs
                         .iter()
@@ -683,19 +686,17 @@ impl Sink<'_> {
                         .collect();
                     put_cell(&mut self.content, Some(&json.object(&cells)));
                 } else {
+                    // Each cell is a 4-byte length and its bytes: a column's are known, the
+                    // computed outputs are mostly 8 (writetime, token) and may grow the page.
                     let bytes: usize = (self.projection.outputs.iter())
                         .map(|o| match o {
                             Output::Column(i) => 4 + v.values[*i].as_ref().map_or(0, |b| b.len()),
-                            _ => 12,
+                            _ => 4 + 8,
                         })
                         .sum();
                     self.content.reserve(bytes);
                     for o in &self.projection.outputs {
-                        match o {
-                            // A column's value goes straight into the page, without a copy.
-                            Output::Column(i) => put_cell(&mut self.content, v.values[*i].as_deref()),
-                            o => put_cell(&mut self.content, cell(o, table, v, token).as_deref()),
-                        }
+                        put_cell(&mut self.content, cell(o, table, v, token).as_deref());
                     }
                 }
                 true
@@ -739,7 +740,7 @@ impl Sink<'_> {
             .projection
             .outputs
             .iter()
-            .map(|o| cell(o, table, v, token))
+            .map(|o| cell(o, table, v, token).map(Cow::into_owned))
             .collect();
         self.group = Some(Group { key, first });
         self.accumulators = vec![Accumulator::default(); self.projection.outputs.len()];
