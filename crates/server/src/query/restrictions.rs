@@ -163,6 +163,67 @@ pub fn analyse(
     binds: &Binds<'_>,
     allow_filtering: bool,
 ) -> QueryResult<Restrictions> {
+    if let Some(point) = key_equalities(table, relations, binds) {
+        return Ok(point);
+    }
+    analyse_any(table, relations, binds, allow_filtering)
+}
+
+/// Key columns a point read or write fixes at most: past this, [`analyse_any`] decides.
+const POINT_COLUMNS_MAX: usize = 8;
+
+/// The shape nearly every request has, answered without the general analysis's lists of lists:
+/// `=` on every partition key column and on a prefix of the clustering columns, each once.
+/// `None` for any other shape and for any value the general analysis would refuse (it then
+/// gives its error), so the answer is always the one [`analyse_any`] would give.
+fn key_equalities(table: &Table, relations: &[Relation], binds: &Binds<'_>) -> Option<Restrictions> {
+    let (n_pk, n_ck) = (table.partition_key.len(), table.clustering.len());
+    if table.is_virtual || relations.len() < n_pk || relations.len() > POINT_COLUMNS_MAX {
+        return None;
+    }
+    let mut pk: [Option<Vec<u8>>; POINT_COLUMNS_MAX] = Default::default();
+    let mut ck: [Option<Vec<u8>>; POINT_COLUMNS_MAX] = Default::default();
+    for r in relations {
+        let Relation::Compare {
+            lhs: RelationLhs::Column(name),
+            op: CompareOp::Eq,
+            rhs,
+        } = r
+        else {
+            return None;
+        };
+        let col = table.column_index(name)?;
+        let slot = match (table.columns[col].kind, table.key_position(col)) {
+            (ColumnKind::PartitionKey, Some(p)) => pk.get_mut(p)?,
+            (ColumnKind::Clustering, Some(p)) => ck.get_mut(p)?,
+            _ => return None,
+        };
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(value_of(table, col, rhs, binds).ok()?);
+    }
+    let parts: Vec<&[u8]> = pk[..n_pk].iter().map(|v| v.as_deref()).collect::<Option<_>>()?;
+    let prefix_len = ck[..n_ck].iter().take_while(|v| v.is_some()).count();
+    if n_pk + prefix_len != relations.len() {
+        return None; // a clustering column restricted after one that is not
+    }
+    let prefix: Vec<&[u8]> = ck[..prefix_len].iter().flatten().map(Vec::as_slice).collect();
+    Some(Restrictions {
+        partitions: Some(vec![keys::partition_key(&parts).ok()?]),
+        clustering: vec![ClusteringRange::prefix(keys::clustering_key(table, &prefix))],
+        clustering_complete: prefix_len == n_ck,
+        ..Restrictions::default()
+    })
+}
+
+/// [`analyse`] for every shape of WHERE clause.
+fn analyse_any(
+    table: &Table,
+    relations: &[Relation],
+    binds: &Binds<'_>,
+    allow_filtering: bool,
+) -> QueryResult<Restrictions> {
     let n_pk = table.partition_key.len();
     let n_ck = table.clustering.len();
     let mut pk_values: Vec<Option<Vec<Vec<u8>>>> = vec![None; n_pk];
@@ -567,6 +628,109 @@ fn token_value(table: &Table, rhs: &Term, binds: &Binds<'_>) -> QueryResult<i64>
                 }
                 _ => Err(invalid("Invalid null value for the partition key token")),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hayate_cql::request::Values;
+    use hayate_cql::statement::{parse, Statement};
+    use hayate_cql::wire::Value;
+
+    use super::*;
+    use crate::schema::{ddl, Schema};
+
+    fn table(create: &str) -> Table {
+        let mut schema = Schema::default();
+        let Statement::CreateKeyspace { properties, .. } = parse(
+            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+        )
+        .expect("parses")
+        .statement
+        else {
+            panic!("not a CREATE KEYSPACE")
+        };
+        ddl::create_keyspace(&mut schema, "ks", false, &properties, &[]).expect("keyspace");
+        let Statement::CreateTable(t) = parse(create).expect("parses").statement else {
+            panic!("not a CREATE TABLE")
+        };
+        let name = t.table.name.clone();
+        ddl::create_table(&mut schema, "ks", &t, &mut || {
+            crate::schema::USER_TABLE_ID_MIN + 1
+        })
+        .expect("table");
+        Table::clone(&schema.keyspaces["ks"].tables[&name])
+    }
+
+    /// The short cut for `=` on the key answers exactly as the general analysis does, takes the
+    /// shapes it is for, and leaves every other shape (and every error) to the general one.
+    #[test]
+    fn key_equalities_answer_as_the_general_analysis() {
+        let tables = [
+            table("CREATE TABLE ks.one (k text PRIMARY KEY, v int)"),
+            table("CREATE TABLE ks.wide (a int, b text, c int, d text, v int, PRIMARY KEY ((a, b), c, d)) WITH CLUSTERING ORDER BY (c DESC, d ASC)"),
+        ];
+        let int = 7i32.to_be_bytes();
+        let long_text = vec![b'x'; 70_000];
+        // (WHERE clause, bind values, table, whether the short cut takes it)
+        let cases: &[(&str, &[Value], usize, bool)] = &[
+            ("k = ?", &[Value::Bytes(b"key")], 0, true),
+            ("k = 'lit'", &[], 0, true),
+            ("k = ? AND v = 1", &[Value::Bytes(b"key")], 0, false),
+            ("k IN ('a', 'b')", &[], 0, false),
+            (
+                "k = ? AND k = ?",
+                &[Value::Bytes(b"a"), Value::Bytes(b"b")],
+                0,
+                false,
+            ),
+            ("k = ?", &[Value::Null], 0, false),
+            ("k = ?", &[Value::NotSet], 0, false),
+            ("token(k) > 5", &[], 0, false),
+            (
+                "a = ? AND b = ?",
+                &[Value::Bytes(&int), Value::Bytes(b"b")],
+                1,
+                true,
+            ),
+            (
+                "b = ? AND a = ?",
+                &[Value::Bytes(b"b"), Value::Bytes(&int)],
+                1,
+                true,
+            ),
+            (
+                "a = ? AND b = ? AND c = ?",
+                &[Value::Bytes(&int), Value::Bytes(b"b"), Value::Bytes(&int)],
+                1,
+                true,
+            ),
+            ("d = 'd' AND c = 3 AND b = 'b' AND a = 1", &[], 1, true),
+            ("a = 1 AND b = 'b' AND d = 'd'", &[], 1, false),
+            ("a = 1 AND b = 'b' AND c > 3", &[], 1, false),
+            ("a = 1", &[], 1, false),
+            ("a = 1 AND b = ?", &[Value::Bytes(&long_text)], 1, false),
+            ("a = ? AND b = 'b'", &[Value::Bytes(b"no")], 1, false),
+        ];
+        for &(clause, values, t, short_cut) in cases {
+            let table = &tables[t];
+            let text = format!("SELECT * FROM ks.{} WHERE {clause}", table.name);
+            let parsed = parse(&text).expect("parses");
+            let Statement::Select(select) = &parsed.statement else {
+                panic!("not a SELECT")
+            };
+            let values = Values::Positional(values.to_vec());
+            let binds = Binds::new(&values, &parsed.bind_markers, &[]).expect("binds");
+            let quick = key_equalities(table, &select.where_clause, &binds);
+            assert_eq!(quick.is_some(), short_cut, "{text}");
+            let general = analyse_any(table, &select.where_clause, &binds, false);
+            if let Some(quick) = quick {
+                let general = general.as_ref().expect("the general analysis takes it too");
+                assert_eq!(format!("{quick:?}"), format!("{general:?}"), "{text}");
+            }
+            let whole = analyse(table, &select.where_clause, &binds, false);
+            assert_eq!(format!("{whole:?}"), format!("{general:?}"), "{text}");
         }
     }
 }
