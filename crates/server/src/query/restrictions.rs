@@ -156,7 +156,7 @@ fn column_index(table: &Table, name: &str) -> QueryResult<usize> {
     })
 }
 
-/// Analyses `relations` for `table`. `for_write` asks for what UPDATE and DELETE accept.
+/// Analyses `relations` for `table`. `allow_filtering` is the statement's ALLOW FILTERING.
 pub fn analyse(
     table: &Table,
     relations: &[Relation],
@@ -178,6 +178,7 @@ const POINT_COLUMNS_MAX: usize = 8;
 /// gives its error), so the answer is always the one [`analyse_any`] would give.
 fn key_equalities(table: &Table, relations: &[Relation], binds: &Binds<'_>) -> Option<Restrictions> {
     let (n_pk, n_ck) = (table.partition_key.len(), table.clustering.len());
+    // Every partition key column takes a relation, so there are no more of them than slots.
     if table.is_virtual || relations.len() < n_pk || relations.len() > POINT_COLUMNS_MAX {
         return None;
     }
@@ -204,7 +205,9 @@ fn key_equalities(table: &Table, relations: &[Relation], binds: &Binds<'_>) -> O
         *slot = Some(value_of(table, col, rhs, binds).ok()?);
     }
     let parts: Vec<&[u8]> = pk[..n_pk].iter().map(|v| v.as_deref()).collect::<Option<_>>()?;
-    let prefix_len = ck[..n_ck].iter().take_while(|v| v.is_some()).count();
+    // A table may have more clustering columns than a point fixes here: those past the last
+    // slot were not restricted (a relation on one went to the general analysis).
+    let prefix_len = ck.iter().take(n_ck).take_while(|v| v.is_some()).count();
     if n_pk + prefix_len != relations.len() {
         return None; // a clustering column restricted after one that is not
     }
@@ -670,6 +673,7 @@ mod tests {
         let tables = [
             table("CREATE TABLE ks.one (k text PRIMARY KEY, v int)"),
             table("CREATE TABLE ks.wide (a int, b text, c int, d text, v int, PRIMARY KEY ((a, b), c, d)) WITH CLUSTERING ORDER BY (c DESC, d ASC)"),
+            table("CREATE TABLE ks.deep (k int, c1 int, c2 int, c3 int, c4 int, c5 int, c6 int, c7 int, c8 int, c9 int, c10 int, v int, PRIMARY KEY (k, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10))"),
         ];
         let int = 7i32.to_be_bytes();
         let long_text = vec![b'x'; 70_000];
@@ -712,6 +716,11 @@ mod tests {
             ("a = 1", &[], 1, false),
             ("a = 1 AND b = ?", &[Value::Bytes(&long_text)], 1, false),
             ("a = ? AND b = 'b'", &[Value::Bytes(b"no")], 1, false),
+            // More clustering columns than a point takes: a short prefix, and one too long.
+            ("k = 1", &[], 2, true),
+            ("k = 1 AND c1 = 1 AND c2 = 2 AND c3 = 3 AND c4 = 4 AND c5 = 5 AND c6 = 6", &[], 2, true),
+            ("k = 1 AND c1 = 1 AND c2 = 2 AND c3 = 3 AND c4 = 4 AND c5 = 5 AND c6 = 6 AND c7 = 7 AND c8 = 8", &[], 2, false),
+            ("k = 1 AND c1 = 1 AND c2 = 2 AND c3 = 3 AND c4 = 4 AND c5 = 5 AND c6 = 6 AND c7 = 7 AND c8 = 8 AND c9 = 9 AND c10 = 10", &[], 2, false),
         ];
         for &(clause, values, t, short_cut) in cases {
             let table = &tables[t];
