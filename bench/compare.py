@@ -1302,7 +1302,7 @@ def git_commit():
     return commit + ("-dirty" if git_dirty() else "")
 
 
-def environment(workdir):
+def environment(workdir, commit):
     def first(argv):
         result = subprocess.run(argv, capture_output=True, text=True)
         return (result.stdout + result.stderr).strip()
@@ -1317,7 +1317,7 @@ def environment(workdir):
               else "v1" if Path("/sys/fs/cgroup/memory").exists() else "none")
     return {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "hayate_commit": git_commit(),
+        "hayate_commit": commit,
         "hayate_binary_sha256": sha256_of(REPO / "target" / "release" / "hayate"),
         "hayate_bench_binary_sha256": sha256_of(REPO / "target" / "release" / "hayate-bench"),
         "cassandra_jar_sha256": ", ".join(f"{jar.name} {sha256_of(jar)}" for jar in
@@ -2127,6 +2127,9 @@ def on_sigterm(_signum, _frame):
 
 def main():
     args = parse_args()
+    # Named here, where it is checked: the build starts from this tree, and what happens to the
+    # work tree while the sitting runs (an hour or more) does not change what ran.
+    commit = git_commit()
     dirty = git_dirty()
     if dirty and not args.allow_dirty:
         raise SystemExit("compare.py: the work tree has uncommitted changes, so the results could "
@@ -2154,10 +2157,10 @@ def main():
     workload_files = {name: write_workload(name, out / "workloads" / name)
                       for name in args.workloads}
 
-    env = environment(workdir)
+    env = environment(workdir, commit)
     # The commit the sitting started from (and the binaries just built from it) names hayate in
     # every table, whatever happens to the work tree meanwhile.
-    state = {"commit": env["hayate_commit"],"topologies": {name: {"threads": args.threads, "systems": {}}
+    state = {"commit": commit, "topologies": {name: {"threads": args.threads, "systems": {}}
                             for name in args.topology}}
     client = Client(args.client, args)
     # SIGTERM, as Ctrl-C, unwinds through the finally blocks, which stop the servers.
