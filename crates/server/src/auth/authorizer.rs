@@ -655,25 +655,11 @@ mod tests {
 
         let mut schema = Schema::default();
         crate::schema::system::add_system_keyspaces(&mut schema);
-        let Statement::CreateKeyspace { properties, .. } = parse(
-            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
-        )
-        .expect("parses")
-        .statement
-        else {
-            panic!("not a CREATE KEYSPACE")
-        };
-        crate::schema::ddl::create_keyspace(&mut schema, "ks", false, &properties, &[]).expect("keyspace");
-        let Statement::CreateTable(t) = parse("CREATE TABLE ks.t (k int PRIMARY KEY, v int)")
-            .expect("parses")
-            .statement
-        else {
-            panic!("not a CREATE TABLE")
-        };
-        crate::schema::ddl::create_table(&mut schema, "ks", &t, &mut || {
-            crate::schema::USER_TABLE_ID_MIN + 1
-        })
-        .expect("table");
+        crate::schema::ddl::add_test_keyspace(
+            &mut schema,
+            1,
+            &["CREATE TABLE ks.t (k int PRIMARY KEY, v int)"],
+        );
         World {
             _dir: dir,
             authorizer,

@@ -646,24 +646,9 @@ mod tests {
 
     fn table(create: &str) -> Table {
         let mut schema = Schema::default();
-        let Statement::CreateKeyspace { properties, .. } = parse(
-            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
-        )
-        .expect("parses")
-        .statement
-        else {
-            panic!("not a CREATE KEYSPACE")
-        };
-        ddl::create_keyspace(&mut schema, "ks", false, &properties, &[]).expect("keyspace");
-        let Statement::CreateTable(t) = parse(create).expect("parses").statement else {
-            panic!("not a CREATE TABLE")
-        };
-        let name = t.table.name.clone();
-        ddl::create_table(&mut schema, "ks", &t, &mut || {
-            crate::schema::USER_TABLE_ID_MIN + 1
-        })
-        .expect("table");
-        Table::clone(&schema.keyspaces["ks"].tables[&name])
+        ddl::add_test_keyspace(&mut schema, 1, &[create]);
+        let ks = &schema.keyspaces["ks"];
+        Table::clone(ks.tables.values().next().expect("the table"))
     }
 
     /// The short cut for `=` on the key answers exactly as the general analysis does, takes the

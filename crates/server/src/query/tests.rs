@@ -48,25 +48,7 @@ impl Db {
         let coordinator =
             Coordinator::single_node(HostId([7; 16]), "datacenter1", Arc::new(engine), clock.clone());
         let mut schema = Schema::default();
-        let mut next_id = crate::schema::USER_TABLE_ID_MIN;
-        let ks = parse(&format!(
-            "CREATE KEYSPACE ks WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
-        ))
-        .expect("parses");
-        let Statement::CreateKeyspace { properties, .. } = &ks.statement else {
-            panic!("not a CREATE KEYSPACE")
-        };
-        ddl::create_keyspace(&mut schema, "ks", false, properties, &[]).expect("keyspace");
-        for t in tables {
-            let Statement::CreateTable(t) = parse(t).expect("parses").statement else {
-                panic!("not a CREATE TABLE")
-            };
-            ddl::create_table(&mut schema, "ks", &t, &mut || {
-                next_id += 1;
-                next_id
-            })
-            .expect("table");
-        }
+        ddl::add_test_keyspace(&mut schema, rf, tables);
         Db {
             schema: Arc::new(schema),
             coordinator,

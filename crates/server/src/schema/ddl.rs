@@ -871,3 +871,30 @@ pub fn drop_type(
     schema.keyspaces.insert(keyspace.to_owned(), Arc::new(ks));
     Ok(Some(type_change(ChangeType::Dropped, keyspace, name)))
 }
+
+/// For tests: keyspace `ks` (SimpleStrategy, replication factor `rf`) and each CREATE TABLE of
+/// `tables` in it, added to `schema`; table ids count up from [`super::USER_TABLE_ID_MIN`].
+#[cfg(test)]
+pub fn add_test_keyspace(schema: &mut Schema, rf: usize, tables: &[&str]) {
+    use hayate_cql::statement::{parse, Statement};
+
+    let ks = parse(&format!(
+        "CREATE KEYSPACE ks WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
+    ))
+    .expect("parses");
+    let Statement::CreateKeyspace { properties, .. } = &ks.statement else {
+        panic!("not a CREATE KEYSPACE")
+    };
+    create_keyspace(schema, "ks", false, properties, &[]).expect("keyspace");
+    let mut next_id = super::USER_TABLE_ID_MIN;
+    for t in tables {
+        let Statement::CreateTable(t) = parse(t).expect("parses").statement else {
+            panic!("not a CREATE TABLE")
+        };
+        create_table(schema, "ks", &t, &mut || {
+            next_id += 1;
+            next_id
+        })
+        .expect("table");
+    }
+}
