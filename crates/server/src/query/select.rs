@@ -547,12 +547,11 @@ struct Group {
 /// What one output shows for one row; `None` for an aggregate, which shows its group. A
 /// column's value is borrowed from the row; what an output computes is owned.
 fn cell<'v>(o: &Output, table: &Table, v: &'v RowValues, token: i64) -> Option<Cow<'v, [u8]>> {
-    let owned = |b: Vec<u8>| Some(Cow::Owned(b));
     match o {
         Output::Column(i) => v.values[*i].as_deref().map(Cow::Borrowed),
-        Output::WriteTime(i) => v.writetimes[*i].and_then(|t| owned(t.to_be_bytes().to_vec())),
-        Output::Ttl(i) => v.ttls[*i].and_then(|t| owned(t.to_be_bytes().to_vec())),
-        Output::Token => owned(token.to_be_bytes().to_vec()),
+        Output::WriteTime(i) => v.writetimes[*i].map(|t| Cow::Owned(t.to_be_bytes().to_vec())),
+        Output::Ttl(i) => v.ttls[*i].map(|t| Cow::Owned(t.to_be_bytes().to_vec())),
+        Output::Token => Some(Cow::Owned(token.to_be_bytes().to_vec())),
         Output::Field { column, index } => v.values[*column].as_deref().and_then(|b| {
             split_components(b)
                 .ok()

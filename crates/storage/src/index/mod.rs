@@ -366,7 +366,7 @@ fn search(v: &[Entry], key: &IndexKey) -> Result<usize, usize> {
         return exact(0, n);
     }
     const WITHIN_BITS: u32 = 64 - PARTITION_BITS;
-    let within = ((key.token as u64) ^ (1 << 63)) & ((1 << WITHIN_BITS) - 1);
+    let within = token_order(key.token) & ((1 << WITHIN_BITS) - 1);
     let guess = ((u128::from(within) * n as u128) >> WITHIN_BITS) as usize;
     // Everything before `lo` is less than the key and everything from `hi` on is greater.
     let (lo, hi) = if v[guess].key < *key {
@@ -422,8 +422,13 @@ impl Default for TableIndex {
 }
 
 pub fn partition_of(token: i64) -> usize {
-    // Flip the sign bit so that unsigned order is token order.
-    (((token as u64) ^ (1 << 63)) >> (64 - PARTITION_BITS)) as usize
+    (token_order(token) >> (64 - PARTITION_BITS)) as usize
+}
+
+/// The token with its sign bit flipped, so that unsigned order is token order: its top
+/// [`PARTITION_BITS`] are its partition, the rest its place within the partition's range.
+fn token_order(token: i64) -> u64 {
+    (token as u64) ^ (1 << 63)
 }
 
 impl TableIndex {
