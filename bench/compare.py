@@ -12,10 +12,11 @@ For each topology (--topology: `single`, one node at RF 1 and consistency ONE; `
 nodes on 127.0.0.1-3 at RF 2 and consistency TWO, as the reference ran) and each system in turn
 (Cassandra first): start it under the memory limit (each node its own) with fresh data,
 create ycsb.usertable, load --records rows with the client's `load`, (Cassandra) wait for
-compactions to settle, and run each workload for --run-seconds. The client thread count comes
-from a sweep on the first system, as the reference chose its 800 threads: raise the threads
-until throughput stops rising by more than 5%; both systems then run with that count (one sweep
-per topology). In the cluster, a node-failure test follows the workloads: under a throttled load
+compactions to settle, and run each workload for --run-seconds. Each system's client thread
+count comes from a sweep on that system, as the reference tuned its clients: raise the threads
+until throughput stops rising by more than 5%, so that each system's throughput is its maximum.
+The runs at equal throughput all use the first system's count, the same offered load from the
+same client. In the cluster, a node-failure test follows the workloads: under a throttled load
 one node is killed, restarted, and its hints replayed, with the client's latency each second.
 
 Everything lands in bench/results/<date>-<name>/: results.md (the tables, the environment and
@@ -645,6 +646,17 @@ def settle(nodes, args, why):
 
 # ---- the sitting ---------------------------------------------------------------------------
 
+def threads_text(sitting, args):
+    """The client threads of a topology's runs, as the report's first paragraph says them."""
+    if sitting.get("threads"):
+        return f"{sitting['threads']} client threads"
+    counts = [f"{record['threads']} on {system}" for system, record in sitting["systems"].items()
+              if record.get("threads")]
+    first = sitting["systems"].get(args.systems[0], {}).get("threads")
+    equal = f", the runs at equal throughput {first} on every system" if first and args.equal_load else ""
+    return f"client threads from each system's sweep: {', '.join(counts) or 'none'}{equal}"
+
+
 def phase_dir(out, nodes, name):
     """`<system>-<phase>` for one node (as before the cluster existed), `cluster-<system>-<phase>`."""
     prefix = "" if nodes.topology == "single" else f"{nodes.topology}-"
@@ -653,7 +665,10 @@ def phase_dir(out, nodes, name):
 
 def sweep_threads(client, nodes, args, out, workload_file):
     """The reference's client tuning: raise the thread count until throughput stops rising by
-    more than 5%; the last count that still raised it is the one both systems run with."""
+    more than 5%; the last count that still raised it is the one this system's unthrottled runs
+    use. Each point keeps the server's CPU per operation, which changes with the count (on
+    hayate it falls as more requests share each system call), so that a reader can also compare
+    the systems at one count."""
     points = []
     chosen = None
     for threads in args.sweep:
@@ -664,7 +679,8 @@ def sweep_threads(client, nodes, args, out, workload_file):
                               "maxexecutiontime": args.sweep_seconds})
         points.append({"threads": threads, "throughput_ops": figures["throughput_ops"],
                        "read_p95_us": figures["read_p95_us"],
-                       "update_p95_us": figures["update_p95_us"]})
+                       "update_p95_us": figures["update_p95_us"],
+                       "server_cpu_us_per_op": figures.get("server_cpu_us_per_op")})
         if chosen is not None and figures["throughput_ops"] <= chosen[1] * 1.05:
             break
         chosen = (threads, figures["throughput_ops"])
@@ -697,11 +713,11 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
         if system == "cassandra":
             record["settles"].append(settle(nodes, args, "after the load"))
             record["disk_after_settle"] = nodes.disk_bytes()
-        if sitting["threads"] is None:
+        record["threads"] = sitting["threads"]
+        if record["threads"] is None:
             threads, points = sweep_threads(client, nodes, args, out, workload_files[first])
-            sitting["threads"] = threads
-            sitting["sweep"] = {"system": system, "seconds": args.sweep_seconds,
-                                "points": points, "chosen": threads}
+            record["threads"] = threads
+            record["sweep"] = {"seconds": args.sweep_seconds, "points": points, "chosen": threads}
             log(f"thread sweep on {system} ({topology}): {threads} threads")
             if system == "cassandra":
                 record["settles"].append(settle(nodes, args, "after the thread sweep"))
@@ -719,7 +735,7 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                     start_profile(nodes.servers[0], out, args, stem)
 
             record["phases"][name] = client.run(
-                "run", workload_files[name], nodes, sitting["threads"],
+                "run", workload_files[name], nodes, record["threads"],
                 phase_dir(out, nodes, name), label,
                 {"operationcount": 2_000_000_000, "maxexecutiontime": args.run_seconds},
                 during=during)
@@ -730,8 +746,10 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
             if profiling:
                 finish_profile(out, stem)
         # Latency at equal throughput: each workload again, throttled to a share of what the
-        # first system measured on it unthrottled, so that p95 and p99 compare the same load.
+        # first system measured on it unthrottled, with the first system's thread count, so
+        # that p95 and p99 compare the same offered load from the same client.
         reference = sitting["systems"].get(args.systems[0], {}).get("phases", {})
+        equal_threads = sitting["systems"].get(args.systems[0], {}).get("threads") or record["threads"]
         for name in args.workloads if args.equal_load else []:
             base = (reference.get(name) or {}).get("throughput_ops")
             if not base:
@@ -742,7 +760,7 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
             record.setdefault("cache_drops", []).append(nodes.drop_cache())
             phase = f"{name}-equal"
             record["phases"][phase] = client.run(
-                "run", workload_files[name], nodes, sitting["threads"],
+                "run", workload_files[name], nodes, equal_threads,
                 phase_dir(out, nodes, phase), label,
                 {"operationcount": 2_000_000_000, "maxexecutiontime": args.equal_seconds or args.run_seconds},
                 target=target)
@@ -754,7 +772,7 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                     record["settles"].append(settle(nodes, args, f"before the kill test at {level}"))
                 name = f"kill-{level.lower()}"
                 record.setdefault("kill", {})[level] = kill_test(
-                    client, nodes, args, out, workload_files[first], sitting["threads"],
+                    client, nodes, args, out, workload_files[first], record["threads"],
                     record["phases"][first]["throughput_ops"], level, name)
     finally:
         stop_nodes(nodes)
@@ -1415,7 +1433,7 @@ def write_results(out, args, state, env):
                   "so these figures do not measure storage.**", ""]
     described = "; ".join(
         f"**{name}**: {topology_text(name, args)} on {', '.join(topology_of(name, args)['hosts'])}, "
-        f"{topologies[name].get('threads')} client threads" for name in topologies)
+        f"{threads_text(topologies[name], args)}" for name in topologies)
     lines += [f"{args.records:,} records of 1 KB (10 fields x 100 B), every server node in its own "
               f"{mib(args.memory_bytes):,.0f} MiB memory cgroup, {args.run_seconds} s per "
               f"workload, client `{args.client}`. {described}. Durability: "
@@ -1599,19 +1617,26 @@ def write_results(out, args, state, env):
               "blocks tell what the data takes.", ""]
 
     for topology, sitting in topologies.items():
-        if sitting.get("sweep"):
-            sweep = sitting["sweep"]
-            lines += [f"## Thread sweep ({topology})", "",
-                      f"On {sweep['system']}, workload `{args.workloads[0]}`, {sweep['seconds']} s "
-                      f"each; the count stops rising once throughput gains 5% or less. Chosen: "
-                      f"**{sweep['chosen']}** threads.", "",
-                      "| threads | ops/s | p95 read (ms) | p95 update (ms) |", "|---:|---:|---:|---:|"]
-            for p in sweep["points"]:
-                lines.append(f"| {p['threads']} | {fmt(p['throughput_ops'])} | "
-                             f"{fmt(ms(p['read_p95_us']), 2)} | {fmt(ms(p['update_p95_us']), 2)} |")
-            lines.append("")
-        else:
+        swept = {system: record["sweep"] for system, record in sitting["systems"].items()
+                 if record.get("sweep")}
+        if not swept:
             lines += [f"Threads ({topology}): {sitting['threads']}, given with --threads (no sweep).", ""]
+            continue
+        lines += [f"## Thread sweeps ({topology})", "",
+                  f"On each system, workload `{args.workloads[0]}`, "
+                  f"{next(iter(swept.values()))['seconds']} s each; the count stops rising once "
+                  "throughput gains 5% or less, and the last count that gained more runs that "
+                  "system's unthrottled workloads. The runs at equal throughput use the first "
+                  "system's count on every system.", "",
+                  "| system | threads | ops/s | p95 read (ms) | p95 update (ms) | server CPU (µs/op) |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for system, sweep in swept.items():
+            for p in sweep["points"]:
+                chosen = " (chosen)" if p["threads"] == sweep["chosen"] else ""
+                lines.append(f"| {system} | {p['threads']}{chosen} | {fmt(p['throughput_ops'])} | "
+                             f"{fmt(ms(p['read_p95_us']), 2)} | {fmt(ms(p['update_p95_us']), 2)} | "
+                             f"{fmt(p.get('server_cpu_us_per_op'), 1)} |")
+        lines.append("")
 
     for topology, sitting in topologies.items():
         settles = [s for s in sitting["systems"].get("cassandra", {}).get("settles", []) if s]
@@ -1705,7 +1730,8 @@ def equal_load_section(args, phases, topologies):
     """Latency with both systems at the same throughput (the `<workload>-equal` phases)."""
     lines = ["## Latency at equal throughput", "",
              f"Each workload again on both systems, throttled (`-target`) to {args.equal_load:.0%} "
-             f"of the throughput {args.systems[0]} reached on it unthrottled, for "
+             f"of the throughput {args.systems[0]} reached on it unthrottled, with "
+             f"{args.systems[0]}'s client threads, for "
              f"{args.equal_seconds or args.run_seconds} s, so that latencies compare the same offered load rather than "
              "restate throughput. hayate-bench spreads each thread's operations evenly over the "
              "target's tick. Measured latency is from each request's send; intended latency "
