@@ -664,13 +664,16 @@ def phase_dir(out, nodes, name):
 
 
 def sweep_threads(client, nodes, args, out, workload_file):
-    """The reference's client tuning: raise the thread count until throughput stops rising by
-    more than 5%; the last count that still raised it is the one this system's unthrottled runs
-    use. Each point keeps the server's CPU per operation, which changes with the count (on
+    """The reference's client tuning: raise the thread count until throughput tops off. A count
+    is chosen over the best so far only if it gains more than 5% on it; the sweep ends once two
+    counts in a row have not, so that one step caught by background work (a compaction, the
+    delta buffer filling) does not end it. The chosen count runs this system's unthrottled
+    workloads. Each point keeps the server's CPU per operation, which changes with the count (on
     hayate it falls as more requests share each system call), so that a reader can also compare
     the systems at one count."""
     points = []
     chosen = None
+    misses = 0
     for threads in args.sweep:
         figures = client.run("run", workload_file, nodes, threads,
                              phase_dir(out, nodes, f"sweep-t{threads}"),
@@ -681,9 +684,12 @@ def sweep_threads(client, nodes, args, out, workload_file):
                        "read_p95_us": figures["read_p95_us"],
                        "update_p95_us": figures["update_p95_us"],
                        "server_cpu_us_per_op": figures.get("server_cpu_us_per_op")})
-        if chosen is not None and figures["throughput_ops"] <= chosen[1] * 1.05:
+        if chosen is None or figures["throughput_ops"] > chosen[1] * 1.05:
+            chosen, misses = (threads, figures["throughput_ops"]), 0
+            continue
+        misses += 1
+        if misses == 2:
             break
-        chosen = (threads, figures["throughput_ops"])
     return chosen[0], points
 
 
@@ -1625,9 +1631,9 @@ def write_results(out, args, state, env):
         lines += [f"## Thread sweeps ({topology})", "",
                   f"On each system, workload `{args.workloads[0]}`, "
                   f"{next(iter(swept.values()))['seconds']} s each; the count stops rising once "
-                  "throughput gains 5% or less, and the last count that gained more runs that "
-                  "system's unthrottled workloads. The runs at equal throughput use the first "
-                  "system's count on every system.", "",
+                  "throughput has twice in a row gained 5% or less on the best count so far, which "
+                  "runs that system's unthrottled workloads. The runs at equal throughput use the "
+                  "first system's count on every system.", "",
                   "| system | threads | ops/s | p95 read (ms) | p95 update (ms) | server CPU (µs/op) |",
                   "|---|---:|---:|---:|---:|---:|"]
         for system, sweep in swept.items():
