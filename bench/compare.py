@@ -14,7 +14,8 @@ nodes on 127.0.0.1-3 at RF 2 and consistency TWO, as the reference ran) and each
 create ycsb.usertable, load --records rows with the client's `load`, (Cassandra) wait for
 compactions to settle, and run each workload for --run-seconds. Each system's client thread
 count comes from a sweep on that system, as the reference tuned its clients: raise the threads
-until throughput stops rising by more than 5%, so that each system's throughput is its maximum.
+until two counts in a row gain 5% or less on the best so far, and run with the best, so that
+each system's throughput is its maximum.
 The runs at equal throughput all use the first system's count, the same offered load from the
 same client. In the cluster, a node-failure test follows the workloads: under a throttled load
 one node is killed, restarted, and its hints replayed, with the client's latency each second.
