@@ -724,7 +724,7 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
         if record["threads"] is None:
             threads, points = sweep_threads(client, nodes, args, out, workload_files[first])
             record["threads"] = threads
-            record["sweep"] = {"seconds": args.sweep_seconds, "points": points, "chosen": threads}
+            record["sweep"] = {"seconds": args.sweep_seconds, "points": points}
             log(f"thread sweep on {system} ({topology}): {threads} threads")
             if system == "cassandra":
                 record["settles"].append(settle(nodes, args, "after the thread sweep"))
@@ -755,8 +755,9 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
         # Latency at equal throughput: each workload again, throttled to a share of what the
         # first system measured on it unthrottled, with the first system's thread count, so
         # that p95 and p99 compare the same offered load from the same client.
-        reference = sitting["systems"].get(args.systems[0], {}).get("phases", {})
-        equal_threads = sitting["systems"].get(args.systems[0], {}).get("threads") or record["threads"]
+        first_system = sitting["systems"].get(args.systems[0], {})
+        reference = first_system.get("phases", {})
+        equal_threads = first_system.get("threads") or record["threads"]
         for name in args.workloads if args.equal_load else []:
             base = (reference.get(name) or {}).get("throughput_ops")
             if not base:
@@ -1624,22 +1625,22 @@ def write_results(out, args, state, env):
               "blocks tell what the data takes.", ""]
 
     for topology, sitting in topologies.items():
-        swept = {system: record["sweep"] for system, record in sitting["systems"].items()
+        swept = {system: record for system, record in sitting["systems"].items()
                  if record.get("sweep")}
         if not swept:
             lines += [f"Threads ({topology}): {sitting['threads']}, given with --threads (no sweep).", ""]
             continue
         lines += [f"## Thread sweeps ({topology})", "",
                   f"On each system, workload `{args.workloads[0]}`, "
-                  f"{next(iter(swept.values()))['seconds']} s each; the count stops rising once "
+                  f"{next(iter(swept.values()))['sweep']['seconds']} s each; the count stops rising once "
                   "throughput has twice in a row gained 5% or less on the best count so far, which "
                   "runs that system's unthrottled workloads. The runs at equal throughput use the "
                   "first system's count on every system.", "",
                   "| system | threads | ops/s | p95 read (ms) | p95 update (ms) | server CPU (µs/op) |",
                   "|---|---:|---:|---:|---:|---:|"]
-        for system, sweep in swept.items():
-            for p in sweep["points"]:
-                chosen = " (chosen)" if p["threads"] == sweep["chosen"] else ""
+        for system, record in swept.items():
+            for p in record["sweep"]["points"]:
+                chosen = " (chosen)" if p["threads"] == record["threads"] else ""
                 lines.append(f"| {system} | {p['threads']}{chosen} | {fmt(p['throughput_ops'])} | "
                              f"{fmt(ms(p['read_p95_us']), 2)} | {fmt(ms(p['update_p95_us']), 2)} | "
                              f"{fmt(p.get('server_cpu_us_per_op'), 1)} |")
