@@ -15,7 +15,8 @@ create ycsb.usertable, load --records rows with the client's `load`, (Cassandra)
 compactions to settle, and run each workload for --run-seconds. Each system's client thread
 count comes from a sweep on that system, as the reference tuned its clients: raise the threads
 until two counts in a row gain 5% or less on the best so far, and run with the best, so that
-each system's throughput is its maximum.
+each system's throughput is its maximum. The load finds its count the same way on its own first
+rows, in steps, and loads the rest at the best count.
 The runs at equal throughput all use the first system's count, the same offered load from the
 same client. In the cluster, a node-failure test follows the workloads: under a throttled load
 one node is killed, restarted, and its hints replayed, with the client's latency each second.
@@ -648,14 +649,19 @@ def settle(nodes, args, why):
 # ---- the sitting ---------------------------------------------------------------------------
 
 def threads_text(sitting, args):
-    """The client threads of a topology's runs, as the report's first paragraph says them."""
+    """The client threads of a topology's load and runs, as the report's first paragraph says
+    them."""
+    loads = [f"{record['load_threads']} on {system}" for system, record in sitting["systems"].items()
+             if record.get("load_threads")]
+    how = "from each system's load sweep" if not args.load_threads else "given"
+    load = f"; the load's threads {how}: {', '.join(loads)}" if loads else ""
     if sitting.get("threads"):
-        return f"{sitting['threads']} client threads"
+        return f"{sitting['threads']} client threads{load}"
     counts = [f"{record['threads']} on {system}" for system, record in sitting["systems"].items()
               if record.get("threads")]
     first = sitting["systems"].get(args.systems[0], {}).get("threads")
     equal = f", the runs at equal throughput {first} on every system" if first and args.equal_load else ""
-    return f"client threads from each system's sweep: {', '.join(counts) or 'none'}{equal}"
+    return f"client threads from each system's sweep: {', '.join(counts) or 'none'}{equal}{load}"
 
 
 def phase_dir(out, nodes, name):
@@ -664,34 +670,85 @@ def phase_dir(out, nodes, name):
     return out / f"{prefix}{nodes.system}-{name}"
 
 
-def sweep_threads(client, nodes, args, out, workload_file):
-    """The reference's client tuning: raise the thread count until throughput tops off. A count
-    is chosen over the best so far only if it gains more than 5% on it; the sweep ends once two
-    counts in a row have not, so that one step caught by background work (a compaction, the
-    delta buffer filling) does not end it. The chosen count runs this system's unthrottled
-    workloads. Each point keeps the server's CPU per operation, which changes with the count (on
-    hayate it falls as more requests share each system call), so that a reader can also compare
-    the systems at one count."""
+def best_count(counts, measure):
+    """The reference's client tuning, shared by the load and the runs: raise the thread count
+    until throughput tops off. `measure(threads)` runs one step and returns its point (with
+    `throughput_ops`), or None when no step is left to run. A count is chosen over the best so
+    far only if it gains more than 5% on it; the sweep ends once two counts in a row have not,
+    so that one step caught by background work (a compaction, the delta buffer filling) does
+    not end it. Returns the chosen count and every point."""
     points = []
     chosen = None
     misses = 0
-    for threads in args.sweep:
-        figures = client.run("run", workload_file, nodes, threads,
-                             phase_dir(out, nodes, f"sweep-t{threads}"),
-                             f"{nodes.system}-sweep-t{threads}",
-                             {"operationcount": 2_000_000_000,
-                              "maxexecutiontime": args.sweep_seconds})
-        points.append({"threads": threads, "throughput_ops": figures["throughput_ops"],
-                       "read_p95_us": figures["read_p95_us"],
-                       "update_p95_us": figures["update_p95_us"],
-                       "server_cpu_us_per_op": figures.get("server_cpu_us_per_op")})
-        if chosen is None or figures["throughput_ops"] > chosen[1] * 1.05:
-            chosen, misses = (threads, figures["throughput_ops"]), 0
+    for threads in counts:
+        point = measure(threads)
+        if point is None:
+            break
+        points.append(point)
+        if chosen is None or point["throughput_ops"] > chosen[1] * 1.05:
+            chosen, misses = (threads, point["throughput_ops"]), 0
             continue
         misses += 1
         if misses == 2:
             break
     return chosen[0], points
+
+
+def sweep_threads(client, nodes, args, out, workload_file):
+    """The run's sweep (best_count): the chosen count runs this system's unthrottled workloads.
+    Each point keeps the server's CPU per operation, which changes with the count (on hayate it
+    falls as more requests share each system call), so that a reader can also compare the
+    systems at one count."""
+    def measure(threads):
+        figures = client.run("run", workload_file, nodes, threads,
+                             phase_dir(out, nodes, f"sweep-t{threads}"),
+                             f"{nodes.system}-sweep-t{threads}",
+                             {"operationcount": 2_000_000_000,
+                              "maxexecutiontime": args.sweep_seconds})
+        return {"threads": threads, "throughput_ops": figures["throughput_ops"],
+                "read_p95_us": figures["read_p95_us"],
+                "update_p95_us": figures["update_p95_us"],
+                "errors": figures["errors"], "not_found": figures["not_found"],
+                "server_cpu_us_per_op": figures.get("server_cpu_us_per_op")}
+
+    return best_count(args.sweep, measure)
+
+
+def load_rows(client, nodes, args, out, workload_file, record):
+    """Loads --records rows; returns the load phase whose throughput is the insert rate. With
+    --load-threads the whole load runs at that count. Without it the load sweeps as the runs do
+    (best_count over --sweep), on the load itself: the first rows go in steps of
+    --load-sweep-rows (YCSB's insertstart and insertcount), one count per step, for at most half
+    the rows; the rest go in at the chosen count, and that phase is the insert rate, so each
+    system loads at its own best count and the rate comes from the larger part of the load."""
+    if args.load_threads:
+        record["load_threads"] = args.load_threads
+        return client.run("load", workload_file, nodes, args.load_threads,
+                          phase_dir(out, nodes, "load"), nodes.system, {})
+    step = args.load_sweep_rows or max(1, args.records // 16)
+    loaded = 0
+
+    def measure(threads):
+        nonlocal loaded
+        if loaded + step > args.records // 2:
+            return None
+        figures = client.run("load", workload_file, nodes, threads,
+                             phase_dir(out, nodes, f"load-sweep-t{threads}"),
+                             f"{nodes.system}-load-sweep-t{threads}",
+                             {"insertstart": loaded, "insertcount": step})
+        loaded += step
+        return {"threads": threads, "rows": step, "throughput_ops": figures["throughput_ops"],
+                "insert_p95_us": figures["insert_p95_us"],
+                "errors": figures["errors"],
+                "server_cpu_us_per_op": figures.get("server_cpu_us_per_op")}
+
+    threads, points = best_count(args.sweep, measure)
+    record["load_threads"] = threads
+    record["load_sweep"] = {"rows_per_step": step, "points": points}
+    log(f"load sweep on {nodes.system} ({nodes.topology}): {threads} threads for the last "
+        f"{args.records - loaded:,} rows")
+    return client.run("load", workload_file, nodes, threads, phase_dir(out, nodes, "load"),
+                      nodes.system, {"insertstart": loaded, "insertcount": args.records - loaded})
 
 
 def one_system(system, topology, client, args, out, workdir, workload_files, state):
@@ -713,9 +770,8 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
         if schema:
             record["schema_agreement"] = schema
         first = args.workloads[0]
-        record["phases"]["load"] = client.run(
-            "load", workload_files[first], nodes, args.load_threads,
-            phase_dir(out, nodes, "load"), label, {})
+        record["phases"]["load"] = load_rows(client, nodes, args, out, workload_files[first],
+                                             record)
         record["disk_after_load"] = nodes.disk_bytes()
         if system == "cassandra":
             record["settles"].append(settle(nodes, args, "after the load"))
@@ -1426,6 +1482,13 @@ def write_results(out, args, state, env):
               for system, entry in sitting["systems"].items()
               for phase, record in entry.get("phases", {}).items()
               if isinstance(record, dict) and (record.get("errors") or record.get("not_found"))]
+    failed += [f"{system} {topology} {what} step at {point['threads']} threads: "
+               f"{point.get('errors', 0):,} errors, {point.get('not_found', 0):,} reads not found"
+               for topology, sitting in topologies.items()
+               for system, entry in sitting["systems"].items()
+               for kind, what in (("load_sweep", "load sweep"), ("sweep", "thread sweep"))
+               for point in entry.get(kind, {}).get("points", [])
+               if point.get("errors") or point.get("not_found")]
     if failed:
         lines += ["**This sitting had failed operations; the figures below include them:** "
                   + "; ".join(failed) + ".", ""]
@@ -1623,6 +1686,33 @@ def write_results(out, args, state, env):
     lines += ["", "Cassandra's figure counts SSTables and the commit log; hayate's device files are "
               "preallocated, so their allocated size is the device size and the engine's used "
               "blocks tell what the data takes.", ""]
+
+    for topology, sitting in topologies.items():
+        load_swept = {system: record for system, record in sitting["systems"].items()
+                      if record.get("load_sweep")}
+        if not load_swept:
+            continue
+        rows = next(iter(load_swept.values()))["load_sweep"]["rows_per_step"]
+        lines += [f"## Load sweeps ({topology})", "",
+                  f"On each system the load's first rows went in steps of {rows:,} rows "
+                  "(insertstart and insertcount), one thread count per step, under the run "
+                  "sweep's rule, for at most half the rows; the rest loaded at the chosen count, "
+                  "and that part's throughput is the insert rate above. Each step loads into the "
+                  "data the steps before it left, so later steps meet a fuller store (and, on "
+                  "Cassandra, the compactions the earlier steps started).", "",
+                  "| system | threads | rows/s | p95 insert (ms) | server CPU (µs/row) | errors |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for system, record in load_swept.items():
+            for p in record["load_sweep"]["points"]:
+                chosen = " (chosen)" if p["threads"] == record["load_threads"] else ""
+                lines.append(f"| {system} | {p['threads']}{chosen} | {fmt(p['throughput_ops'])} | "
+                             f"{fmt(ms(p['insert_p95_us']), 2)} | "
+                             f"{fmt(p.get('server_cpu_us_per_op'), 1)} | {p['errors']:,} |")
+            load = record["phases"].get("load", {})
+            lines.append(f"| {system}, the rest | {record['load_threads']} | "
+                         f"{fmt(load.get('throughput_ops'))} | {fmt(ms(load.get('insert_p95_us')), 2)} | "
+                         f"{fmt(load.get('server_cpu_us_per_op'), 1)} | {load.get('errors', 0):,} |")
+        lines.append("")
 
     for topology, sitting in topologies.items():
         swept = {system: record for system, record in sitting["systems"].items()
@@ -2018,7 +2108,11 @@ def parse_args():
                         help="client threads for the runs; without it a sweep chooses")
     parser.add_argument("--sweep", default="8,16,32,64,128", help="thread counts the sweep tries")
     parser.add_argument("--sweep-seconds", type=int, default=30, help="length of each sweep step")
-    parser.add_argument("--load-threads", type=int, default=32, help="client threads for the load")
+    parser.add_argument("--load-threads", type=int, default=None,
+                        help="client threads for the whole load; without it the load's first "
+                             "rows sweep --sweep in steps and the rest load at the best count")
+    parser.add_argument("--load-sweep-rows", type=int, default=None,
+                        help="rows per step of the load's sweep (default: --records / 16)")
     parser.add_argument("--client", choices=["hayate-bench", "ycsb"], default="hayate-bench")
     parser.add_argument("--target", type=int, default=None,
                         help="throttle every run phase to this many ops/s (the client's -target)")
@@ -2099,7 +2193,7 @@ def parse_args():
 
     if args.quick:
         args.records, args.run_seconds, args.sweep_seconds = 20_000, 20, 8
-        args.sweep, args.load_threads, args.settle_quiet_s = "4,8", 8, 10
+        args.sweep, args.settle_quiet_s = "4,8", 10
         args.kill_before_s, args.kill_down_s, args.kill_return_s = 15, 20, 40
     args.name = args.name or ("quick" if args.quick else "full")
     args.memory_bytes = parse_size(args.memory)
