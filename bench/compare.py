@@ -117,6 +117,16 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: fields 14 and 15
 
 
+def machine_cpu_s():
+    """The whole machine's busy and stolen CPU seconds so far (/proc/stat): busy is user, nice,
+    system, irq and softirq (the server, the client and anything else); steal is time the
+    hypervisor gave this VM's CPUs to others, which slows everything without showing as busy."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return {"machine_busy_s": (user + nice + system + irq + softirq) / CLK_TCK,
+            "machine_steal_s": steal / CLK_TCK}
+
+
 def proc_io(pid):
     """Bytes the process made the block layer read and write (direct I/O included)."""
     io = {}
@@ -866,7 +876,8 @@ class Timeline(threading.Thread):
     whether background work (defragmentation, compaction) has reached a steady rate."""
 
     FIELDS = ("t_s", "host", "cpu_s", "read_bytes", "write_bytes", "used_bytes", "live_bytes",
-              "defrag_moved_bytes", "device_reads", "disk_bytes")
+              "defrag_moved_bytes", "device_reads", "disk_bytes", "machine_busy_s",
+              "machine_steal_s")
 
     def __init__(self, nodes, path, interval_s):
         super().__init__(daemon=True)
@@ -877,11 +888,15 @@ class Timeline(threading.Thread):
 
     def sample(self):
         t = round(time.time() - self.started, 1)
+        # The machine's counters go on the first row of each sample only, so that the sums
+        # over a sample's rows count them once.
+        machine = machine_cpu_s()
         for server in self.nodes.servers:
             try:
-                row = {"t_s": t, "host": server.host, **proc_counters(server.pid)}
+                row = {"t_s": t, "host": server.host, **proc_counters(server.pid), **machine}
             except (OSError, IndexError, ValueError):
                 continue
+            machine = {}
             if self.nodes.system == "hayate":
                 m = hayate_metrics(server.host, int(server.settings()["metrics_port"]), timeout_s=2)
                 storage = hayate_storage_bytes(m)
@@ -934,6 +949,8 @@ class Timeline(threading.Thread):
             span = max(b - a, 1e-9)
             return {"span_s": round(span, 1),
                     "cpu_s_per_s": round((tb["cpu_s"] - ta["cpu_s"]) / span, 3),
+                    "machine_busy_cores": round((tb["machine_busy_s"] - ta["machine_busy_s"]) / span, 3),
+                    "machine_steal_cores": round((tb["machine_steal_s"] - ta["machine_steal_s"]) / span, 3),
                     "device_read_mib_s": round((tb["read_bytes"] - ta["read_bytes"]) / span / 2**20, 2),
                     "device_write_mib_s": round((tb["write_bytes"] - ta["write_bytes"]) / span / 2**20, 2),
                     "defrag_mib_s": round((tb["defrag_moved_bytes"] - ta["defrag_moved_bytes"]) / span / 2**20, 2),
@@ -1800,11 +1817,13 @@ def steady_section(args, phases, topologies):
              "each. Device MiB/s from /proc/PID/io; blocks in use ÷ live data and "
              "defragmentation's rate from hayate's metrics (Cassandra: its data folder's size "
              "instead); p99: the median per-second p99 of the client over the same windows. "
+             "Machine busy and steal: the whole VM's CPU from /proc/stat (busy: the server, the "
+             "client and anything else; steal: time the hypervisor gave to other tenants). "
              "Background work is at its steady rate when first and last agree.", "",
-             "| topology | workload | system | part | server CPU (cores) | device read (MiB/s) | "
-             "device write (MiB/s) | defrag (MiB/s) | in use ÷ live | data on disk (MiB) | "
-             "p99 (ms) |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| topology | workload | system | part | server CPU (cores) | machine busy / steal "
+             "(cores) | device read (MiB/s) | device write (MiB/s) | defrag (MiB/s) | in use ÷ "
+             "live | data on disk (MiB) | p99 (ms) |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for topology in topologies:
         for name in args.workloads:
             for system in args.systems:
@@ -1816,7 +1835,8 @@ def steady_section(args, phases, topologies):
                     disk = f.get("disk_bytes")
                     lines.append(
                         f"| {topology} | {name} | {system} | {part} {f['span_s']:.0f} s | "
-                        f"{f['cpu_s_per_s']:.2f} | {f['device_read_mib_s']:.1f} | "
+                        f"{f['cpu_s_per_s']:.2f} | {fmt(f.get('machine_busy_cores'), 2)} / "
+                        f"{fmt(f.get('machine_steal_cores'), 2)} | {f['device_read_mib_s']:.1f} | "
                         f"{f['device_write_mib_s']:.1f} | "
                         f"{f['defrag_mib_s']:.1f} | {fmt(f.get('used_over_live'), 2)} | "
                         f"{fmt(disk / 2**20 if disk else None)} | "
