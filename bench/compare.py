@@ -2230,6 +2230,9 @@ def parse_args():
             parser.error(f"unknown topology {name!r}; known: single, cluster")
     if len(set(args.topology)) != len(args.topology):
         parser.error("--topology names a topology twice")
+    if args.load_sweep_rows is not None and not 1 <= args.load_sweep_rows <= args.records // 2:
+        parser.error("--load-sweep-rows must be from 1 to half of --records (the load's sweep "
+                     "takes at most half the rows)")
     if len(args.cluster_hosts) < 2 or not all(h.startswith("127.") for h in args.cluster_hosts):
         parser.error("--cluster-hosts must be two or more loopback addresses (127.x.x.x)")
     if not 1 <= args.cluster_rf <= len(args.cluster_hosts):
