@@ -1720,11 +1720,10 @@ def write_results(out, args, state, env):
                   "| system | threads | rows/s | p95 insert (ms) | server CPU (µs/row) | errors |",
                   "|---|---:|---:|---:|---:|---:|"]
         for system, record in load_swept.items():
-            for p in record["load_sweep"]["points"]:
-                chosen = " (chosen)" if p["threads"] == record["load_threads"] else ""
-                lines.append(f"| {system} | {p['threads']}{chosen} | {fmt(p['throughput_ops'])} | "
-                             f"{fmt(ms(p['insert_p95_us']), 2)} | "
-                             f"{fmt(p.get('server_cpu_us_per_op'), 1)} | {p['errors']:,} |")
+            lines += sweep_rows(system, record["load_sweep"]["points"], record["load_threads"],
+                                lambda p: [fmt(ms(p["insert_p95_us"]), 2),
+                                           fmt(p.get("server_cpu_us_per_op"), 1),
+                                           f"{p['errors']:,}"])
             load = record["phases"].get("load", {})
             lines.append(f"| {system}, the rest | {record['load_threads']} | "
                          f"{fmt(load.get('throughput_ops'))} | {fmt(ms(load.get('insert_p95_us')), 2)} | "
@@ -1746,11 +1745,10 @@ def write_results(out, args, state, env):
                   "| system | threads | ops/s | p95 read (ms) | p95 update (ms) | server CPU (µs/op) |",
                   "|---|---:|---:|---:|---:|---:|"]
         for system, record in swept.items():
-            for p in record["sweep"]["points"]:
-                chosen = " (chosen)" if p["threads"] == record["threads"] else ""
-                lines.append(f"| {system} | {p['threads']}{chosen} | {fmt(p['throughput_ops'])} | "
-                             f"{fmt(ms(p['read_p95_us']), 2)} | {fmt(ms(p['update_p95_us']), 2)} | "
-                             f"{fmt(p.get('server_cpu_us_per_op'), 1)} |")
+            lines += sweep_rows(system, record["sweep"]["points"], record["threads"],
+                                lambda p: [fmt(ms(p["read_p95_us"]), 2),
+                                           fmt(ms(p["update_p95_us"]), 2),
+                                           fmt(p.get("server_cpu_us_per_op"), 1)])
         lines.append("")
 
     for topology, sitting in topologies.items():
@@ -1807,6 +1805,13 @@ def write_results(out, args, state, env):
     (out / "results.json").write_text(json.dumps(
         {"args": {k: v for k, v in vars(args).items()}, "state": state, "environment": env},
         indent=2, default=str) + "\n")
+
+
+def sweep_rows(system, points, chosen, cells):
+    """A sweep table's rows for one system: its count (marked if chosen), its throughput, then
+    `cells(point)`."""
+    return [f"| {system} | {p['threads']}{' (chosen)' if p['threads'] == chosen else ''} | "
+            f"{fmt(p['throughput_ops'])} | " + " | ".join(cells(p)) + " |" for p in points]
 
 
 def steady_section(args, phases, topologies):
