@@ -724,18 +724,19 @@ def sweep_threads(client, nodes, args, out, workload_file):
     return best_count(args.sweep, measure)
 
 
-def load_rows(client, nodes, args, out, workload_file, record):
-    """Loads --records rows; returns the load phase whose throughput is the insert rate. With
-    --load-threads the whole load runs at that count. Without it the load sweeps as the runs do
-    (best_count over --sweep), on the load itself: the first rows go in steps of
-    --load-sweep-rows (YCSB's insertstart and insertcount), one count per step, for at most half
-    the rows; the rest go in at the chosen count, and that phase is the insert rate, so each
-    system loads at its own best count and the rate comes from the larger part of the load."""
+def load_rows(client, nodes, args, out, workload_file):
+    """Loads --records rows; returns the load's thread count, its sweep (None when given) and
+    the load phase whose throughput is the insert rate. With --load-threads the whole load runs
+    at that count. Without it the load sweeps as the runs do (best_count over --sweep), on the
+    load itself: the first rows go in steps of --load-sweep-rows (YCSB's insertstart and
+    insertcount), one count per step, for at most half the rows; the rest go in at the chosen
+    count, and that phase is the insert rate, so each system loads at its own best count and
+    the rate comes from the larger part of the load."""
     if args.load_threads:
-        record["load_threads"] = args.load_threads
-        return client.run("load", workload_file, nodes, args.load_threads,
-                          phase_dir(out, nodes, "load"), nodes.system, {})
-    step = args.load_sweep_rows or max(1, args.records // 16)
+        return args.load_threads, None, client.run(
+            "load", workload_file, nodes, args.load_threads, phase_dir(out, nodes, "load"),
+            nodes.system, {})
+    step = args.load_sweep_rows
     loaded = 0
 
     def measure(threads):
@@ -747,18 +748,17 @@ def load_rows(client, nodes, args, out, workload_file, record):
                              f"{nodes.system}-load-sweep-t{threads}",
                              {"insertstart": loaded, "insertcount": step})
         loaded += step
-        return {"threads": threads, "rows": step, "throughput_ops": figures["throughput_ops"],
+        return {"threads": threads, "throughput_ops": figures["throughput_ops"],
                 "insert_p95_us": figures["insert_p95_us"],
                 "errors": figures["errors"],
                 "server_cpu_us_per_op": figures.get("server_cpu_us_per_op")}
 
     threads, points = best_count(args.sweep, measure)
-    record["load_threads"] = threads
-    record["load_sweep"] = {"rows_per_step": step, "points": points}
     log(f"load sweep on {nodes.system} ({nodes.topology}): {threads} threads for the last "
         f"{args.records - loaded:,} rows")
-    return client.run("load", workload_file, nodes, threads, phase_dir(out, nodes, "load"),
-                      nodes.system, {"insertstart": loaded, "insertcount": args.records - loaded})
+    return threads, {"rows_per_step": step, "points": points}, client.run(
+        "load", workload_file, nodes, threads, phase_dir(out, nodes, "load"), nodes.system,
+        {"insertstart": loaded, "insertcount": args.records - loaded})
 
 
 def one_system(system, topology, client, args, out, workdir, workload_files, state):
@@ -780,8 +780,10 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
         if schema:
             record["schema_agreement"] = schema
         first = args.workloads[0]
-        record["phases"]["load"] = load_rows(client, nodes, args, out, workload_files[first],
-                                             record)
+        record["load_threads"], load_sweep, record["phases"]["load"] = load_rows(
+            client, nodes, args, out, workload_files[first])
+        if load_sweep:
+            record["load_sweep"] = load_sweep
         record["disk_after_load"] = nodes.disk_bytes()
         if system == "cassandra":
             record["settles"].append(settle(nodes, args, "after the load"))
@@ -2235,7 +2237,8 @@ def parse_args():
             parser.error(f"unknown topology {name!r}; known: single, cluster")
     if len(set(args.topology)) != len(args.topology):
         parser.error("--topology names a topology twice")
-    if args.load_sweep_rows is not None and not 1 <= args.load_sweep_rows <= args.records // 2:
+    args.load_sweep_rows = args.load_sweep_rows or max(1, args.records // 16)
+    if not args.load_threads and not 1 <= args.load_sweep_rows <= args.records // 2:
         parser.error("--load-sweep-rows must be from 1 to half of --records (the load's sweep "
                      "takes at most half the rows)")
     if len(args.cluster_hosts) < 2 or not all(h.startswith("127.") for h in args.cluster_hosts):
