@@ -728,15 +728,21 @@ def sweep_threads(client, nodes, args, out, workload_file):
                              f"{nodes.system}-sweep-t{threads}",
                              {"operationcount": 2_000_000_000,
                               "maxexecutiontime": args.sweep_seconds})
-        return {"threads": threads, "throughput_ops": figures["throughput_ops"],
-                "read_p95_us": figures["read_p95_us"],
-                "update_p95_us": figures["update_p95_us"],
-                "errors": figures["errors"], "not_found": figures["not_found"],
-                "server_cpu_us_per_op": figures.get("server_cpu_us_per_op"),
-                "server_read_bytes_per_op": figures.get("server_read_bytes_per_op"),
-                "delta_bytes": nodes.delta_bytes()}
+        return {"threads": threads, "read_p95_us": figures["read_p95_us"],
+                "update_p95_us": figures["update_p95_us"], **step_figures(figures, nodes)}
 
     return best_count(args.sweep, measure)
+
+
+def step_figures(figures, nodes):
+    """What a sweep or warm-up step keeps of its phase: throughput, failures, the server's CPU
+    and device bytes per operation, and hayate's delta buffer at its end, which tell whether
+    the engine's state changed between steps."""
+    return {"throughput_ops": figures["throughput_ops"],
+            "errors": figures["errors"], "not_found": figures["not_found"],
+            "server_cpu_us_per_op": figures.get("server_cpu_us_per_op"),
+            "server_read_bytes_per_op": figures.get("server_read_bytes_per_op"),
+            "delta_bytes": nodes.delta_bytes()}
 
 
 def warm_up(client, nodes, args, workdir, workload_file, threads):
@@ -758,11 +764,7 @@ def warm_up(client, nodes, args, workdir, workload_file, threads):
                              f"{nodes.system}-warmup-{n}",
                              {"operationcount": 2_000_000_000,
                               "maxexecutiontime": args.warmup_step_s})
-        step = {"end_s": n * args.warmup_step_s, "throughput_ops": figures["throughput_ops"],
-                "errors": figures["errors"], "not_found": figures["not_found"],
-                "server_cpu_us_per_op": figures.get("server_cpu_us_per_op"),
-                "server_read_bytes_per_op": figures.get("server_read_bytes_per_op"),
-                "delta_bytes": nodes.delta_bytes()}
+        step = {"end_s": n * args.warmup_step_s, **step_figures(figures, nodes)}
         steps.append(step)
         if step["end_s"] >= args.warmup_max_seconds:
             break
