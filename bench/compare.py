@@ -803,10 +803,8 @@ def load_rows(client, nodes, args, out, workload_file):
                              f"{nodes.system}-load-sweep-t{threads}",
                              {"insertstart": loaded, "insertcount": step})
         loaded += step
-        return {"threads": threads, "throughput_ops": figures["throughput_ops"],
-                "insert_p95_us": figures["insert_p95_us"],
-                "errors": figures["errors"],
-                "server_cpu_us_per_op": figures.get("server_cpu_us_per_op")}
+        return {"threads": threads, "insert_p95_us": figures["insert_p95_us"],
+                **step_figures(figures, nodes)}
 
     threads, points = best_count(args.sweep, measure)
     log(f"load sweep on {nodes.system} ({nodes.topology}): {threads} threads for the last "
@@ -1567,18 +1565,11 @@ def write_results(out, args, state, env):
               for system, entry in sitting["systems"].items()
               for phase, record in entry.get("phases", {}).items()
               if isinstance(record, dict) and (record.get("errors") or record.get("not_found"))]
-    failed += [f"{system} {topology} {what} step at {point['threads']} threads: "
-               f"{point.get('errors', 0):,} errors, {point.get('not_found', 0):,} reads not found"
-               for topology, sitting in topologies.items()
-               for system, entry in sitting["systems"].items()
-               for kind, what in (("load_sweep", "load sweep"), ("sweep", "thread sweep"))
-               for point in entry.get(kind, {}).get("points", [])
-               if point.get("errors") or point.get("not_found")]
-    failed += [f"{system} {topology} warm-up step ending at {step['end_s']} s: "
+    failed += [f"{system} {topology} {what}: "
                f"{step.get('errors', 0):,} errors, {step.get('not_found', 0):,} reads not found"
                for topology, sitting in topologies.items()
                for system, entry in sitting["systems"].items()
-               for step in entry.get("warmup", {}).get("steps", [])
+               for what, step in unmeasured_steps(entry)
                if step.get("errors") or step.get("not_found")]
     if failed:
         lines += ["**This sitting had failed operations; the figures below include them:** "
@@ -1907,6 +1898,16 @@ def write_results(out, args, state, env):
     (out / "results.json").write_text(json.dumps(
         {"args": {k: v for k, v in vars(args).items()}, "state": state, "environment": env},
         indent=2, default=str) + "\n")
+
+
+def unmeasured_steps(record):
+    """A system's steps outside the measured phases (load sweep, thread sweep, warm-up), each
+    with the words that name it in the report."""
+    for kind, what in (("load_sweep", "load sweep"), ("sweep", "thread sweep")):
+        for point in record.get(kind, {}).get("points", []):
+            yield f"{what} step at {point['threads']} threads", point
+    for step in record.get("warmup", {}).get("steps", []):
+        yield f"warm-up step ending at {step['end_s']} s", step
 
 
 def sweep_rows(system, points, chosen, cells):
