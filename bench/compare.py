@@ -17,8 +17,9 @@ count comes from a sweep on that system, as the reference tuned its clients: rai
 until two counts in a row gain 5% or less on the best so far, and run with the best, so that
 each system's throughput is its maximum. The load finds its count the same way on its own first
 rows, in steps, and loads the rest at the best count.
-The runs at equal throughput all use the first system's count, the same offered load from the
-same client. In the cluster, a node-failure test follows the workloads: under a throttled load
+The runs at equal throughput use one count on every system, the same offered load from the
+same client: the fewest threads in the first system's sweep that can carry the target with room
+to spare (equal_load_threads). In the cluster, a node-failure test follows the workloads: under a throttled load
 one node is killed, restarted, and its hints replayed, with the client's latency each second.
 
 Everything lands in bench/results/<date>-<name>/: results.md (the tables, the environment and
@@ -51,6 +52,9 @@ CACHE = Path(os.environ.get("HAYATE_BENCH_CACHE", Path.home() / ".cache" / "haya
 PYENV = CACHE / "pyenv"
 CQLSH_VERSION = "6.2.2"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# The runs at equal throughput use the fewest threads whose unthrottled throughput in the sweep
+# was at least the target ÷ this (equal_load_threads).
+EQUAL_HEADROOM = 0.8
 
 # YCSB's workload files as shipped with YCSB 0.17.0 (workloads/workloada, workloadb), except
 # where the reference departs from them. Written into the results folder and passed with -P, so
@@ -363,7 +367,7 @@ def parse_summary(text):
     """YCSB's summary lines, `[SECTION], Metric, value`, as {(section, metric): value}."""
     summary = {}
     for line in text.splitlines():
-        match = re.match(r"\[([A-Z_-]+)\], ([^,]+), (.+)$", line.strip())
+        match = re.match(r"\[([A-Za-z_-]+)\], ([^,]+), (.+)$", line.strip())
         if match:
             try:
                 summary[(match.group(1), match.group(2))] = float(match.group(3))
@@ -474,6 +478,9 @@ class Client:
             "insert_p95_us": summary.get(("INSERT", "95thPercentileLatency(us)")),
             "read_p99_us": summary.get(("READ", "99thPercentileLatency(us)")),
             "update_p99_us": summary.get(("UPDATE", "99thPercentileLatency(us)")),
+            # From when the throttle meant each operation to start (with -target only).
+            "intended_read_p95_us": summary.get(("Intended-READ", "95thPercentileLatency(us)")),
+            "intended_update_p95_us": summary.get(("Intended-UPDATE", "95thPercentileLatency(us)")),
             "client_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         })
         if operations:
@@ -682,7 +689,8 @@ def threads_text(sitting, args):
         return f"{sitting['threads']} client threads{load}"
     counts = [f"{record['threads']} on {system}" for system, record in sitting["systems"].items()
               if record.get("threads")]
-    first = sitting["systems"].get(args.systems[0], {}).get("threads")
+    first = (sitting.get("equal_threads") or {}).get("threads") or \
+        sitting["systems"].get(args.systems[0], {}).get("threads")
     equal = f", the runs at equal throughput {first} on every system" if first and args.equal_load else ""
     return f"client threads from each system's sweep: {', '.join(counts) or 'none'}{equal}{load}"
 
@@ -743,6 +751,31 @@ def step_figures(figures, nodes):
             "server_cpu_us_per_op": figures.get("server_cpu_us_per_op"),
             "server_read_bytes_per_op": figures.get("server_read_bytes_per_op"),
             "delta_bytes": nodes.delta_bytes()}
+
+
+def equal_load_threads(first, args):
+    """The client threads of the runs at equal throughput, one count for every system, and the
+    rule that chose it. --equal-threads if given. Otherwise the fewest threads in the first
+    system's sweep whose unthrottled throughput was at least the first workload's target ÷
+    EQUAL_HEADROOM, so that the target is at most 80% of what that many threads could do: room
+    to catch up after a stall, and no more requests in flight than the target needs. A count
+    with far more in flight than the target needs measures the queue those requests wait in,
+    not the server: in the 2026-11-28 cluster sitting, Cassandra's own best count, 512 threads
+    at 1,756 ops/s, put each read behind a few hundred others (a p95 of 524 ms, against 11 ms at
+    8 threads unthrottled). Without a sweep (--threads), the first system's count."""
+    if args.equal_threads:
+        return {"threads": args.equal_threads, "rule": "given (--equal-threads)"}
+    base = first.get("phases", {}).get(args.workloads[0], {}).get("throughput_ops")
+    points = (first.get("sweep") or {}).get("points") or []
+    if base and points:
+        need = base * args.equal_load / EQUAL_HEADROOM
+        fits = [p["threads"] for p in points if p["throughput_ops"] >= need]
+        if fits:
+            return {"threads": min(fits),
+                    "rule": f"the fewest in {first['system']}'s sweep that reached "
+                            f"{need:,.0f} ops/s, the target ÷ {EQUAL_HEADROOM}"}
+    why = f", as no step of its sweep reached the target ÷ {EQUAL_HEADROOM}" if points else ""
+    return {"threads": first.get("threads"), "rule": f"{first.get('system')}'s own count{why}"}
 
 
 def warm_up(client, nodes, args, workdir, workload_file, threads):
@@ -880,11 +913,14 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
             if profiling:
                 finish_profile(out, stem)
         # Latency at equal throughput: each workload again, throttled to a share of what the
-        # first system measured on it unthrottled, with the first system's thread count, so
-        # that p95 and p99 compare the same offered load from the same client.
+        # first system measured on it unthrottled, with one thread count on every system
+        # (equal_load_threads), so that p95 and p99 compare the same offered load from the
+        # same client.
         first_system = sitting["systems"].get(args.systems[0], {})
         reference = first_system.get("phases", {})
-        equal_threads = first_system.get("threads") or record["threads"]
+        if args.equal_load and "equal_threads" not in sitting:
+            sitting["equal_threads"] = equal_load_threads(first_system or record, args)
+        equal_threads = sitting.get("equal_threads", {}).get("threads")
         for name in args.workloads if args.equal_load else []:
             base = (reference.get(name) or {}).get("throughput_ops")
             if not base:
@@ -1830,8 +1866,8 @@ def write_results(out, args, state, env):
                   f"On each system, workload `{args.workloads[0]}`, "
                   f"{next(iter(swept.values()))['sweep']['seconds']} s each; the count stops rising once "
                   "throughput has twice in a row gained 5% or less on the best count so far, which "
-                  "runs that system's unthrottled workloads. The runs at equal throughput use the "
-                  "first system's count on every system.", "",
+                  "runs that system's unthrottled workloads. "
+                  f"{equal_threads_sentence(sitting, args)}", "",
                   "| system | threads | ops/s | p95 read (ms) | p95 update (ms) | server CPU (µs/op) "
                   "| device read (KiB/op) | delta buffer at the end (MiB) |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -1952,20 +1988,42 @@ def steady_section(args, phases, topologies):
     return lines + [""]
 
 
+def equal_threads_sentence(sitting, args):
+    """What the sweep section says of the runs at equal throughput's thread count."""
+    chosen = sitting.get("equal_threads")
+    if not args.equal_load:
+        return ""
+    if not chosen:  # sittings before the rule: the first system's own count
+        return "The runs at equal throughput use the first system's count on every system."
+    return (f"The runs at equal throughput use {chosen['threads']} on every system: "
+            f"{chosen['rule']}.")
+
+
 def equal_load_section(args, phases, topologies):
-    """Latency with both systems at the same throughput (the `<workload>-equal` phases)."""
+    """Latency with both systems at the same throughput (the `<workload>-equal` phases), measured
+    from each request's send and intended from when the throttle meant it to start."""
+    first = args.systems[0]
+    counts = []
+    for topology, sitting in topologies.items():
+        chosen = sitting.get("equal_threads")
+        if chosen:
+            counts.append(f"{topology}: {chosen['threads']} ({chosen['rule']})")
+    # Sittings before the rule (equal_load_threads) ran it at the first system's own count.
+    threads = (f"with one client thread count on every system, {'; '.join(counts)}" if counts
+               else f"with {first}'s client threads")
     lines = ["## Latency at equal throughput", "",
              f"Each workload again on both systems, throttled (`-target`) to {args.equal_load:.0%} "
-             f"of the throughput {args.systems[0]} reached on it unthrottled, with "
-             f"{args.systems[0]}'s client threads, for "
-             f"{args.equal_seconds or args.run_seconds} s, so that latencies compare the same offered load rather than "
-             "restate throughput. hayate-bench spreads each thread's operations evenly over the "
-             "target's tick. Measured latency is from each request's send; intended latency "
-             "(coordinated omission corrected) from when the throttle meant it to start. Ratios "
-             "are Cassandra ÷ hayate.", "",
-             "| topology | workload | target (ops/s) | system | achieved (ops/s) | p95 read (ms) | "
-             "p99 read (ms) | p95 update (ms) | p99 update (ms) | errors |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+             f"of the throughput {first} reached on it unthrottled, {threads}, for "
+             f"{args.equal_seconds or args.run_seconds} s, so that latencies compare the same "
+             "offered load rather than restate throughput. hayate-bench spreads each thread's "
+             "operations evenly over the target's tick. Measured latency is from each request's "
+             "send; intended latency (coordinated omission corrected) from when the throttle "
+             "meant it to start, so it also counts the time a request waited in the client "
+             "behind a slow one. Ratios are Cassandra ÷ hayate.", "",
+             "| topology | workload | target (ops/s) | threads | system | achieved (ops/s) | "
+             "p95 read (ms) | p99 read (ms) | p95 update (ms) | p99 update (ms) | "
+             "intended p95 read (ms) | intended p95 update (ms) | errors |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     ratios = []
     for topology in topologies:
         for name in args.workloads:
@@ -1974,17 +2032,30 @@ def equal_load_section(args, phases, topologies):
                 if not f:
                     continue
                 lines.append(
-                    f"| {topology} | {name} | {fmt(f.get('target_ops'))} | {system} | "
-                    f"{fmt(f.get('throughput_ops'))} | {ms(f.get('read_p95_us'))} | "
+                    f"| {topology} | {name} | {fmt(f.get('target_ops'))} | {fmt(f.get('threads'))} | "
+                    f"{system} | {fmt(f.get('throughput_ops'))} | {ms(f.get('read_p95_us'))} | "
                     f"{ms(f.get('read_p99_us'))} | {ms(f.get('update_p95_us'))} | "
-                    f"{ms(f.get('update_p99_us'))} | {fmt(f.get('errors'))} |")
+                    f"{ms(f.get('update_p99_us'))} | {ms(f.get('intended_read_p95_us')) or '–'} | "
+                    f"{ms(f.get('intended_update_p95_us')) or '–'} | {fmt(f.get('errors'))} |")
+            for system, f in rows.items():
+                if f and f.get("target_ops") and f["throughput_ops"] < 0.98 * f["target_ops"]:
+                    ratios.append(f"- {topology} `{name}`: {system} did {fmt(f['throughput_ops'])} "
+                                  f"ops/s, short of the target {fmt(f['target_ops'])}, so a backlog "
+                                  "grew in the client all run: its intended latency measures that "
+                                  "backlog")
             c, h = rows.get("cassandra"), rows.get("hayate")
             if c and h:
+                intended = ""
+                if c.get("intended_read_p95_us") and h.get("intended_read_p95_us"):
+                    intended = (f"; intended p95 read "
+                                f"{ratio(c['intended_read_p95_us'], h['intended_read_p95_us'])}, "
+                                f"update {ratio(c.get('intended_update_p95_us'), h.get('intended_update_p95_us'))}")
                 ratios.append(f"- {topology} `{name}` at {fmt(c.get('target_ops'))} ops/s: p95 read "
                               f"{ratio(c.get('read_p95_us'), h.get('read_p95_us'))}, p99 read "
                               f"{ratio(c.get('read_p99_us'), h.get('read_p99_us'))}, p95 update "
                               f"{ratio(c.get('update_p95_us'), h.get('update_p95_us'))}, p99 update "
-                              f"{ratio(c.get('update_p99_us'), h.get('update_p99_us'))} lower on hayate")
+                              f"{ratio(c.get('update_p99_us'), h.get('update_p99_us'))}{intended} "
+                              "lower on hayate")
     return lines + [""] + ratios + [""]
 
 
@@ -2259,6 +2330,10 @@ def parse_args():
                         help="after the unthrottled runs, run each workload again on every system "
                              "throttled to this share of the first system's throughput, to compare "
                              "latency at equal load (0 skips it)")
+    parser.add_argument("--equal-threads", type=int, default=None,
+                        help="client threads of the runs at equal load on every system (default: "
+                             "the fewest in the first system's sweep whose throughput reached the "
+                             f"target ÷ {EQUAL_HEADROOM})")
     parser.add_argument("--equal-seconds", type=int, default=None,
                         help="length of each run at equal load (default: --run-seconds)")
     parser.add_argument("--systems", default="cassandra,hayate",
