@@ -689,9 +689,9 @@ def threads_text(sitting, args):
         return f"{sitting['threads']} client threads{load}"
     counts = [f"{record['threads']} on {system}" for system, record in sitting["systems"].items()
               if record.get("threads")]
-    first = (sitting.get("equal_threads") or {}).get("threads") or \
-        sitting["systems"].get(args.systems[0], {}).get("threads")
-    equal = f", the runs at equal throughput {first} on every system" if first and args.equal_load else ""
+    equal = ""
+    if equal_shares(args):
+        equal = f", the runs at equal throughput {equal_counts(sitting, args)} on every system"
     return f"client threads from each system's sweep: {', '.join(counts) or 'none'}{equal}{load}"
 
 
@@ -753,7 +753,23 @@ def step_figures(figures, nodes):
             "delta_bytes": nodes.delta_bytes()}
 
 
-def equal_load_threads(first, args):
+def equal_shares(args):
+    """The shares of the first system's throughput that the runs at equal throughput are
+    throttled to, in order (--equal-load; results.json of sittings before the list hold one
+    number)."""
+    shares = args.equal_load if isinstance(args.equal_load, list) else [args.equal_load]
+    return [share for share in shares if share]
+
+
+def equal_phases(args):
+    """(workload, share, phase) of each run at equal throughput: `<workload>-equal` with one
+    share, as before the list, `<workload>-equal-<percent>` with several."""
+    shares = equal_shares(args)
+    return [(name, share, f"{name}-equal" if len(shares) == 1 else f"{name}-equal-{share * 100:.0f}")
+            for name in args.workloads for share in shares]
+
+
+def equal_load_threads(first, args, share):
     """The client threads of the runs at equal throughput, one count for every system, and the
     rule that chose it. --equal-threads if given. Otherwise the fewest threads in the first
     system's sweep whose unthrottled throughput was at least the first workload's target ÷
@@ -768,7 +784,7 @@ def equal_load_threads(first, args):
     base = first.get("phases", {}).get(args.workloads[0], {}).get("throughput_ops")
     points = (first.get("sweep") or {}).get("points") or []
     if base and points:
-        need = base * args.equal_load / EQUAL_HEADROOM
+        need = base * share / EQUAL_HEADROOM
         fits = [p["threads"] for p in points if p["throughput_ops"] >= need]
         if fits:
             return {"threads": min(fits),
@@ -918,24 +934,24 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
         # same client.
         first_system = sitting["systems"].get(args.systems[0], {})
         reference = first_system.get("phases", {})
-        if args.equal_load and "equal_threads" not in sitting:
-            sitting["equal_threads"] = equal_load_threads(first_system or record, args)
-        equal_threads = sitting.get("equal_threads", {}).get("threads")
-        for name in args.workloads if args.equal_load else []:
+        chosen = sitting.setdefault("equal_threads_by_share", {})
+        for share in equal_shares(args):
+            if str(share) not in chosen:
+                chosen[str(share)] = equal_load_threads(first_system or record, args, share)
+        for name, share, phase in equal_phases(args):
             base = (reference.get(name) or {}).get("throughput_ops")
             if not base:
                 continue
-            target = max(1, round(base * args.equal_load))
+            target = max(1, round(base * share))
             if system == "cassandra":
                 record["settles"].append(settle(nodes, args, f"before {name} at {target} ops/s"))
             record.setdefault("cache_drops", []).append(nodes.drop_cache())
-            phase = f"{name}-equal"
             record["phases"][phase] = client.run(
-                "run", workload_files[name], nodes, equal_threads,
+                "run", workload_files[name], nodes, chosen[str(share)]["threads"],
                 phase_dir(out, nodes, phase), label,
                 {"operationcount": 2_000_000_000, "maxexecutiontime": args.equal_seconds or args.run_seconds},
                 target=target)
-            record["phases"][phase]["target_ops"] = target
+            record["phases"][phase].update(target_ops=target, share=share)
         record["disk_at_end"] = nodes.disk_bytes()
         if topology == "cluster" and args.kill_test:
             for level in args.kill_consistency:
@@ -1721,7 +1737,7 @@ def write_results(out, args, state, env):
         lines.append("")
 
     lines += steady_section(args, phases, topologies)
-    if args.equal_load:
+    if equal_shares(args):
         lines += equal_load_section(args, phases, topologies)
 
     kills = [(system, level, k) for sitting in topologies.values()
@@ -1988,31 +2004,51 @@ def steady_section(args, phases, topologies):
     return lines + [""]
 
 
+def equal_threads_chosen(sitting, args):
+    """{share: {"threads", "rule"}} of a topology's runs at equal throughput, or {} for sittings
+    before the rule, which ran them at the first system's own count."""
+    by_share = sitting.get("equal_threads_by_share")
+    if by_share:
+        return {float(share): chosen for share, chosen in by_share.items()}
+    if sitting.get("equal_threads"):  # the first sitting with the rule: one share
+        return {equal_shares(args)[0]: sitting["equal_threads"]}
+    return {}
+
+
+def equal_counts(sitting, args):
+    """The runs at equal throughput's thread counts, as the report's first paragraph says them."""
+    chosen = equal_threads_chosen(sitting, args)
+    if not chosen:
+        return str(sitting["systems"].get(args.systems[0], {}).get("threads"))
+    if len(chosen) == 1:
+        return str(next(iter(chosen.values()))["threads"])
+    return ", ".join(f"{c['threads']} at {share:.0%}" for share, c in chosen.items())
+
+
 def equal_threads_sentence(sitting, args):
     """What the sweep section says of the runs at equal throughput's thread count."""
-    chosen = sitting.get("equal_threads")
-    if not args.equal_load:
+    if not equal_shares(args):
         return ""
-    if not chosen:  # sittings before the rule: the first system's own count
+    chosen = equal_threads_chosen(sitting, args)
+    if not chosen:
         return "The runs at equal throughput use the first system's count on every system."
-    return (f"The runs at equal throughput use {chosen['threads']} on every system: "
-            f"{chosen['rule']}.")
+    return " ".join(f"The runs at {share:.0%} use {c['threads']} threads on every system: "
+                    f"{c['rule']}." for share, c in chosen.items())
 
 
 def equal_load_section(args, phases, topologies):
     """Latency with both systems at the same throughput (the `<workload>-equal` phases), measured
     from each request's send and intended from when the throttle meant it to start."""
     first = args.systems[0]
-    counts = []
-    for topology, sitting in topologies.items():
-        chosen = sitting.get("equal_threads")
-        if chosen:
-            counts.append(f"{topology}: {chosen['threads']} ({chosen['rule']})")
+    counts = [f"{topology} at {share:.0%}: {c['threads']} ({c['rule']})"
+              for topology, sitting in topologies.items()
+              for share, c in equal_threads_chosen(sitting, args).items()]
     # Sittings before the rule (equal_load_threads) ran it at the first system's own count.
     threads = (f"with one client thread count on every system, {'; '.join(counts)}" if counts
                else f"with {first}'s client threads")
+    shares = " and ".join(f"{share:.0%}" for share in equal_shares(args))
     lines = ["## Latency at equal throughput", "",
-             f"Each workload again on both systems, throttled (`-target`) to {args.equal_load:.0%} "
+             f"Each workload again on both systems, throttled (`-target`) to {shares} "
              f"of the throughput {first} reached on it unthrottled, {threads}, for "
              f"{args.equal_seconds or args.run_seconds} s, so that latencies compare the same "
              "offered load rather than restate throughput. hayate-bench spreads each thread's "
@@ -2026,8 +2062,8 @@ def equal_load_section(args, phases, topologies):
              "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     ratios = []
     for topology in topologies:
-        for name in args.workloads:
-            rows = {system: phases(topology, system).get(f"{name}-equal") for system in args.systems}
+        for name, _, phase in equal_phases(args):
+            rows = {system: phases(topology, system).get(phase) for system in args.systems}
             for system, f in rows.items():
                 if not f:
                     continue
@@ -2239,7 +2275,7 @@ def charts(out, args, state):
     groups = []
     for topology in state["topologies"]:
         prefix = "" if topology == "single" else f"{topology}-"
-        equal = [f"{name}-equal" for name in args.workloads] if args.equal_load else []
+        equal = [phase for _, _, phase in equal_phases(args)]
         for name in ["load", *args.workloads, *equal]:
             groups.append((f"{prefix}{name}", [out / f"{prefix}{system}-{name}" for system in args.systems]))
         if topology == "cluster" and args.kill_test:
@@ -2326,10 +2362,11 @@ def parse_args():
                              "group commit) or group (a sync at most every 15 ms)")
     parser.add_argument("--timeline-s", type=int, default=10,
                         help="seconds between the samples of each run's timeline.csv")
-    parser.add_argument("--equal-load", type=float, default=0.7,
+    parser.add_argument("--equal-load", default="0.7",
                         help="after the unthrottled runs, run each workload again on every system "
                              "throttled to this share of the first system's throughput, to compare "
-                             "latency at equal load (0 skips it)")
+                             "latency at equal load; a comma list (0.3,0.7) runs one phase per "
+                             "share, in order (0 skips it)")
     parser.add_argument("--equal-threads", type=int, default=None,
                         help="client threads of the runs at equal load on every system (default: "
                              "the fewest in the first system's sweep whose throughput reached the "
@@ -2416,6 +2453,9 @@ def parse_args():
     args.workloads = args.workloads.split(",")
     args.systems = args.systems.split(",")
     args.sweep = [int(t) for t in args.sweep.split(",")]
+    args.equal_load = [float(share) for share in args.equal_load.split(",")]
+    if any(not 0 <= share <= 1 for share in args.equal_load):
+        parser.error("--equal-load: each share is a fraction from 0 to 1")
     args.topology = args.topology.split(",")
     args.cluster_hosts = args.cluster_hosts.split(",")
     args.kill_consistency = args.kill_consistency or ("ONE" if args.quick else "TWO,ONE")
