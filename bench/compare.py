@@ -771,9 +771,9 @@ def equal_phases(args):
 
 def equal_load_threads(first, args, share):
     """The client threads of the runs at equal throughput, one count for every system, and the
-    rule that chose it. --equal-threads if given. Otherwise the fewest threads in the first
-    system's sweep whose unthrottled throughput was at least the first workload's target ÷
-    EQUAL_HEADROOM, so that the target is at most 80% of what that many threads could do: room
+    rule that chose it, for one share of --equal-load. --equal-threads if given. Otherwise the
+    fewest threads in the first system's sweep whose unthrottled throughput was at least that
+    share's target on the first workload ÷ EQUAL_HEADROOM, so that the target is at most 80% of what that many threads could do: room
     to catch up after a stall, and no more requests in flight than the target needs. A count
     with far more in flight than the target needs measures the queue those requests wait in,
     not the server: in the 2026-11-28 cluster sitting, Cassandra's own best count, 512 threads
