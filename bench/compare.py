@@ -19,8 +19,9 @@ each system's throughput is its maximum. The load finds its count the same way o
 rows, in steps, and loads the rest at the best count.
 The runs at equal throughput use one count on every system, the same offered load from the
 same client: the fewest threads in the first system's sweep that can carry the target with room
-to spare (equal_load_threads). In the cluster, a node-failure test follows the workloads: under a throttled load
-one node is killed, restarted, and its hints replayed, with the client's latency each second.
+to spare (equal_load_threads). In the cluster, a node-failure test follows the workloads: under
+a throttled load one node is killed, restarted, and its hints replayed, with the client's
+latency each second.
 
 Everything lands in bench/results/<date>-<name>/: results.md (the tables, the environment and
 every command), each phase's run folder (the client's summary and, with hayate-bench, its time
@@ -773,8 +774,9 @@ def equal_load_threads(first, args, share):
     """The client threads of the runs at equal throughput, one count for every system, and the
     rule that chose it, for one share of --equal-load. --equal-threads if given. Otherwise the
     fewest threads in the first system's sweep whose unthrottled throughput was at least that
-    share's target on the first workload ÷ EQUAL_HEADROOM, so that the target is at most 80% of what that many threads could do: room
-    to catch up after a stall, and no more requests in flight than the target needs. A count
+    share's target on the first workload ÷ EQUAL_HEADROOM, so that the target is at most 80% of
+    what that many threads could do: room to catch up after a stall, and no more requests in
+    flight than the target needs. A count
     with far more in flight than the target needs measures the queue those requests wait in,
     not the server: in the 2026-11-28 cluster sitting, Cassandra's own best count, 512 threads
     at 1,756 ops/s, put each read behind a few hundred others (a p95 of 524 ms, against 11 ms at
@@ -2073,8 +2075,7 @@ def equal_load_section(args, phases, topologies):
                     f"{ms(f.get('read_p99_us'))} | {ms(f.get('update_p95_us'))} | "
                     f"{ms(f.get('update_p99_us'))} | {ms(f.get('intended_read_p95_us')) or '–'} | "
                     f"{ms(f.get('intended_update_p95_us')) or '–'} | {fmt(f.get('errors'))} |")
-            for system, f in rows.items():
-                if f and f.get("target_ops") and f["throughput_ops"] < 0.98 * f["target_ops"]:
+                if f.get("target_ops") and f["throughput_ops"] < 0.98 * f["target_ops"]:
                     ratios.append(f"- {topology} `{name}`: {system} did {fmt(f['throughput_ops'])} "
                                   f"ops/s, short of the target {fmt(f['target_ops'])}, so a backlog "
                                   "grew in the client all run: its intended latency measures that "
