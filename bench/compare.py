@@ -776,11 +776,11 @@ def equal_load_threads(first, args, share):
     fewest threads in the first system's sweep whose unthrottled throughput was at least that
     share's target on the first workload ÷ EQUAL_HEADROOM, so that the target is at most 80% of
     what that many threads could do: room to catch up after a stall, and no more requests in
-    flight than the target needs. A count
-    with far more in flight than the target needs measures the queue those requests wait in,
-    not the server: in the 2026-11-28 cluster sitting, Cassandra's own best count, 512 threads
-    at 1,756 ops/s, put each read behind a few hundred others (a p95 of 524 ms, against 11 ms at
-    8 threads unthrottled). Without a sweep (--threads), the first system's count."""
+    flight than the target needs. A count with far more in flight than the target needs
+    measures the queue those requests wait in, not the server: in the 2026-11-28 cluster
+    sitting, Cassandra's own best count, 512 threads at 1,756 ops/s, put each read behind a few
+    hundred others (a p95 of 524 ms, against 11 ms at 8 threads unthrottled). Without a sweep
+    (--threads), the first system's count."""
     if args.equal_threads:
         return {"threads": args.equal_threads, "rule": "given (--equal-threads)"}
     base = first.get("phases", {}).get(args.workloads[0], {}).get("throughput_ops")
