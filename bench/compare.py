@@ -56,6 +56,11 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # The runs at equal throughput use the fewest threads whose unthrottled throughput in the sweep
 # was at least the target ÷ this (equal_load_threads).
 EQUAL_HEADROOM = 0.8
+# A run at equal throughput reached its target if it did at least this share of it; the first
+# system's run that does not is run again at a larger thread count (equal_load_retry).
+EQUAL_REACHED = 0.98
+# The most times one share's run is repeated on the first system for falling short.
+EQUAL_RETRIES_MAX = 2
 
 # YCSB's workload files as shipped with YCSB 0.17.0 (workloads/workloada, workloadb), except
 # where the reference departs from them. Written into the results folder and passed with -P, so
@@ -796,6 +801,25 @@ def equal_load_threads(first, args, share):
     return {"threads": first.get("threads"), "rule": f"{first.get('system')}'s own count{why}"}
 
 
+def equal_load_retry(first, args, threads, target, achieved):
+    """The thread count to run a share at equal throughput again at, or None. The count of
+    equal_load_threads comes from the sweep, which runs before the long unthrottled run, and a
+    system can be slower after it (Cassandra's compactions behind, its rate falling late in the
+    run): in two sittings of 2026-11-28 its run at 70% did 93% and 95% of the target, so its
+    latencies there measured a client backlog, not the server at that load. When the first
+    system does less than EQUAL_REACHED of the target, the run is repeated at the next larger
+    count of its sweep (twice the count without a sweep), and every system after it runs at
+    that count, so both still see one offered load from one client. Not with --equal-threads,
+    which the operator fixed."""
+    if args.equal_threads or achieved >= EQUAL_REACHED * target:
+        return None
+    points = (first.get("sweep") or {}).get("points") or []
+    larger = sorted(p["threads"] for p in points if p["threads"] > threads)
+    if points:
+        return larger[0] if larger else None
+    return threads * 2
+
+
 def warm_up(client, nodes, args, workdir, workload_file, threads):
     """Brings the store to the state the measured phases will meet before any is measured: the
     first workload runs unthrottled at `threads` in steps of --warmup-step-s for at least
@@ -945,15 +969,35 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
             if not base:
                 continue
             target = max(1, round(base * share))
-            if system == "cassandra":
-                record["settles"].append(settle(nodes, args, f"before {name} at {target} ops/s"))
-            record.setdefault("cache_drops", []).append(nodes.drop_cache())
-            record["phases"][phase] = client.run(
-                "run", workload_files[name], nodes, chosen[str(share)]["threads"],
-                phase_dir(out, nodes, phase), label,
-                {"operationcount": 2_000_000_000, "maxexecutiontime": args.equal_seconds or args.run_seconds},
-                target=target)
-            record["phases"][phase].update(target_ops=target, share=share)
+            for attempt in range(EQUAL_RETRIES_MAX + 1):
+                if system == "cassandra":
+                    record["settles"].append(settle(nodes, args, f"before {name} at {target} ops/s"))
+                record.setdefault("cache_drops", []).append(nodes.drop_cache())
+                threads = chosen[str(share)]["threads"]
+                record["phases"][phase] = client.run(
+                    "run", workload_files[name], nodes, threads,
+                    phase_dir(out, nodes, phase), label,
+                    {"operationcount": 2_000_000_000, "maxexecutiontime": args.equal_seconds or args.run_seconds},
+                    target=target)
+                record["phases"][phase].update(target_ops=target, share=share)
+                if system != args.systems[0] or attempt == EQUAL_RETRIES_MAX:
+                    break
+                retry = equal_load_retry(first_system or record, args, threads, target,
+                                         record["phases"][phase]["throughput_ops"])
+                if retry is None:
+                    break
+                short = f"{phase}-short-t{threads}"
+                shutil.rmtree(phase_dir(out, nodes, short), ignore_errors=True)
+                phase_dir(out, nodes, phase).rename(phase_dir(out, nodes, short))
+                record.setdefault("equal_short", {}).setdefault(phase, []).append(
+                    {**record["phases"][phase], "folder": phase_dir(out, nodes, short).name})
+                chosen[str(share)] = {"threads": retry,
+                                      "rule": f"{chosen[str(share)]['rule']}; at {threads} threads "
+                                              f"{system} did {record['phases'][phase]['throughput_ops']:,.0f} "
+                                              f"ops/s of the {target:,} targeted, so the run was "
+                                              f"repeated at {retry}"}
+                log(f"{system} fell short of {target:,} ops/s at {threads} threads; "
+                    f"running {phase} again at {retry}")
         record["disk_at_end"] = nodes.disk_bytes()
         if topology == "cluster" and args.kill_test:
             for level in args.kill_consistency:
@@ -2080,6 +2124,14 @@ def equal_load_section(args, phases, topologies):
                                   f"ops/s, short of the target {fmt(f['target_ops'])}, so a backlog "
                                   "grew in the client all run: its intended latency measures that "
                                   "backlog")
+            for system in args.systems:
+                record = topologies[topology].get("systems", {}).get(system, {})
+                for f in record.get("equal_short", {}).get(phase, []):
+                    ratios.append(f"- {topology} `{name}`: {system} first ran at {fmt(f.get('threads'))} "
+                                  f"threads and did {fmt(f['throughput_ops'])} ops/s, short of the "
+                                  f"target {fmt(f.get('target_ops'))}; that try is in "
+                                  f"`{f['folder']}/`, and the table has the run repeated at more "
+                                  "threads (bench/README.md, step 8)")
             c, h = rows.get("cassandra"), rows.get("hayate")
             if c and h:
                 intended = ""
