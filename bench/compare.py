@@ -809,8 +809,8 @@ def equal_load_retry(first, args, threads, target, achieved):
     latencies there measured a client backlog, not the server at that load. When the first
     system does less than EQUAL_REACHED of the target, the run is repeated at the next larger
     count of its sweep (twice the count without a sweep), and every system after it runs at
-    that count, so both still see one offered load from one client. Not with --equal-threads,
-    which the operator fixed."""
+    that count, so both still see one offered load from one client (as do later workloads at
+    the same share). Not with --equal-threads, which the operator fixed."""
     if args.equal_threads or achieved >= EQUAL_REACHED * target:
         return None
     points = (first.get("sweep") or {}).get("points") or []
