@@ -982,20 +982,19 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                 record["phases"][phase].update(target_ops=target, share=share)
                 if system != args.systems[0] or attempt == EQUAL_RETRIES_MAX:
                     break
-                retry = equal_load_retry(first_system or record, args, threads, target,
-                                         record["phases"][phase]["throughput_ops"])
+                achieved = record["phases"][phase]["throughput_ops"]
+                retry = equal_load_retry(first_system or record, args, threads, target, achieved)
                 if retry is None:
                     break
-                short = f"{phase}-short-t{threads}"
-                shutil.rmtree(phase_dir(out, nodes, short), ignore_errors=True)
-                phase_dir(out, nodes, phase).rename(phase_dir(out, nodes, short))
+                short = phase_dir(out, nodes, f"{phase}-short-t{threads}")
+                shutil.rmtree(short, ignore_errors=True)
+                phase_dir(out, nodes, phase).rename(short)
                 record.setdefault("equal_short", {}).setdefault(phase, []).append(
-                    {**record["phases"][phase], "folder": phase_dir(out, nodes, short).name})
+                    {**record["phases"][phase], "folder": short.name})
                 chosen[str(share)] = {"threads": retry,
                                       "rule": f"{chosen[str(share)]['rule']}; at {threads} threads "
-                                              f"{system} did {record['phases'][phase]['throughput_ops']:,.0f} "
-                                              f"ops/s of the {target:,} targeted, so the run was "
-                                              f"repeated at {retry}"}
+                                              f"{system} did {achieved:,.0f} ops/s of the "
+                                              f"{target:,} targeted, so the run was repeated at {retry}"}
                 log(f"{system} fell short of {target:,} ops/s at {threads} threads; "
                     f"running {phase} again at {retry}")
         record["disk_at_end"] = nodes.disk_bytes()
@@ -2119,7 +2118,7 @@ def equal_load_section(args, phases, topologies):
                     f"{ms(f.get('read_p99_us'))} | {ms(f.get('update_p95_us'))} | "
                     f"{ms(f.get('update_p99_us'))} | {ms(f.get('intended_read_p95_us')) or '–'} | "
                     f"{ms(f.get('intended_update_p95_us')) or '–'} | {fmt(f.get('errors'))} |")
-                if f.get("target_ops") and f["throughput_ops"] < 0.98 * f["target_ops"]:
+                if f.get("target_ops") and f["throughput_ops"] < EQUAL_REACHED * f["target_ops"]:
                     ratios.append(f"- {topology} `{name}`: {system} did {fmt(f['throughput_ops'])} "
                                   f"ops/s, short of the target {fmt(f['target_ops'])}, so a backlog "
                                   "grew in the client all run: its intended latency measures that "
