@@ -14,8 +14,8 @@
 # own (127.A.B.1-3, tests/python/hayate_cluster.py), kill and restart nodes under load, and cut
 # the network between two of them inside a private namespace (root, unshare, nft; skipped
 # without). `scripts/driver-tests.sh -k test_cluster_` runs just those;
-# HAYATE_CLUSTER_SOAK_S=600 keeps their loads going that long; HAYATE_KEEP_DATA=1 keeps the
-# clusters' data directories (by default only their logs are kept).
+# HAYATE_CLUSTER_SOAK_S=600 keeps their loads going that long. HAYATE_KEEP_DATA=1 keeps the
+# nodes' data directories (by default a node keeps only its log once its test ends).
 #
 # On a fresh machine with Python 3.11, Java 17 and Maven it installs what it needs: a venv in
 # target/pyenv with the pinned packages of tests/python/requirements.txt (reinstalled when that

@@ -19,7 +19,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -223,11 +222,6 @@ class Cluster:
         self._drivers.clear()
         for n in self.nodes:
             n.discard()
-        # A cluster's devices take 256 MiB a node, and a run makes a few dozen nodes: free the
-        # space, keeping the logs (HAYATE_KEEP_DATA=1 keeps everything).
-        if os.environ.get("HAYATE_KEEP_DATA") != "1":
-            for n in self.nodes:
-                shutil.rmtree(n.data_dir, ignore_errors=True)
 
     def logs(self, lines: int = 25, exclude: ClusterNode | None = None) -> str:
         return "\n".join(n.log_tail(lines) for n in self.nodes if n is not exclude)
