@@ -974,12 +974,17 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                     record["settles"].append(settle(nodes, args, f"before {name} at {target} ops/s"))
                 record.setdefault("cache_drops", []).append(nodes.drop_cache())
                 threads = chosen[str(share)]["threads"]
+                # A timeline here too, at most 5 s apart, so that a stretch of high p99 at a
+                # fixed rate can be set beside the device and defragmentation at that time.
+                timeline = Timeline(nodes, phase_dir(out, nodes, phase) / "timeline.csv",
+                                    min(args.timeline_s, 5))
                 record["phases"][phase] = client.run(
                     "run", workload_files[name], nodes, threads,
                     phase_dir(out, nodes, phase), label,
                     {"operationcount": 2_000_000_000, "maxexecutiontime": args.equal_seconds or args.run_seconds},
-                    target=target)
-                record["phases"][phase].update(target_ops=target, share=share)
+                    target=target, during=lambda process, timeline=timeline: timeline.start())
+                record["phases"][phase].update(target_ops=target, share=share,
+                                               steady=timeline.finish())
                 if system != args.systems[0] or attempt == EQUAL_RETRIES_MAX:
                     break
                 achieved = record["phases"][phase]["throughput_ops"]
