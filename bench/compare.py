@@ -824,6 +824,16 @@ def equal_load_retry(first, args, threads, target, achieved):
     return threads * 2
 
 
+def set_aside_short_try(out, nodes, record, phase, threads):
+    """Keeps a run at equal throughput that fell short as `<phase>-short-t<threads>/` and in
+    record["equal_short"], so that its repeat takes the phase's own folder and record."""
+    short = phase_dir(out, nodes, f"{phase}-short-t{threads}")
+    shutil.rmtree(short, ignore_errors=True)
+    phase_dir(out, nodes, phase).rename(short)
+    record.setdefault("equal_short", {}).setdefault(phase, []).append(
+        {**record["phases"][phase], "folder": short.name})
+
+
 def warm_up(client, nodes, args, workdir, workload_file, threads):
     """Brings the store to the state the measured phases will meet before any is measured: the
     first workload runs unthrottled at `threads` in steps of --warmup-step-s for at least
@@ -995,11 +1005,7 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                 retry = equal_load_retry(first_system or record, args, threads, target, achieved)
                 if retry is None:
                     break
-                short = phase_dir(out, nodes, f"{phase}-short-t{threads}")
-                shutil.rmtree(short, ignore_errors=True)
-                phase_dir(out, nodes, phase).rename(short)
-                record.setdefault("equal_short", {}).setdefault(phase, []).append(
-                    {**record["phases"][phase], "folder": short.name})
+                set_aside_short_try(out, nodes, record, phase, threads)
                 chosen[str(share)] = {"threads": retry,
                                       "rule": f"{chosen[str(share)]['rule']}; at {threads} threads "
                                               f"{system} did {achieved:,.0f} ops/s of the "
@@ -2127,14 +2133,15 @@ def equal_load_section(args, phases, topologies):
                     f"{ms(f.get('read_p99_us'))} | {ms(f.get('update_p95_us'))} | "
                     f"{ms(f.get('update_p99_us'))} | {ms(f.get('intended_read_p95_us')) or '–'} | "
                     f"{ms(f.get('intended_update_p95_us')) or '–'} | {fmt(f.get('errors'))} |")
-                if f.get("target_ops") and f["throughput_ops"] < EQUAL_REACHED * f["target_ops"]:
+                done = share_of_target(f)
+                if done is not None and done < EQUAL_REACHED:
                     ratios.append(f"- {topology} `{name}`: {system} did {fmt(f['throughput_ops'])} "
                                   f"ops/s, short of the target {fmt(f['target_ops'])}, so a backlog "
                                   "grew in the client all run: its intended latency measures that "
                                   "backlog")
                 elif not kept_up(f):
                     ratios.append(f"- {topology} `{name}`: {system} did {fmt(f['throughput_ops'])} "
-                                  f"ops/s, {f['throughput_ops'] / f['target_ops']:.1%} of the "
+                                  f"ops/s, {done:.1%} of the "
                                   f"target {fmt(f['target_ops'])}: the target counts as reached "
                                   "(bench/README.md, step 8), but a backlog still grew in the "
                                   "client, so its intended latency measures that backlog and no "
@@ -2164,9 +2171,15 @@ def equal_load_section(args, phases, topologies):
     return lines + [""] + ratios + [""]
 
 
+def share_of_target(f):
+    """The share of its target a throttled run did; None for a run without a target."""
+    return f["throughput_ops"] / f["target_ops"] if f.get("target_ops") else None
+
+
 def kept_up(f):
     """Whether a throttled run did its target, so that its intended latency is the server's."""
-    return not f.get("target_ops") or f["throughput_ops"] >= EQUAL_KEPT_UP * f["target_ops"]
+    done = share_of_target(f)
+    return done is None or done >= EQUAL_KEPT_UP
 
 
 def kill_section(kills, args):

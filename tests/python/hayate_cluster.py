@@ -146,11 +146,16 @@ class Cluster:
         # One spare address (a node added later) must find the ports free too.
         self.cql_port, self.storage_port, self.metrics_port = free_ports(hosts, 3)
         self.seeds = [f"{self.block}.{k}" for k in range(1, self.nodes_count + 1)]
+        # Every node made, members or not (a test may drop a refused node from `nodes`):
+        # close discards them all.
+        self._made: list[ClusterNode] = []
         self.nodes: list[ClusterNode] = [self._make_node(k) for k in range(1, self.nodes_count + 1)]
         self._drivers: list = []
 
     def _make_node(self, k: int) -> ClusterNode:
-        return ClusterNode(self, k, data_center=self.data_centers.get(k), rack=self.racks.get(k))
+        n = ClusterNode(self, k, data_center=self.data_centers.get(k), rack=self.racks.get(k))
+        self._made.append(n)
+        return n
 
     def __enter__(self) -> "Cluster":
         return self
@@ -213,14 +218,15 @@ class Cluster:
             raise ClusterError(f"{n.name} exited with status {code} on SIGTERM.\n{n.log_tail()}")
 
     def close(self) -> None:
-        """Shuts the driver sessions down and kills every node (SIGKILL; nothing to keep)."""
+        """Shuts the driver sessions down and kills every node it made (SIGKILL; nothing to
+        keep but the logs)."""
         for c in self._drivers:
             try:
                 c.shutdown()
             except Exception:
                 pass
         self._drivers.clear()
-        for n in self.nodes:
+        for n in self._made:
             n.discard()
 
     def logs(self, lines: int = 25, exclude: ClusterNode | None = None) -> str:
