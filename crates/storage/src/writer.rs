@@ -73,6 +73,8 @@ struct FlushState {
     error: Option<String>,
     /// Blocks to wipe and free once the durable position passes the given one.
     pending_free: Vec<(u32, Position)>,
+    /// Sync rounds finished, each with the blocks it could free back on the free list.
+    rounds: u64,
     shutdown: bool,
 }
 
@@ -126,6 +128,7 @@ impl Writer {
                 durable: (0, 0),
                 error: None,
                 pending_free: Vec::new(),
+                rounds: 0,
                 shutdown: false,
             }),
             flush_wake: Condvar::new(),
@@ -165,12 +168,25 @@ impl Writer {
         }
         let block_size = self.devices.block_size_bytes() as usize;
         let mut st = self.lock_state();
+        let mut waited_for_frees = false;
         loop {
             match &st.open {
                 Some(open) if open.used + len <= block_size => break,
                 Some(_) => self.seal(&mut st),
                 None => match self.open_block(&mut st, claim) {
                     Ok(()) => {}
+                    Err(OpenFailed::Error(e @ WriteError::DeviceFull { .. })) if !waited_for_frees => {
+                        // Blocks that defragmentation emptied are free once the next sync round
+                        // has made their replacements durable: ask for that round now rather
+                        // than fail a write for space that is a moment from free. Not under
+                        // this lock, which the round takes.
+                        drop(st);
+                        if !self.wait_for_pending_frees()? {
+                            return Err(e);
+                        }
+                        waited_for_frees = true;
+                        st = self.lock_state();
+                    }
                     Err(OpenFailed::Error(e)) => return Err(e),
                     Err(OpenFailed::NoSlot) => {
                         // The flusher gives slots back without this lock.
@@ -343,6 +359,30 @@ impl Writer {
         Ok(())
     }
 
+    /// If blocks are waiting to be freed, asks for a sync round and waits until one has run,
+    /// which frees every block that was waiting when it started; false if none was waiting.
+    fn wait_for_pending_frees(&self) -> Result<bool, WriteError> {
+        let mut fs = self.lock_flush();
+        if fs.pending_free.is_empty() {
+            return Ok(false);
+        }
+        // The round under way may have started before these blocks were queued: wait for two.
+        let until = fs.rounds + 2;
+        while fs.rounds < until {
+            if let Some(refused) = fs.refusal() {
+                return Err(refused);
+            }
+            fs.sync_requested = true;
+            self.flush_wake.notify_one();
+            fs = self
+                .durable_wake
+                .wait_timeout(fs, Duration::from_millis(100))
+                .expect("flush lock poisoned")
+                .0;
+        }
+        Ok(true)
+    }
+
     fn seal(&self, st: &mut WriterState) {
         let Some(mut open) = st.open.take() else { return };
         // Past the last record the block is zeros, on the device (a clean end for cold start)
@@ -470,6 +510,8 @@ impl Writer {
                 self.flush_partial_and_sync();
                 last_sync = Instant::now();
                 self.wipe_freed_blocks();
+                self.lock_flush().rounds += 1;
+                self.durable_wake.notify_all();
             }
             if shutdown {
                 let fs = self.lock_flush();
@@ -629,4 +671,84 @@ pub fn spawn_flusher(writer: Arc<Writer>) -> thread::JoinHandle<()> {
         .name("hayate-flush".into())
         .spawn(move || writer.run_flusher())
         .expect("spawn flusher thread")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{Device, MemDevice};
+
+    const BLOCK: u32 = 128 << 10;
+    const BLOCKS: u32 = 8;
+
+    /// A writer on a memory device of `BLOCKS` free blocks (2 of them the stop-writes reserve)
+    /// whose flusher syncs only when asked, and the flusher's thread.
+    fn writer() -> (Arc<Writer>, thread::JoinHandle<()>) {
+        let device: Arc<dyn Device> = Arc::new(MemDevice::new(u64::from(BLOCKS * BLOCK)));
+        let devices = Arc::new(DeviceSet::new(vec![device], BLOCK));
+        let blocks = Arc::new(BlockTable::new(BLOCKS, 25));
+        for b in 0..BLOCKS {
+            blocks.release(b);
+        }
+        let writer = Arc::new(Writer::new(
+            devices,
+            blocks,
+            Arc::new(PostWriteCache::new(u64::from(4 * BLOCK), true)),
+            1,
+            Duration::from_secs(3600),
+            Arc::new(crate::Stats::default()),
+            None,
+        ));
+        let flusher = {
+            let w = Arc::clone(&writer);
+            thread::spawn(move || w.run_flusher())
+        };
+        (writer, flusher)
+    }
+
+    /// Regression: a client write that found only the stop-writes reserve free failed with
+    /// DeviceFull even when defragmentation had emptied blocks that waited only for the next
+    /// sync round (up to `flush_interval_ms` away) to be free again. It now asks for that round.
+    #[test]
+    fn a_write_waits_for_emptied_blocks_rather_than_failing() {
+        let (w, flusher) = writer();
+        let record = vec![7u8; 32 << 10];
+        let mut placed = Vec::new();
+        let full = loop {
+            match w.append(&record, Claim::Write) {
+                Ok((at, _)) => placed.push(at.block()),
+                Err(e) => break e,
+            }
+        };
+        assert!(
+            matches!(full, WriteError::DeviceFull { free_blocks: 2, .. }),
+            "{full}"
+        );
+        // Defragmentation has moved what the first block held and frees it once durable. No
+        // sync round is due for an hour.
+        w.blocks.set_state(placed[0], BlockState::Sealed);
+        w.free_when_durable(placed[0]);
+        let (at, _) = w
+            .append(&record, Claim::Write)
+            .expect("a block waiting to be freed is taken rather than refusing the write");
+        assert_eq!(
+            w.blocks.free_blocks(),
+            2,
+            "one block was freed and opened for the write"
+        );
+        assert_ne!(
+            at.block(),
+            placed[placed.len() - 1],
+            "the write opened a new block"
+        );
+        // With nothing waiting to be freed, a full device refuses at once.
+        let refused = loop {
+            if let Err(e) = w.append(&record, Claim::Write) {
+                break e;
+            }
+        };
+        assert!(matches!(refused, WriteError::DeviceFull { .. }), "{refused}");
+        w.shutdown();
+        flusher.join().expect("flusher");
+    }
 }

@@ -139,8 +139,9 @@ fn a_full_device_serves_reads_takes_deletes_and_recovers_its_space() {
     // Regression: deletes failed with DeviceFull too, since a tombstone is a write, so a full
     // namespace could not be emptied by its users. Deletes may now use part of the reserve.
     // Defragmentation, which the deletes set off, may hold the rest of the reserve for a moment
-    // (until the blocks it emptied are durably free), so a delete may have to be retried, as a
-    // client would; what must not happen is that deletes never get through.
+    // (while it moves a block's records; a write waits for blocks it has already emptied), so a
+    // delete may have to be retried, as a client would; what must not happen is that deletes
+    // never get through.
     for k in (0..n).step_by(2) {
         let mut tries = 0;
         while let Err(err) = delete(&e, k, 2) {
