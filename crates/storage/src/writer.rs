@@ -699,10 +699,7 @@ mod tests {
             Arc::new(crate::Stats::default()),
             None,
         ));
-        let flusher = {
-            let w = Arc::clone(&writer);
-            thread::spawn(move || w.run_flusher())
-        };
+        let flusher = spawn_flusher(Arc::clone(&writer));
         (writer, flusher)
     }
 
