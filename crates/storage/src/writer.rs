@@ -362,24 +362,13 @@ impl Writer {
     /// If blocks are waiting to be freed, asks for a sync round and waits until one has run,
     /// which frees every block that was waiting when it started; false if none was waiting.
     fn wait_for_pending_frees(&self) -> Result<bool, WriteError> {
-        let mut fs = self.lock_flush();
+        let fs = self.lock_flush();
         if fs.pending_free.is_empty() {
             return Ok(false);
         }
         // The round under way may have started before these blocks were queued: wait for two.
         let until = fs.rounds + 2;
-        while fs.rounds < until {
-            if let Some(refused) = fs.refusal() {
-                return Err(refused);
-            }
-            fs.sync_requested = true;
-            self.flush_wake.notify_one();
-            fs = self
-                .durable_wake
-                .wait_timeout(fs, Duration::from_millis(100))
-                .expect("flush lock poisoned")
-                .0;
-        }
+        self.wait_for_rounds(fs, |fs| fs.rounds >= until)?;
         Ok(true)
     }
 
@@ -443,8 +432,17 @@ impl Writer {
 
     /// Blocks until everything up to `pos` is durable.
     pub fn wait_durable(&self, pos: Position) -> Result<(), WriteError> {
-        let mut fs = self.lock_flush();
-        while fs.durable < pos {
+        self.wait_for_rounds(self.lock_flush(), |fs| fs.durable >= pos)
+    }
+
+    /// Asks the flusher for sync rounds until `done` holds, looking again whenever a round ends;
+    /// fails once the flusher refuses (a device error, or shutdown).
+    fn wait_for_rounds(
+        &self,
+        mut fs: MutexGuard<'_, FlushState>,
+        done: impl Fn(&FlushState) -> bool,
+    ) -> Result<(), WriteError> {
+        while !done(&fs) {
             if let Some(refused) = fs.refusal() {
                 return Err(refused);
             }
