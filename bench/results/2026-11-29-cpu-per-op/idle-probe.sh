@@ -5,14 +5,12 @@
 # (it runs only when nothing else wants that CPU, so the CPU never halts); with one on both CPUs.
 # Run from the repository's root after `cargo build --release -p hayate-server -p hayate-bench`.
 set -euo pipefail
+source bench/lib/common.sh
 H=target/release/hayate; B=target/release/hayate-bench
 D=target/bench-work/idle-probe; rm -rf $D; mkdir -p $D
 printf '[storage]\npost_write_cache = "8MiB"\ndelta_buffer = "16MiB"\n' > $D/hayate.toml
 taskset -c 0 $H local start --nodes 1 --dir $D -- --config $D/hayate.toml --device-size 4GiB >/dev/null
-PY=~/.cache/hayate-bench/pyenv/bin/python
-$PY bench/lib/cqltool.py 127.0.0.1 9042 exec \
-  "CREATE KEYSPACE ycsb WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}" \
-  "CREATE TABLE ycsb.usertable (y_id varchar PRIMARY KEY, $(printf 'field%d varchar, ' $(seq 0 8))field9 varchar)" >/dev/null
+create_usertable 127.0.0.1 9042 >/dev/null
 W=bench/results/2026-11-28-cluster-shares/workloads/ref
 common="-P $W -p hosts=127.0.0.1 -p port=9042 -p recordcount=400000 -p cassandra.readconsistencylevel=ONE -p cassandra.writeconsistencylevel=ONE"
 taskset -c 1 $B load cql $common -threads 32 -s -p rundir=$D/load -p label=load > /dev/null 2>&1
