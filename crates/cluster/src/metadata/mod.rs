@@ -28,6 +28,7 @@ mod config;
 mod error;
 mod files;
 mod log_store;
+mod members;
 mod network;
 mod opaque;
 mod raft_types;
@@ -70,8 +71,8 @@ pub const ENTRIES_PER_MESSAGE_MAX: u64 = 32;
 /// log: the server's snapshot must stay well below this, or lagging nodes cannot catch up.
 pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
 
-/// Where a member is in its life. Only `Normal` members serve reads for the tokens they own;
-/// the coordinator reads this to decide pending ranges.
+/// Where a member is in its life. `Joining` members own no range yet (their ranges are
+/// pending: they receive writes, not reads); `Normal` and `Leaving` members own theirs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MemberStatus {
@@ -90,6 +91,94 @@ pub struct MemberRecord {
     pub status: MemberStatus,
 }
 
+/// The change of the ring in progress: one at a time, started, streamed and finished (or
+/// aborted) through the log, so that every node sees the same owners and the same pending
+/// replicas at the same epoch. See `docs/topology-changes.md`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyChange {
+    /// The epoch (log index) of the entry that started it: [`Command::FinishChange`] and
+    /// [`Command::AbortChange`] name it, so that a late finish cannot end a later change.
+    pub id: u64,
+    pub kind: ChangeKind,
+}
+
+/// What a [`TopologyChange`] does to the ring once it finishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// `node` (status `Joining`, its tokens recorded) streams the ranges it will own, then
+    /// becomes `Normal` (Cassandra's bootstrap).
+    Join { node: HostId },
+    /// `node` (status `Leaving`) streams its ranges to their next owners, then leaves the ring
+    /// (decommission).
+    Leave { node: HostId },
+    /// `new` (status `Joining`, with the tokens of the dead `old`) streams `old`'s ranges from
+    /// the other replicas, then takes `old`'s place (`--replace-address`).
+    Replace { old: HostId, new: HostId },
+    /// The dead `node` (shown `Leaving`) is forgotten once the other replicas have streamed its
+    /// ranges to their new owners (removenode).
+    Remove { node: HostId },
+}
+
+impl ChangeKind {
+    /// The node the change is about: the one joining, leaving, being replaced or removed.
+    pub fn subject(self) -> HostId {
+        match self {
+            ChangeKind::Join { node } | ChangeKind::Leave { node } | ChangeKind::Remove { node } => node,
+            ChangeKind::Replace { old, .. } => old,
+        }
+    }
+
+    /// The member that leaves the ring when the change finishes, if one does.
+    pub fn departing(self) -> Option<HostId> {
+        match self {
+            ChangeKind::Join { .. } => None,
+            ChangeKind::Leave { node } | ChangeKind::Remove { node } => Some(node),
+            ChangeKind::Replace { old, .. } => Some(old),
+        }
+    }
+
+    /// The member that enters the ring when the change finishes, if one does.
+    pub fn arriving(self) -> Option<HostId> {
+        match self {
+            ChangeKind::Join { node } => Some(node),
+            ChangeKind::Replace { new, .. } => Some(new),
+            ChangeKind::Leave { .. } | ChangeKind::Remove { .. } => None,
+        }
+    }
+
+    /// What `nodetool` calls it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChangeKind::Join { .. } => "join",
+            ChangeKind::Leave { .. } => "decommission",
+            ChangeKind::Replace { .. } => "replace",
+            ChangeKind::Remove { .. } => "removenode",
+        }
+    }
+}
+
+impl std::fmt::Display for TopologyChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            ChangeKind::Replace { old, new } => {
+                write!(
+                    f,
+                    "the replacement of {old} by {new} (started at epoch {})",
+                    self.id
+                )
+            }
+            kind => write!(
+                f,
+                "the {} of {} (started at epoch {})",
+                kind.name(),
+                kind.subject(),
+                self.id
+            ),
+        }
+    }
+}
+
 /// The agreed state, as of one log index.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterMetadata {
@@ -97,21 +186,34 @@ pub struct ClusterMetadata {
     /// the same metadata, so it serves as a version number (the schema version derives from it).
     pub epoch: u64,
     pub members: BTreeMap<HostId, MemberRecord>,
+    /// The change of the ring in progress, if any.
+    pub change: Option<TopologyChange>,
 }
 
 impl ClusterMetadata {
-    /// The token ring the members make.
+    /// The ring reads follow: every member that owns its tokens now, that is all but the ones
+    /// still `Joining` (a joining node, or a replacement, receives writes but serves no read
+    /// until it has streamed its data). A leaving node and a node being replaced or removed
+    /// are in it until their change finishes.
     pub fn ring(&self) -> Result<crate::ring::TokenRing, crate::ring::RingError> {
-        crate::ring::TokenRing::new(
+        ring_of(
             self.members
                 .values()
-                .map(|r| crate::ring::RingNode {
-                    host: r.info.host_id,
-                    placement: r.info.placement.clone(),
-                    tokens: r.tokens.clone(),
-                })
-                .collect(),
+                .filter(|r| r.status != MemberStatus::Joining),
         )
+    }
+
+    /// The ring as it will be when the change in progress finishes (`None` without one): the
+    /// ring writes also go to, so that a write acknowledged during the change is on the final
+    /// replicas too (Cassandra's pending ranges).
+    pub fn pending_ring(&self) -> Option<Result<crate::ring::TokenRing, crate::ring::RingError>> {
+        let change = self.change.as_ref()?;
+        let departing = change.kind.departing();
+        Some(ring_of(
+            self.members
+                .values()
+                .filter(|r| Some(r.info.host_id) != departing),
+        ))
     }
 
     /// The member that owns `token`, if any.
@@ -121,6 +223,20 @@ impl ClusterMetadata {
             .find(|(_, record)| record.tokens.contains(&token))
             .map(|(host, _)| *host)
     }
+}
+
+fn ring_of<'a>(
+    records: impl Iterator<Item = &'a MemberRecord>,
+) -> Result<crate::ring::TokenRing, crate::ring::RingError> {
+    crate::ring::TokenRing::new(
+        records
+            .map(|r| crate::ring::RingNode {
+                host: r.info.host_id,
+                placement: r.info.placement.clone(),
+                tokens: r.tokens.clone(),
+            })
+            .collect(),
+    )
 }
 
 /// A change to the cluster metadata: one Raft log entry.
@@ -137,6 +253,31 @@ pub enum Command {
     },
     /// Forgets a member and its tokens. Refused if there is no such member.
     RemoveMember(HostId),
+    /// Starts a join: records the node (status `Joining`) and its tokens, whose ranges become
+    /// pending. Refused while another change is in progress, and as `AddMember` is.
+    StartJoin(MemberRecord),
+    /// Starts a decommission: the member becomes `Leaving`; its ranges are pending on their
+    /// next owners. Refused while another change is in progress, for a member that is not
+    /// `Normal`, and for the last member.
+    StartLeave(HostId),
+    /// Starts the replacement of `old` (a `Normal` member) by `new` (status `Joining`, the same
+    /// tokens as `old`). Refused while another change is in progress.
+    StartReplace {
+        old: HostId,
+        new: MemberRecord,
+    },
+    /// Starts the removal of a dead member: it shows `Leaving`, and its ranges are pending on
+    /// their next owners until they have streamed them from the other replicas.
+    StartRemove(HostId),
+    /// Ends the change started at epoch `id`: the ring becomes the pending one. Refused if that
+    /// change is not the one in progress (it ended already).
+    FinishChange {
+        id: u64,
+    },
+    /// Undoes the change started at epoch `id`: the ring stays as it was before it.
+    AbortChange {
+        id: u64,
+    },
     /// A command for the server's state machine (a schema change), opaque to this crate.
     App(#[serde(with = "opaque")] Vec<u8>),
 }

@@ -39,6 +39,17 @@ pub(crate) enum Request {
     AddMember(MemberRecord),
     /// A member to remove, asked of the leader by a follower.
     RemoveMember(HostId),
+    /// A node to bring into Raft and the ring with `command` (a join or replacement), asked of
+    /// the leader by a follower.
+    AddNode {
+        host: HostId,
+        command: Command,
+    },
+    /// A node to take out of the ring with `command`, then out of Raft.
+    RemoveNode {
+        host: HostId,
+        command: Command,
+    },
     Ping,
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Command, CommandResult, MemberRecord};
+use super::{Command, CommandResult, MemberRecord, TopologyChange};
 use crate::node::HostId;
 
 openraft::declare_raft_types!(
@@ -51,6 +51,10 @@ impl Default for RaftPeer {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct MetadataSnapshot {
     pub members: BTreeMap<HostId, MemberRecord>,
+    /// The topology change in progress at the snapshot's index (absent in snapshots from
+    /// before topology changes existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<TopologyChange>,
     #[serde(with = "super::opaque")]
     pub app: Vec<u8>,
 }

@@ -29,9 +29,10 @@ use tokio::time::{timeout_at, Instant};
 use super::config::millis;
 use super::error::quorum_of;
 use super::log_store::LogStore;
+use super::members::{apply_member_command, check_new_member};
 use super::network::{self, encode, Applied, ForwardError, Network, Request, Response};
 use super::raft_types::{Raft, RaftPeer, Snapshot};
-use super::state_machine::{check_new_member, StateMachine};
+use super::state_machine::StateMachine;
 use super::{
     AppStateMachine, ClusterMetadata, Command, CommandResult, MemberRecord, MetadataConfig, MetadataError,
     MetadataRpc, RpcError, APP_COMMAND_BYTES_MAX, MESSAGE_BYTES_MAX, VOTERS_MAX,
@@ -94,16 +95,33 @@ pub struct MetadataStatus {
 #[derive(Clone)]
 enum Op {
     Propose(Command),
-    AddMember(MemberRecord),
-    RemoveMember(HostId),
+    /// Makes `host` a Raft learner (then a voter, while there are fewer than [`VOTERS_MAX`])
+    /// and appends `command`, which brings it into the ring: `AddMember`, `StartJoin` or
+    /// `StartReplace`.
+    AddNode {
+        host: HostId,
+        command: Command,
+    },
+    /// Appends `command`, which takes `host` out of the ring (`RemoveMember`, or the finish or
+    /// abort of a change), then takes it out of Raft's voters and learners.
+    RemoveNode {
+        host: HostId,
+        command: Command,
+    },
 }
 
 impl Op {
     fn request(&self) -> Request {
         match self {
             Op::Propose(command) => Request::Propose(command.clone()),
-            Op::AddMember(record) => Request::AddMember(record.clone()),
-            Op::RemoveMember(host) => Request::RemoveMember(*host),
+            Op::AddNode { host, command } => Request::AddNode {
+                host: *host,
+                command: command.clone(),
+            },
+            Op::RemoveNode { host, command } => Request::RemoveNode {
+                host: *host,
+                command: command.clone(),
+            },
         }
     }
 }
@@ -262,7 +280,7 @@ impl Metadata {
         }
         let mut scratch = ClusterMetadata::default();
         for record in &members {
-            check_new_member(&scratch, record)
+            check_new_member(&scratch, record, None)
                 .map_err(|reason| MetadataError::Config(format!("the initial members conflict: {reason}")))?;
             scratch.members.insert(record.info.host_id, record.clone());
         }
@@ -310,7 +328,14 @@ impl Metadata {
             let (op, deadline) = if is_voter {
                 (Op::Propose(Command::AddMember(record)), self.propose_deadline())
             } else {
-                (Op::AddMember(record), self.join_deadline())
+                let host = record.info.host_id;
+                (
+                    Op::AddNode {
+                        host,
+                        command: Command::AddMember(record),
+                    },
+                    self.join_deadline(),
+                )
             };
             let applied = self.submit(op, deadline, Patience::WaitForLeader).await?;
             if let CommandResult::Refused(reason) = applied.result {
@@ -335,10 +360,19 @@ impl Metadata {
     /// with a member (host id, Raft id or a token) is refused before anything changes, with the
     /// reason in [`CommandResult::Refused`].
     pub async fn add_member(&self, record: MemberRecord) -> Result<CommandResult, MetadataError> {
+        let host = record.info.host_id;
+        self.add_node(host, Command::AddMember(record)).await
+    }
+
+    /// Brings `host` into the metadata log, from any member, as [`Metadata::add_member`] does,
+    /// with `command` as the entry that brings it into the ring: [`Command::StartJoin`] or
+    /// [`Command::StartReplace`] (a topology change), or [`Command::AddMember`]. A command the
+    /// state machine would refuse is refused before Raft's membership changes.
+    pub async fn add_node(&self, host: HostId, command: Command) -> Result<CommandResult, MetadataError> {
         self.wait_membership().await?;
         let deadline = self.join_deadline();
         let applied = self
-            .submit(Op::AddMember(record), deadline, Patience::FailFast)
+            .submit(Op::AddNode { host, command }, deadline, Patience::FailFast)
             .await?;
         self.wait_applied(applied.index, deadline).await?;
         Ok(applied.result)
@@ -347,10 +381,17 @@ impl Metadata {
     /// Removes a member, from any member: appends its [`Command::RemoveMember`], then takes it
     /// out of Raft's voters (promoting a learner in its place, if there is one) or learners.
     pub async fn remove_member(&self, host: HostId) -> Result<CommandResult, MetadataError> {
+        self.remove_node(host, Command::RemoveMember(host)).await
+    }
+
+    /// Appends `command`, which takes `host` out of the ring (the finish of a change it departs
+    /// with, or the abort of its join), then, if it was applied, takes `host` out of Raft as
+    /// [`Metadata::remove_member`] does.
+    pub async fn remove_node(&self, host: HostId, command: Command) -> Result<CommandResult, MetadataError> {
         self.wait_membership().await?;
         let deadline = self.join_deadline();
         let applied = self
-            .submit(Op::RemoveMember(host), deadline, Patience::FailFast)
+            .submit(Op::RemoveNode { host, command }, deadline, Patience::FailFast)
             .await?;
         self.wait_applied(applied.index, deadline).await?;
         Ok(applied.result)
@@ -443,11 +484,27 @@ impl Metadata {
                 })),
             },
             Request::AddMember(record) => {
-                Response::Applied(self.lead(Op::AddMember(record), self.join_deadline()).await)
+                let op = Op::AddNode {
+                    host: record.info.host_id,
+                    command: Command::AddMember(record),
+                };
+                Response::Applied(self.lead(op, self.join_deadline()).await)
             }
             Request::RemoveMember(host) => {
-                Response::Applied(self.lead(Op::RemoveMember(host), self.join_deadline()).await)
+                let op = Op::RemoveNode {
+                    host,
+                    command: Command::RemoveMember(host),
+                };
+                Response::Applied(self.lead(op, self.join_deadline()).await)
             }
+            Request::AddNode { host, command } => Response::Applied(
+                self.lead(Op::AddNode { host, command }, self.join_deadline())
+                    .await,
+            ),
+            Request::RemoveNode { host, command } => Response::Applied(
+                self.lead(Op::RemoveNode { host, command }, self.join_deadline())
+                    .await,
+            ),
             Request::Ping => Response::Pong,
         };
         encode(&response)
@@ -629,8 +686,8 @@ impl Metadata {
                 self.confirm_quorum(deadline).await?;
                 self.write(command, deadline).await
             }
-            Op::AddMember(record) => self.lead_add_member(record, deadline).await,
-            Op::RemoveMember(host) => self.lead_remove_member(host, deadline).await,
+            Op::AddNode { host, command } => self.lead_add_node(host, command, deadline).await,
+            Op::RemoveNode { host, command } => self.lead_remove_node(host, command, deadline).await,
         }
     }
 
@@ -696,23 +753,26 @@ impl Metadata {
         }
     }
 
-    async fn lead_add_member(
+    async fn lead_add_node(
         &self,
-        record: MemberRecord,
+        host: HostId,
+        command: Command,
         deadline: Instant,
     ) -> Result<Applied, ForwardError> {
         let _one_at_a_time = self.inner.membership_changes.lock().await;
         self.confirm_quorum(deadline).await?;
-        // The confirmed quorum means this node has applied everything committed before: the
-        // check sees every member. (The same check runs again when the command applies.)
+        // The confirmed quorum means this node has applied everything committed before: a dry
+        // run of the command sees every member and the change in progress. (The command is
+        // checked again when it applies.)
         let current = self.current();
-        if let Err(reason) = check_new_member(&current, &record) {
+        if let CommandResult::Refused(reason) =
+            apply_member_command(&mut (*current).clone(), current.epoch + 1, &command)
+        {
             return Ok(Applied {
                 index: current.epoch,
                 result: CommandResult::Refused(reason),
             });
         }
-        let host = record.info.host_id;
         let id = host.raft_id();
         let m = self.metrics();
         let target_index = match m.membership_config.membership().get_node(&id) {
@@ -744,7 +804,7 @@ impl Metadata {
             self.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), deadline)
                 .await?;
         }
-        self.write(Command::AddMember(record), deadline).await
+        self.write(command, deadline).await
     }
 
     /// Waits until the leader has replicated to `id` up to `index`.
@@ -777,10 +837,20 @@ impl Metadata {
         }
     }
 
-    async fn lead_remove_member(&self, host: HostId, deadline: Instant) -> Result<Applied, ForwardError> {
+    async fn lead_remove_node(
+        &self,
+        host: HostId,
+        command: Command,
+        deadline: Instant,
+    ) -> Result<Applied, ForwardError> {
         let _one_at_a_time = self.inner.membership_changes.lock().await;
         self.confirm_quorum(deadline).await?;
-        let applied = self.write(Command::RemoveMember(host), deadline).await?;
+        let applied = self.write(command, deadline).await?;
+        if matches!(applied.result, CommandResult::Refused(_)) || self.current().members.contains_key(&host) {
+            // The node is still in the ring (the command was refused, or kept it): it keeps its
+            // place in Raft.
+            return Ok(applied);
+        }
         let id = host.raft_id();
         let m = self.metrics();
         let membership = m.membership_config.membership();
@@ -811,7 +881,7 @@ fn remote_error(e: ForwardError, host: HostId, op: &Op) -> MetadataError {
         ForwardError::Timeout { timeout_ms } => MetadataError::Timeout { timeout_ms },
         ForwardError::CatchUpTimeout { timeout_ms } => MetadataError::CatchUpTimeout {
             host: match op {
-                Op::AddMember(record) => record.info.host_id,
+                Op::AddNode { host, .. } => *host,
                 _ => host,
             },
             timeout_ms,

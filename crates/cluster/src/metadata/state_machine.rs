@@ -7,7 +7,6 @@
 //! `MetadataConfig::snapshot_every_entries` entries and written atomically to `snapshot`:
 //! a [`SnapshotFile`] in the framing of `files.rs`. Openraft then purges the log before it.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -17,14 +16,12 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::files::{self, HEADER_BYTES, SNAPSHOT_MAGIC};
+use super::members::apply_member_command;
 use super::raft_types::{
     storage_error, Entry, LogId, MetadataSnapshot, Snapshot, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
 };
-use super::{
-    AppStateMachine, ClusterMetadata, Command, CommandResult, MemberRecord, MetadataError,
-    TOKENS_PER_MEMBER_MAX,
-};
+use super::{AppStateMachine, ClusterMetadata, Command, CommandResult, MetadataError};
 
 pub(crate) const SNAPSHOT_FILE: &str = "snapshot";
 
@@ -81,6 +78,7 @@ impl StateMachine {
             state.metadata = ClusterMetadata {
                 epoch: index,
                 members: file.data.members,
+                change: file.data.change,
             };
             on_disk = file.meta.last_log_id;
         }
@@ -141,72 +139,6 @@ impl Shared {
     }
 }
 
-/// Applies a membership command to `metadata`. Deterministic: it depends only on its
-/// arguments, as every node must reach the same answer.
-pub(crate) fn apply_member_command(metadata: &mut ClusterMetadata, command: &Command) -> CommandResult {
-    match command {
-        Command::AddMember(record) => match check_new_member(metadata, record) {
-            Ok(true) => CommandResult::Done,
-            Ok(false) => {
-                metadata.members.insert(record.info.host_id, record.clone());
-                CommandResult::Done
-            }
-            Err(reason) => CommandResult::Refused(reason),
-        },
-        Command::SetStatus { host, status } => match metadata.members.get_mut(host) {
-            Some(record) => {
-                record.status = *status;
-                CommandResult::Done
-            }
-            None => CommandResult::Refused(format!("{host} is not a member")),
-        },
-        Command::RemoveMember(host) => match metadata.members.remove(host) {
-            Some(_) => CommandResult::Done,
-            None => CommandResult::Refused(format!("{host} is not a member")),
-        },
-        Command::App(_) => unreachable!("app commands go to the app state machine"),
-    }
-}
-
-/// Whether `record` may join: `Ok(true)` if the very same record is already there (a retried
-/// join), `Ok(false)` if it is new and takes nothing another member has, otherwise why not.
-pub(crate) fn check_new_member(metadata: &ClusterMetadata, record: &MemberRecord) -> Result<bool, String> {
-    let host = record.info.host_id;
-    if let Some(existing) = metadata.members.get(&host) {
-        return if existing == record {
-            Ok(true)
-        } else {
-            Err(format!(
-                "{host} is already a member, with other tokens or addresses"
-            ))
-        };
-    }
-    if record.tokens.len() > TOKENS_PER_MEMBER_MAX {
-        return Err(format!(
-            "{host} has {} tokens, more than the {TOKENS_PER_MEMBER_MAX} allowed",
-            record.tokens.len()
-        ));
-    }
-    let mut own = BTreeSet::new();
-    for token in &record.tokens {
-        if !own.insert(*token) {
-            return Err(format!("{host} lists token {token} twice"));
-        }
-    }
-    for (other, existing) in &metadata.members {
-        if other.raft_id() == host.raft_id() {
-            return Err(format!(
-                "{host} has the same Raft id ({}) as member {other}: give the new node another host id",
-                host.raft_id()
-            ));
-        }
-        if let Some(token) = existing.tokens.iter().find(|t| own.contains(t)) {
-            return Err(format!("token {token} of {host} is already owned by {other}"));
-        }
-    }
-    Ok(false)
-}
-
 impl RaftStateMachine<TypeConfig> for StateMachine {
     type SnapshotBuilder = SnapshotBuilder;
 
@@ -233,7 +165,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     EntryPayload::Normal(Command::App(bytes)) => {
                         CommandResult::App(shared.app.apply(index, &bytes))
                     }
-                    EntryPayload::Normal(command) => apply_member_command(&mut state.metadata, &command),
+                    EntryPayload::Normal(command) => {
+                        apply_member_command(&mut state.metadata, index, &command)
+                    }
                     EntryPayload::Membership(membership) => {
                         state.membership = StoredMembership::new(Some(entry.log_id), membership);
                         CommandResult::Done
@@ -266,6 +200,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 },
                 data: MetadataSnapshot {
                     members: state.metadata.members.clone(),
+                    change: state.metadata.change.clone(),
                     app: self.shared.app.snapshot(),
                 },
             },
@@ -300,6 +235,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             state.metadata = ClusterMetadata {
                 epoch: index,
                 members: file.data.members,
+                change: file.data.change,
             };
             shared.published.send_replace(Arc::new(state.metadata.clone()));
             tracing::info!(index, "installed a cluster metadata snapshot from the leader");
@@ -351,97 +287,5 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             meta: file.meta,
             snapshot: Box::new(file.data),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
-    use super::*;
-    use crate::metadata::MemberStatus;
-    use crate::node::{HostId, NodeInfo, Placement};
-
-    fn record(first_byte: u8, tokens: &[i64]) -> MemberRecord {
-        let mut id = [7u8; 16];
-        id[0] = first_byte;
-        let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, first_byte));
-        MemberRecord {
-            info: NodeInfo {
-                host_id: HostId(id),
-                placement: Placement {
-                    data_center: "dc1".to_owned(),
-                    rack: "r1".to_owned(),
-                },
-                listen_address: ip,
-                storage_port: 7000,
-                cql_address: SocketAddr::new(ip, 9042),
-                release_version: "4.1.0".to_owned(),
-            },
-            tokens: tokens.to_vec(),
-            status: MemberStatus::Joining,
-        }
-    }
-
-    #[test]
-    fn members_take_only_what_is_free() {
-        let mut m = ClusterMetadata::default();
-        let a = record(1, &[10, 20]);
-        assert_eq!(
-            apply_member_command(&mut m, &Command::AddMember(a.clone())),
-            CommandResult::Done
-        );
-        // The same record again: a retried join.
-        assert_eq!(
-            apply_member_command(&mut m, &Command::AddMember(a.clone())),
-            CommandResult::Done
-        );
-        assert_eq!(m.members.len(), 1);
-
-        let taken = apply_member_command(&mut m, &Command::AddMember(record(2, &[30, 20])));
-        assert!(
-            matches!(&taken, CommandResult::Refused(r) if r.contains("token 20")),
-            "{taken:?}"
-        );
-        let twice = apply_member_command(&mut m, &Command::AddMember(record(2, &[30, 30])));
-        assert!(
-            matches!(&twice, CommandResult::Refused(r) if r.contains("twice")),
-            "{twice:?}"
-        );
-        let mut same_raft_id = record(1, &[40]);
-        same_raft_id.info.host_id.0[15] = 0;
-        let clash = apply_member_command(&mut m, &Command::AddMember(same_raft_id));
-        assert!(
-            matches!(&clash, CommandResult::Refused(r) if r.contains("Raft id")),
-            "{clash:?}"
-        );
-        let mut moved = a.clone();
-        moved.tokens = vec![11];
-        let other = apply_member_command(&mut m, &Command::AddMember(moved));
-        assert!(
-            matches!(&other, CommandResult::Refused(r) if r.contains("already a member")),
-            "{other:?}"
-        );
-        assert_eq!(m.members.len(), 1);
-
-        let b = record(2, &[30]);
-        assert_eq!(
-            apply_member_command(&mut m, &Command::AddMember(b.clone())),
-            CommandResult::Done
-        );
-        assert_eq!(m.token_owner(30), Some(b.info.host_id));
-        let set = Command::SetStatus {
-            host: b.info.host_id,
-            status: MemberStatus::Normal,
-        };
-        assert_eq!(apply_member_command(&mut m, &set), CommandResult::Done);
-        assert_eq!(m.members[&b.info.host_id].status, MemberStatus::Normal);
-        let remove = Command::RemoveMember(a.info.host_id);
-        assert_eq!(apply_member_command(&mut m, &remove), CommandResult::Done);
-        assert!(matches!(
-            apply_member_command(&mut m, &remove),
-            CommandResult::Refused(_)
-        ));
-        assert_eq!(m.token_owner(10), None);
     }
 }
