@@ -175,6 +175,91 @@ pub fn assure_sufficient_live(
     }
 }
 
+/// How many acknowledgements a write at `cl` waits for while some of its replicas are pending
+/// (a node joining, or taking over a leaving or dead node's range): Cassandra's
+/// `blockForWrite`. Each pending replica adds one (for the LOCAL_ levels, each one in the local
+/// data center), so that a write acknowledged during the move is on as many replicas of the
+/// ring after it as the level promises: at QUORUM, on a quorum of the final replicas.
+pub fn block_for_write(
+    cl: ConsistencyLevel,
+    replication: &Replication,
+    local_dc: &str,
+    pending: &[ReplicaState<'_>],
+) -> usize {
+    let base = block_for(cl, replication, local_dc);
+    base + match cl {
+        ConsistencyLevel::Any => 0,
+        _ if cl.is_datacenter_local() => pending.iter().filter(|p| p.data_center == local_dc).count(),
+        _ => pending.len(),
+    }
+}
+
+/// EACH_QUORUM's requirement per data center for a write with `pending` replicas: each data
+/// center's quorum plus its pending replicas.
+pub fn each_quorum_block_for_write(
+    replication: &Replication,
+    pending: &[ReplicaState<'_>],
+) -> BTreeMap<String, usize> {
+    let mut need = each_quorum_block_for(replication);
+    for p in pending {
+        if let Some(n) = need.get_mut(p.data_center) {
+            *n += 1;
+        }
+    }
+    need
+}
+
+/// [`assure_sufficient_live`] for a write whose token has `pending` replicas besides its
+/// `natural` ones: the live replicas of both must reach [`block_for_write`] (per data center
+/// for EACH_QUORUM, local only for the LOCAL_ levels), as Cassandra's
+/// `assureSufficientLiveReplicasForWrite` counts them.
+pub fn assure_sufficient_live_for_write(
+    cl: ConsistencyLevel,
+    replication: &Replication,
+    local_dc: &str,
+    natural: &[ReplicaState<'_>],
+    pending: &[ReplicaState<'_>],
+) -> Result<(), Unavailable> {
+    if pending.is_empty() {
+        return assure_sufficient_live(cl, replication, local_dc, natural);
+    }
+    if cl == ConsistencyLevel::Any {
+        return Ok(());
+    }
+    let live = |dc: Option<&str>| {
+        natural
+            .iter()
+            .chain(pending)
+            .filter(|r| r.alive && dc.is_none_or(|dc| r.data_center == dc))
+            .count()
+    };
+    let unavailable = |required: usize, alive: usize| Unavailable {
+        consistency: cl,
+        required,
+        alive,
+    };
+    match cl {
+        ConsistencyLevel::EachQuorum if matches!(replication, Replication::NetworkTopology { .. }) => {
+            for (dc, required) in each_quorum_block_for_write(replication, pending) {
+                let alive = live(Some(&dc));
+                if alive < required {
+                    return Err(unavailable(required, alive));
+                }
+            }
+            Ok(())
+        }
+        _ => {
+            let required = block_for_write(cl, replication, local_dc, pending);
+            let alive = live(cl.is_datacenter_local().then_some(local_dc));
+            if alive < required {
+                Err(unavailable(required, alive))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +351,69 @@ mod tests {
                 required: 2,
                 alive: 1
             })
+        );
+    }
+
+    fn state(host: u8, dc: &'static str, alive: bool) -> ReplicaState<'static> {
+        ReplicaState {
+            host: HostId([host; 16]),
+            data_center: dc,
+            alive,
+        }
+    }
+
+    #[test]
+    fn a_pending_replica_raises_block_for_as_cassandras_block_for_write() {
+        let rf3 = Replication::Simple { factor: 3 };
+        let pending = [state(4, "dc1", true)];
+        assert_eq!(block_for_write(ConsistencyLevel::One, &rf3, "dc1", &pending), 2);
+        assert_eq!(
+            block_for_write(ConsistencyLevel::Quorum, &rf3, "dc1", &pending),
+            3
+        );
+        assert_eq!(block_for_write(ConsistencyLevel::All, &rf3, "dc1", &pending), 4);
+        assert_eq!(block_for_write(ConsistencyLevel::Any, &rf3, "dc1", &pending), 1);
+        assert_eq!(block_for_write(ConsistencyLevel::Quorum, &rf3, "dc1", &[]), 2);
+        let two_dcs = nts(&[("dc1", 3), ("dc2", 3)]);
+        let in_dc2 = [state(7, "dc2", true)];
+        assert_eq!(
+            block_for_write(ConsistencyLevel::LocalQuorum, &two_dcs, "dc1", &in_dc2),
+            2
+        );
+        assert_eq!(
+            block_for_write(ConsistencyLevel::LocalQuorum, &two_dcs, "dc2", &in_dc2),
+            3
+        );
+        let each = each_quorum_block_for_write(&two_dcs, &in_dc2);
+        assert_eq!(each["dc1"], 2);
+        assert_eq!(each["dc2"], 3);
+    }
+
+    #[test]
+    fn a_write_with_a_pending_replica_counts_it_alive_or_down() {
+        let rf3 = Replication::Simple { factor: 3 };
+        // A replacement: one natural replica is dead, the new node is pending and alive.
+        let natural = [
+            state(1, "dc1", true),
+            state(2, "dc1", true),
+            state(3, "dc1", false),
+        ];
+        let pending = [state(4, "dc1", true)];
+        assert!(
+            assure_sufficient_live_for_write(ConsistencyLevel::Quorum, &rf3, "dc1", &natural, &pending)
+                .is_ok()
+        );
+        let down = [state(4, "dc1", false)];
+        assert_eq!(
+            assure_sufficient_live_for_write(ConsistencyLevel::Quorum, &rf3, "dc1", &natural, &down),
+            Err(Unavailable {
+                consistency: ConsistencyLevel::Quorum,
+                required: 3,
+                alive: 2
+            })
+        );
+        assert!(
+            assure_sufficient_live_for_write(ConsistencyLevel::Any, &rf3, "dc1", &natural, &down).is_ok()
         );
     }
 }

@@ -172,6 +172,15 @@ impl Messaging {
                     id,
                     payload: Vec::new(),
                 },
+                Kind::StreamRequest => Message::StreamResponse {
+                    id,
+                    result: Err(error()),
+                },
+                // Empty, as for metadata: a real topology answer is JSON.
+                Kind::TopologyRequest => Message::TopologyResponse {
+                    id,
+                    payload: Vec::new(),
+                },
                 _ => continue,
             };
             let _ = p.reply_to.send((host, answer));
@@ -190,6 +199,8 @@ impl Inbox for Messaging {
             Message::MutationResponse { id, .. }
             | Message::ReadResponse { id, .. }
             | Message::MetadataResponse { id, .. }
+            | Message::StreamResponse { id, .. }
+            | Message::TopologyResponse { id, .. }
             | Message::Pong { id } => {
                 let waiter = self.pending.lock().expect("pending lock poisoned").remove(id);
                 match waiter {

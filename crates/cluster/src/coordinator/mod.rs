@@ -29,7 +29,7 @@ pub mod service;
 pub mod topology;
 mod write;
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use hayate_storage::{Clock, TableId};
@@ -46,6 +46,10 @@ use hinting::Hinter;
 use latency::LatencyTracker;
 use messaging::Messaging;
 use metrics::add;
+
+/// How often [`Coordinator::drained`] looks again: requests last milliseconds, and a topology
+/// change that waits for them takes seconds to minutes.
+const DRAIN_POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 /// A write to coordinate.
 pub struct WriteRequest<'a> {
@@ -173,6 +177,9 @@ pub struct Coordinator {
     liveness: Arc<dyn Liveness>,
     hinter: Option<Arc<Hinter>>,
     topology: RwLock<Arc<Topology>>,
+    /// Rings replaced by a newer one, while requests planned on them may still run: a request
+    /// holds its ring's `Arc` until it ends, so a ring no request holds any more is gone.
+    retired: Mutex<Vec<(u64, Weak<Topology>)>>,
     config: CoordinatorConfig,
     metrics: Arc<CoordinatorMetrics>,
     latency: LatencyTracker,
@@ -222,6 +229,7 @@ impl Coordinator {
             liveness: parts.liveness,
             hinter,
             topology: RwLock::new(Arc::new(topology)),
+            retired: Mutex::new(Vec::new()),
             config: parts.config,
             metrics,
             latency: LatencyTracker::default(),
@@ -230,7 +238,42 @@ impl Coordinator {
 
     /// Installs a new version of the ring (a node joined, or the node learned the ring).
     pub fn set_topology(&self, topology: Topology) {
-        *self.topology.write().expect("topology lock poisoned") = Arc::new(topology);
+        let old = std::mem::replace(
+            &mut *self.topology.write().expect("topology lock poisoned"),
+            Arc::new(topology),
+        );
+        let mut retired = self.retired.lock().expect("retired rings lock poisoned");
+        retired.retain(|(_, ring)| ring.strong_count() > 0);
+        retired.push((old.epoch(), Arc::downgrade(&old)));
+    }
+
+    /// True once this coordinator plans requests on a ring of metadata epoch `epoch` or later,
+    /// and no request it planned on an older ring is still running: from then on, every write
+    /// it coordinates reaches the replicas that ring names (pending ones included). A topology
+    /// change waits for this on every live node before it streams a range (so the stream misses
+    /// no write), and before a node drops a range it gave up (so no read still wants it).
+    pub fn is_drained(&self, epoch: u64) -> bool {
+        if self.topology().epoch() < epoch {
+            return false;
+        }
+        let retired = self.retired.lock().expect("retired rings lock poisoned");
+        retired
+            .iter()
+            .all(|(older, ring)| *older >= epoch || ring.strong_count() == 0)
+    }
+
+    /// Waits until [`Coordinator::is_drained`] for `epoch`, or `timeout`; true if drained.
+    pub async fn drained(&self, epoch: u64, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.is_drained(epoch) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(DRAIN_POLL_INTERVAL).await;
+        }
     }
 
     pub fn topology(&self) -> Arc<Topology> {

@@ -14,6 +14,7 @@ use super::messaging::{Messaging, RequestHandler};
 use crate::message::{digest, Message, ReadReply};
 use crate::node::HostId;
 use crate::replica::{apply_local, read_local, Replica};
+use crate::streaming::{self, Streams};
 use crate::transport::Lane;
 
 /// A future answer to a metadata request.
@@ -28,6 +29,9 @@ pub struct ReplicaService {
     /// Mutations wait for the device (commit_to_device): run them on the blocking pool.
     blocking_writes: bool,
     metadata: RwLock<Option<Arc<MetadataHandler>>>,
+    /// What answers a topology change's control messages (`crate::topology`).
+    topology: RwLock<Option<Arc<MetadataHandler>>>,
+    streams: Arc<Streams>,
 }
 
 impl ReplicaService {
@@ -41,7 +45,19 @@ impl ReplicaService {
             messaging,
             blocking_writes,
             metadata: RwLock::new(None),
+            topology: RwLock::new(None),
+            streams: Streams::new(0),
         })
+    }
+
+    /// This node's streams: the chunks it sends (at `streams().throttle`'s rate) and receives.
+    pub fn streams(&self) -> &Arc<Streams> {
+        &self.streams
+    }
+
+    /// Sets what answers topology control messages.
+    pub fn set_topology_handler(&self, handler: Arc<MetadataHandler>) {
+        *self.topology.write().expect("topology handler lock poisoned") = Some(handler);
     }
 
     /// Sets what answers metadata requests.
@@ -55,6 +71,10 @@ impl ReplicaService {
         self.metadata
             .write()
             .expect("metadata handler lock poisoned")
+            .take();
+        self.topology
+            .write()
+            .expect("topology handler lock poisoned")
             .take();
     }
 }
@@ -110,6 +130,24 @@ impl RequestHandler for ReplicaService {
                     });
                 }
                 None => tracing::debug!(%from, "a metadata request before the metadata log is open; dropped"),
+            },
+            Message::StreamRequest { id, request } => {
+                streaming::serve(&self.streams, &replica, &messaging, from, id, request);
+            }
+            Message::TopologyRequest { id, payload } => match self
+                .topology
+                .read()
+                .expect("topology handler lock poisoned")
+                .clone()
+            {
+                Some(handler) => {
+                    let answer = handler(from, payload);
+                    tokio::spawn(async move {
+                        let payload = answer.await;
+                        messaging.respond(from, Lane::Requests, Message::TopologyResponse { id, payload });
+                    });
+                }
+                None => tracing::debug!(%from, "a topology request before the node is ready; dropped"),
             },
             other => {
                 tracing::warn!(%from, kind = ?other.kind(), "an answer or unknown request reached the replica service")

@@ -11,11 +11,21 @@ use super::messaging::{Messaging, Reply, Waiting};
 use super::metrics::add;
 use super::topology::Topology;
 use super::{check_write_level, counts, Coordinator, CoordinatorError, WriteRequest, WriteType};
-use crate::consistency::{block_for, each_quorum_block_for, ConsistencyLevel, Replication};
+use crate::consistency::{
+    assure_sufficient_live_for_write, block_for_write, each_quorum_block_for_write, ConsistencyLevel,
+    ReplicaState, Replication,
+};
 use crate::message::Message;
 use crate::node::HostId;
 use crate::replica::{apply_local, Mutation, ReplicaError, ReplicaErrorKind};
 use crate::transport::Lane;
+
+/// Mutations of partitions that share their replicas, natural and pending.
+struct Group {
+    replicas: Vec<HostId>,
+    pending: Vec<HostId>,
+    mutations: Vec<Mutation>,
+}
 
 /// Acknowledgements counted the way the level counts them.
 struct Acks<'a> {
@@ -30,9 +40,15 @@ struct Acks<'a> {
 }
 
 impl<'a> Acks<'a> {
-    fn new(cl: ConsistencyLevel, replication: &Replication, local_dc: &'a str, block_for: usize) -> Acks<'a> {
+    fn new(
+        cl: ConsistencyLevel,
+        replication: &Replication,
+        local_dc: &'a str,
+        block_for: usize,
+        pending: &[ReplicaState<'_>],
+    ) -> Acks<'a> {
         let each = match cl {
-            ConsistencyLevel::EachQuorum => each_quorum_block_for(replication)
+            ConsistencyLevel::EachQuorum => each_quorum_block_for_write(replication, pending)
                 .into_iter()
                 .map(|(dc, n)| (dc, (n, 0)))
                 .collect(),
@@ -104,49 +120,47 @@ impl Coordinator {
         add(&self.metrics.writes, 1);
         let topology = self.topology();
         let replication = request.replication;
-        let mut groups: Vec<(Vec<HostId>, Vec<Mutation>)> = Vec::new();
+        let mut groups: Vec<Group> = Vec::new();
         {
             let map = (!matches!(replication, Replication::Local)).then(|| topology.map(replication));
+            let mut pending = Vec::new();
             for m in request.mutations {
                 let replicas: &[HostId] = match &map {
                     Some(map) => map.replicas(m.token),
                     None => std::slice::from_ref(&self.local),
                 };
-                match groups.iter_mut().find(|(r, _)| r.as_slice() == replicas) {
-                    Some((_, group)) => group.push(m),
-                    None => groups.push((replicas.to_vec(), vec![m])),
+                pending.clear();
+                if map.is_some() {
+                    topology.pending_replicas(replication, m.token, replicas, &mut pending);
+                }
+                match groups
+                    .iter_mut()
+                    .find(|g| g.replicas.as_slice() == replicas && g.pending == pending)
+                {
+                    Some(group) => group.mutations.push(m),
+                    None => groups.push(Group {
+                        replicas: replicas.to_vec(),
+                        pending: pending.clone(),
+                        mutations: vec![m],
+                    }),
                 }
             }
         }
-        for (replicas, _) in &groups {
-            self.check_live(&topology, replicas, cl, replication)?;
-            self.count_not_replica(replicas);
+        for group in &groups {
+            self.check_live_for_write(&topology, group, cl, replication)?;
+            self.count_not_replica(&group.replicas);
         }
         if groups.len() == 1 {
-            let (replicas, mutations) = groups.pop().expect("one group");
+            let group = groups.pop().expect("one group");
             return self
-                .write_group(
-                    &topology,
-                    replication,
-                    cl,
-                    &replicas,
-                    mutations,
-                    request.write_type,
-                )
+                .write_group(&topology, replication, cl, group, request.write_type)
                 .await;
         }
-        let writes = groups.into_iter().map(|(replicas, mutations)| {
+        let writes = groups.into_iter().map(|group| {
             let topology = &topology;
             async move {
-                self.write_group(
-                    topology,
-                    replication,
-                    cl,
-                    &replicas,
-                    mutations,
-                    request.write_type,
-                )
-                .await
+                self.write_group(topology, replication, cl, group, request.write_type)
+                    .await
             }
         });
         for result in join_all(writes.collect()).await {
@@ -155,32 +169,58 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Writes one group of mutations that share their replicas.
+    /// Refuses with `Unavailable`, before anything is sent, if too few of a group's natural and
+    /// pending replicas are alive for `cl` (see [`assure_sufficient_live_for_write`]).
+    fn check_live_for_write(
+        &self,
+        topology: &Topology,
+        group: &Group,
+        cl: ConsistencyLevel,
+        replication: &Replication,
+    ) -> Result<(), CoordinatorError> {
+        if group.pending.is_empty() {
+            return self.check_live(topology, &group.replicas, cl, replication);
+        }
+        let natural = topology.states(&group.replicas, self.local, &*self.liveness);
+        let pending = topology.states(&group.pending, self.local, &*self.liveness);
+        assure_sufficient_live_for_write(cl, replication, &self.local_dc, &natural, &pending).map_err(|u| {
+            add(&self.metrics.unavailable, 1);
+            CoordinatorError::Unavailable(u)
+        })
+    }
+
+    /// Writes one group of mutations that share their replicas, natural and pending.
     async fn write_group(
         &self,
         topology: &Topology,
         replication: &Replication,
         cl: ConsistencyLevel,
-        replicas: &[HostId],
-        mutations: Vec<Mutation>,
+        group: Group,
         write_type: WriteType,
     ) -> Result<(), CoordinatorError> {
-        let has_local = replicas.contains(&self.local);
-        if replicas.len() == 1 && has_local {
+        let Group {
+            replicas: natural,
+            pending,
+            mutations,
+        } = group;
+        let has_local = natural.contains(&self.local) || pending.contains(&self.local);
+        if natural.len() == 1 && pending.is_empty() && has_local {
             // The common single-replica case: no channel, no copy.
             return apply_local(&*self.replica, mutations)
                 .await
                 .map_err(CoordinatorError::Replica);
         }
+        let pending_states = topology.states(&pending, self.local, &*self.liveness);
         let block_for = match cl {
             ConsistencyLevel::Any => 1,
-            _ => block_for(cl, replication, &self.local_dc),
+            _ => block_for_write(cl, replication, &self.local_dc, &pending_states),
         };
-        let mut acks = Acks::new(cl, replication, &self.local_dc, block_for);
+        let mut acks = Acks::new(cl, replication, &self.local_dc, block_for, &pending_states);
         let now_us = self.clock.now_us();
         let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
         let mut waiting = self.messaging.as_ref().map(|m| Waiting::new(m.clone()));
         let mut outstanding: Vec<HostId> = Vec::new();
+        let replicas: Vec<HostId> = natural.iter().chain(&pending).copied().collect();
         for &host in replicas.iter().filter(|&&h| h != self.local) {
             let sent = match (&self.messaging, &mut waiting) {
                 (Some(messaging), Some(waiting)) if self.is_alive(host) => messaging
