@@ -26,4 +26,6 @@ pub mod metadata;
 pub mod node;
 pub mod replica;
 pub mod ring;
+pub mod streaming;
+pub mod topology;
 pub mod transport;

@@ -33,7 +33,7 @@ mod tests;
 
 use std::fmt;
 
-use crate::replica::{Mutation, ReadCommand, ReadResponse, ReplicaError};
+use crate::replica::{Mutation, ReadCommand, ReadResponse, ReplicaError, StreamChunk, StreamRequest};
 
 pub use digest::digest;
 pub use handshake::{HandshakeError, Hello, HelloReply};
@@ -42,8 +42,10 @@ pub use handshake::{HandshakeError, Hello, HelloReply};
 pub type RequestId = u64;
 
 /// The frame format version this build writes when the peer speaks it too. Version 2 added
-/// the partition's range and partition tombstones to a data reply (`payload.rs`).
-pub const VERSION: u8 = 2;
+/// the partition's range and partition tombstones to a data reply (`payload.rs`); version 3
+/// the stream and topology messages (kinds 9 to 12), which a node sends only to peers that
+/// speak it.
+pub const VERSION: u8 = 3;
 /// The oldest frame format version this build still reads and writes.
 pub const VERSION_MIN: u8 = 1;
 
@@ -115,6 +117,26 @@ pub enum Message {
     Pong {
         id: RequestId,
     },
+    /// Send the records of a piece of a token range (a topology change streams them, on the
+    /// bulk lane).
+    StreamRequest {
+        id: RequestId,
+        request: StreamRequest,
+    },
+    StreamResponse {
+        id: RequestId,
+        result: Result<StreamChunk, ReplicaError>,
+    },
+    /// A topology change's control traffic (wait for a ring epoch, fetch these ranges): opaque
+    /// bytes the `topology` module encodes.
+    TopologyRequest {
+        id: RequestId,
+        payload: Vec<u8>,
+    },
+    TopologyResponse {
+        id: RequestId,
+        payload: Vec<u8>,
+    },
 }
 
 /// A replica's answer to a [`Message::ReadRequest`].
@@ -181,6 +203,10 @@ pub enum Kind {
     MetadataResponse = 6,
     Ping = 7,
     Pong = 8,
+    StreamRequest = 9,
+    StreamResponse = 10,
+    TopologyRequest = 11,
+    TopologyResponse = 12,
 }
 
 impl Kind {
@@ -194,6 +220,10 @@ impl Kind {
             6 => Kind::MetadataResponse,
             7 => Kind::Ping,
             8 => Kind::Pong,
+            9 => Kind::StreamRequest,
+            10 => Kind::StreamResponse,
+            11 => Kind::TopologyRequest,
+            12 => Kind::TopologyResponse,
             _ => return None,
         })
     }
@@ -209,7 +239,11 @@ impl Message {
             | Message::MetadataRequest { id, .. }
             | Message::MetadataResponse { id, .. }
             | Message::Ping { id }
-            | Message::Pong { id } => *id,
+            | Message::Pong { id }
+            | Message::StreamRequest { id, .. }
+            | Message::StreamResponse { id, .. }
+            | Message::TopologyRequest { id, .. }
+            | Message::TopologyResponse { id, .. } => *id,
         }
     }
 
@@ -223,6 +257,10 @@ impl Message {
             Message::MetadataResponse { .. } => Kind::MetadataResponse,
             Message::Ping { .. } => Kind::Ping,
             Message::Pong { .. } => Kind::Pong,
+            Message::StreamRequest { .. } => Kind::StreamRequest,
+            Message::StreamResponse { .. } => Kind::StreamResponse,
+            Message::TopologyRequest { .. } => Kind::TopologyRequest,
+            Message::TopologyResponse { .. } => Kind::TopologyResponse,
         }
     }
 
@@ -253,7 +291,16 @@ pub enum EncodeError {
         len_bytes: usize,
         max_bytes: usize,
     },
+    /// The connection's frame version predates this kind of message: the peer runs an older
+    /// build.
+    NotInVersion {
+        kind: Kind,
+        version: u8,
+    },
 }
+
+/// The first frame version that has the stream and topology messages.
+pub const VERSION_STREAMS: u8 = 3;
 
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -282,6 +329,11 @@ impl fmt::Display for EncodeError {
                     "{what} of {len_bytes} bytes exceeds the limit of {max_bytes} bytes"
                 )
             }
+            EncodeError::NotInVersion { kind, version } => write!(
+                f,
+                "a {kind:?} message cannot travel in frame version {version}: the peer runs an older \
+                 build; upgrade it before changing the ring"
+            ),
         }
     }
 }

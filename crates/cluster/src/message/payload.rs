@@ -24,6 +24,14 @@
 //! MetadataRequest,
 //! MetadataResponse   opaque bytes: the rest of the frame
 //! Ping, Pong         nothing
+//! StreamRequest      table u32 | start exclusive i64 | end inclusive i64 | has after u8
+//!                    | [after: 24 bytes] | max bytes u32                    (version 3 and later)
+//! StreamResponse     tag u8: 0 ok, chunk | 1 error, replica error
+//!   chunk            records u64 | data bytes u64 | has next u8 | [next: 24 bytes]
+//!                    | has total u8 | [total records u64 | total bytes u64]
+//!                    | chunk length u32 | chunk bytes (the storage engine's stream chunk)
+//! TopologyRequest,
+//! TopologyResponse   opaque bytes: the rest of the frame                    (version 3 and later)
 //!
 //! key                length u16 | bytes                (at most KEY_BYTES_MAX)
 //! bound              tag u8: 0 unbounded | 1 included, key | 2 excluded, key
@@ -48,11 +56,14 @@ use super::wire::{put_bool, put_i64, put_u16, put_u32, put_u64, put_u8, set_u32,
 use super::{
     DecodeError, EncodeError, Kind, Message, ReadReply, RequestId, ENCODED_ITEM_BYTES_MIN,
     ERROR_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, KEY_BYTES_MAX, MUTATIONS_PER_MESSAGE_MAX, ROWS_PER_MESSAGE_MAX,
+    VERSION_STREAMS,
 };
 use crate::replica::{
-    Mutation, MutationKind, PartitionRead, RangeRead, RangeStart, ReadCommand, ReadResponse, ReplicaError,
-    ReplicaErrorKind, ReplicaRow, ReplicaTombstones, RowPosition,
+    Mutation, MutationKind, PartitionRead, RangeRead, RangeSize, RangeStart, ReadCommand, ReadResponse,
+    ReplicaError, ReplicaErrorKind, ReplicaRow, ReplicaTombstones, RowPosition, StreamChunk, StreamRequest,
+    STREAM_CHUNK_BYTES_MAX, STREAM_POSITION_BYTES, STREAM_REQUEST_BYTES_MAX,
 };
+use crate::ring::TokenRange;
 
 const MUTATION_ROW: u8 = 0;
 const MUTATION_DELETE_RANGE: u8 = 1;
@@ -74,6 +85,10 @@ const ERROR_UNREACHABLE: u8 = 3;
 
 /// Appends the payload of `message`.
 pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let kind = message.kind();
+    if (kind as u8) >= Kind::StreamRequest as u8 && version < VERSION_STREAMS {
+        return Err(EncodeError::NotInVersion { kind, version });
+    }
     match message {
         Message::MutationRequest { mutations, .. } => {
             check_count("mutations", mutations.len(), MUTATIONS_PER_MESSAGE_MAX)?;
@@ -116,8 +131,131 @@ pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Resul
             out.extend_from_slice(payload);
         }
         Message::Ping { .. } | Message::Pong { .. } => {}
+        Message::StreamRequest { request, .. } => {
+            if request.range.start_exclusive >= request.range.end_inclusive {
+                return Err(EncodeError::TooLong {
+                    what: "stream range (its start must lie below its end)",
+                    len_bytes: 0,
+                    max_bytes: 0,
+                });
+            }
+            put_u32(out, request.table);
+            put_i64(out, request.range.start_exclusive);
+            put_i64(out, request.range.end_inclusive);
+            put_stream_position(out, request.after.as_ref());
+            put_u32(out, request.max_bytes.min(STREAM_REQUEST_BYTES_MAX as u32));
+        }
+        Message::StreamResponse { result, .. } => match result {
+            Ok(chunk) => {
+                if chunk.bytes.len() > STREAM_CHUNK_BYTES_MAX {
+                    return Err(EncodeError::TooLong {
+                        what: "stream chunk",
+                        len_bytes: chunk.bytes.len(),
+                        max_bytes: STREAM_CHUNK_BYTES_MAX,
+                    });
+                }
+                put_u8(out, RESULT_OK);
+                put_u64(out, chunk.records);
+                put_u64(out, chunk.data_bytes);
+                put_stream_position(out, chunk.next.as_ref());
+                put_bool(out, chunk.total.is_some());
+                if let Some(total) = chunk.total {
+                    put_u64(out, total.records);
+                    put_u64(out, total.bytes);
+                }
+                put_u32(out, chunk.bytes.len() as u32);
+                out.extend_from_slice(&chunk.bytes);
+            }
+            Err(e) => {
+                put_u8(out, RESULT_ERROR);
+                put_replica_error(out, e);
+            }
+        },
+        Message::TopologyRequest { payload, .. } | Message::TopologyResponse { payload, .. } => {
+            if payload.len() > TOPOLOGY_PAYLOAD_BYTES_MAX {
+                return Err(EncodeError::TooLong {
+                    what: "topology payload",
+                    len_bytes: payload.len(),
+                    max_bytes: TOPOLOGY_PAYLOAD_BYTES_MAX,
+                });
+            }
+            out.extend_from_slice(payload);
+        }
     }
     Ok(())
+}
+
+/// The largest topology control message: a list of ranges to fetch for a ring of many nodes.
+pub const TOPOLOGY_PAYLOAD_BYTES_MAX: usize = 16 << 20;
+
+fn put_stream_position(out: &mut Vec<u8>, position: Option<&[u8; STREAM_POSITION_BYTES]>) {
+    put_bool(out, position.is_some());
+    if let Some(p) = position {
+        out.extend_from_slice(p);
+    }
+}
+
+fn get_stream_position(
+    r: &mut Reader<'_>,
+    what: &'static str,
+) -> Result<Option<[u8; STREAM_POSITION_BYTES]>, DecodeError> {
+    if !r.bool(what)? {
+        return Ok(None);
+    }
+    let mut p = [0u8; STREAM_POSITION_BYTES];
+    p.copy_from_slice(r.take(STREAM_POSITION_BYTES, what)?);
+    Ok(Some(p))
+}
+
+fn get_stream_request(r: &mut Reader<'_>) -> Result<StreamRequest, DecodeError> {
+    let table = r.u32("stream table")?;
+    let start_exclusive = r.i64("stream range start")?;
+    let end_inclusive = r.i64("stream range end")?;
+    if start_exclusive >= end_inclusive {
+        return Err(DecodeError::BadTag {
+            what: "stream range (its start lies at or above its end)",
+            tag: 0,
+        });
+    }
+    let after = get_stream_position(r, "stream resume position")?;
+    let max_bytes = r.u32("stream chunk bytes")?;
+    if max_bytes as usize > STREAM_REQUEST_BYTES_MAX {
+        return Err(DecodeError::TooLong {
+            what: "stream chunk asked for",
+            len_bytes: u64::from(max_bytes),
+            max_bytes: STREAM_REQUEST_BYTES_MAX as u64,
+        });
+    }
+    Ok(StreamRequest {
+        table,
+        range: TokenRange {
+            start_exclusive,
+            end_inclusive,
+        },
+        after,
+        max_bytes,
+    })
+}
+
+fn get_stream_chunk(r: &mut Reader<'_>) -> Result<StreamChunk, DecodeError> {
+    let records = r.u64("stream records")?;
+    let data_bytes = r.u64("stream data bytes")?;
+    let next = get_stream_position(r, "stream next position")?;
+    let total = match r.bool("stream total flag")? {
+        true => Some(RangeSize {
+            records: r.u64("stream total records")?,
+            bytes: r.u64("stream total bytes")?,
+        }),
+        false => None,
+    };
+    let bytes = r.bytes_u32("stream chunk", STREAM_CHUNK_BYTES_MAX)?.to_vec();
+    Ok(StreamChunk {
+        bytes,
+        records,
+        data_bytes,
+        next,
+        total,
+    })
 }
 
 /// Decodes the payload of a frame of `kind`; `payload` is all of it.
@@ -177,6 +315,38 @@ pub(super) fn decode(kind: Kind, id: RequestId, version: u8, payload: &[u8]) -> 
         },
         Kind::Ping => Message::Ping { id },
         Kind::Pong => Message::Pong { id },
+        Kind::StreamRequest => Message::StreamRequest {
+            id,
+            request: get_stream_request(&mut r)?,
+        },
+        Kind::StreamResponse => Message::StreamResponse {
+            id,
+            result: match r.u8("stream result tag")? {
+                RESULT_OK => Ok(get_stream_chunk(&mut r)?),
+                RESULT_ERROR => Err(get_replica_error(&mut r)?),
+                tag => {
+                    return Err(DecodeError::BadTag {
+                        what: "stream result tag",
+                        tag,
+                    })
+                }
+            },
+        },
+        Kind::TopologyRequest | Kind::TopologyResponse => {
+            let payload = r.take_rest();
+            if payload.len() > TOPOLOGY_PAYLOAD_BYTES_MAX {
+                return Err(DecodeError::TooLong {
+                    what: "topology payload",
+                    len_bytes: payload.len() as u64,
+                    max_bytes: TOPOLOGY_PAYLOAD_BYTES_MAX as u64,
+                });
+            }
+            let payload = payload.to_vec();
+            match kind {
+                Kind::TopologyRequest => Message::TopologyRequest { id, payload },
+                _ => Message::TopologyResponse { id, payload },
+            }
+        }
     };
     if r.remaining() != 0 {
         return Err(DecodeError::TrailingBytes {
@@ -235,8 +405,16 @@ pub(super) fn size_hint_bytes(message: &Message) -> usize {
                 }
             }
         },
-        Message::MetadataRequest { payload, .. } | Message::MetadataResponse { payload, .. } => payload.len(),
+        Message::MetadataRequest { payload, .. }
+        | Message::MetadataResponse { payload, .. }
+        | Message::TopologyRequest { payload, .. }
+        | Message::TopologyResponse { payload, .. } => payload.len(),
         Message::Ping { .. } | Message::Pong { .. } => 0,
+        Message::StreamRequest { .. } => 50,
+        Message::StreamResponse {
+            result: Ok(chunk), ..
+        } => 80 + chunk.bytes.len(),
+        Message::StreamResponse { result: Err(e), .. } => 6 + e.message.len(),
     }
 }
 

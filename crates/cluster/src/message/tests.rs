@@ -12,8 +12,10 @@ use rand::{Rng, SeedableRng};
 use super::*;
 use crate::node::HostId;
 use crate::replica::{
-    MutationKind, PartitionRead, RangeRead, RangeStart, ReplicaErrorKind, ReplicaRow, RowPosition,
+    MutationKind, PartitionRead, RangeRead, RangeSize, RangeStart, ReplicaErrorKind, ReplicaRow, RowPosition,
+    STREAM_POSITION_BYTES, STREAM_REQUEST_BYTES_MAX,
 };
+use crate::ring::TokenRange;
 
 const SEEDS: &[u64] = &[1, 2, 3, 42, 0xdead_beef, 7_777_777];
 
@@ -257,9 +259,58 @@ fn every_kind_round_trips() {
         },
         Message::Ping { id: 16 },
         Message::Pong { id: u64::MAX },
+        Message::StreamRequest {
+            id: 17,
+            request: StreamRequest {
+                table: 7,
+                range: TokenRange {
+                    start_exclusive: i64::MIN,
+                    end_inclusive: i64::MAX,
+                },
+                after: Some([9; STREAM_POSITION_BYTES]),
+                max_bytes: 4 << 20,
+            },
+        },
+        Message::StreamResponse {
+            id: 18,
+            result: Ok(StreamChunk {
+                bytes: b"a stream chunk".to_vec(),
+                records: 3,
+                data_bytes: 300,
+                next: None,
+                total: Some(RangeSize {
+                    records: 30,
+                    bytes: 3000,
+                }),
+            }),
+        },
+        Message::StreamResponse {
+            id: 19,
+            result: Err(ReplicaError::new(ReplicaErrorKind::Refused, "device full")),
+        },
+        Message::TopologyRequest {
+            id: 20,
+            payload: b"{\"drain\":{\"epoch\":7}}".to_vec(),
+        },
+        Message::TopologyResponse {
+            id: 21,
+            payload: Vec::new(),
+        },
     ];
     for m in &messages {
         round_trip(m);
+    }
+    // The stream and topology messages do not travel to a peer of an older frame version.
+    for m in &messages[messages.len() - 5..] {
+        let mut out = Vec::new();
+        assert_eq!(
+            encode(m, VERSION_STREAMS - 1, &mut out),
+            Err(EncodeError::NotInVersion {
+                kind: m.kind(),
+                version: VERSION_STREAMS - 1
+            })
+        );
+        assert!(out.is_empty());
     }
     // Many frames in one buffer come apart again.
     let mut stream = Vec::new();
@@ -662,7 +713,7 @@ fn random_error(rng: &mut StdRng) -> ReplicaError {
 
 fn random_message(rng: &mut StdRng) -> Message {
     let id = rng.random();
-    match rng.random_range(0..8) {
+    match rng.random_range(0..12) {
         0 => Message::MutationRequest {
             id,
             mutations: (0..rng.random_range(0..6))
@@ -758,6 +809,43 @@ fn random_message(rng: &mut StdRng) -> Message {
             payload: random_bytes(rng, 100),
         },
         6 => Message::Ping { id },
+        7 => Message::StreamRequest {
+            id,
+            request: StreamRequest {
+                table: rng.random(),
+                range: TokenRange {
+                    start_exclusive: rng.random_range(i64::MIN..0),
+                    end_inclusive: rng.random_range(0..i64::MAX),
+                },
+                after: rng.random_bool(0.5).then(|| rng.random()),
+                max_bytes: rng.random_range(0..=STREAM_REQUEST_BYTES_MAX as u32),
+            },
+        },
+        8 => Message::StreamResponse {
+            id,
+            result: if rng.random_bool(0.7) {
+                Ok(StreamChunk {
+                    bytes: random_bytes(rng, 200),
+                    records: rng.random(),
+                    data_bytes: rng.random(),
+                    next: rng.random_bool(0.5).then(|| rng.random()),
+                    total: rng.random_bool(0.5).then(|| RangeSize {
+                        records: rng.random(),
+                        bytes: rng.random(),
+                    }),
+                })
+            } else {
+                Err(random_error(rng))
+            },
+        },
+        9 => Message::TopologyRequest {
+            id,
+            payload: random_bytes(rng, 100),
+        },
+        10 => Message::TopologyResponse {
+            id,
+            payload: random_bytes(rng, 100),
+        },
         _ => Message::Pong { id },
     }
 }

@@ -18,6 +18,8 @@ pub use read_ring::drive_read_ring;
 
 use hayate_storage::{Deletion, PartitionTombstones, ReadsAhead, ReadsDone, Row, TableId};
 
+use crate::ring::TokenRange;
+
 /// One change to one partition: a row update merged by last-write-wins, or a deletion of every
 /// row in a clustering range.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -202,6 +204,52 @@ impl std::fmt::Display for ReplicaError {
 
 impl std::error::Error for ReplicaError {}
 
+/// A piece of a token range's records to stream: what a node joining (or taking over a range)
+/// asks a replica for, chunk by chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamRequest {
+    pub table: TableId,
+    pub range: TokenRange,
+    /// Resume just after this position (the `next` of the previous chunk); `None` from the
+    /// range's start.
+    pub after: Option<[u8; STREAM_POSITION_BYTES]>,
+    /// About how many bytes of records the chunk may hold (one record always goes).
+    pub max_bytes: u32,
+}
+
+/// The bytes of a stream position: the storage engine's scan position.
+pub const STREAM_POSITION_BYTES: usize = hayate_storage::ScanPosition::BYTES;
+
+/// The largest chunk a replica sends: [`STREAM_REQUEST_BYTES_MAX`] of records plus one row of
+/// the engine's largest size. Checked before a decoder allocates.
+pub const STREAM_CHUNK_BYTES_MAX: usize =
+    STREAM_REQUEST_BYTES_MAX + hayate_storage::ROW_MAX_BYTES + (1 << 20);
+
+/// The most bytes of records one [`StreamRequest`] may ask for.
+pub const STREAM_REQUEST_BYTES_MAX: usize = 16 << 20;
+
+/// One chunk of a stream: records in the storage engine's stream format (versioned and
+/// checksummed; `docs/storage-format.md`), as the receiver imports them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamChunk {
+    pub bytes: Vec<u8>,
+    pub records: u64,
+    /// The bytes of the records in it, as stored (what a stream's rate counts).
+    pub data_bytes: u64,
+    /// Where the range goes on; `None` once this chunk ends it.
+    pub next: Option<[u8; STREAM_POSITION_BYTES]>,
+    /// With the first chunk of a range: the records and bytes the range holds on the sender,
+    /// from its index (the total a stream's progress is measured against).
+    pub total: Option<RangeSize>,
+}
+
+/// Records and bytes in a range, from a replica's index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RangeSize {
+    pub records: u64,
+    pub bytes: u64,
+}
+
 /// One replica's data: what the local storage engine is to the coordinator. Calls are
 /// synchronous and may read the device; the coordinator calls them through [`read_local`] and
 /// [`apply_local`], which read ahead what they can so that the call does not block its service
@@ -226,6 +274,51 @@ pub trait Replica: Send + Sync + 'static {
     /// The same for `apply(mutations)`: the current versions of the rows the writes merge into.
     fn read_ahead_apply(&self, _mutations: &[Mutation]) -> Option<ReadsAhead> {
         None
+    }
+
+    /// The records of one piece of a range, for a node that takes the range over. Reads the
+    /// device: called on a blocking thread.
+    fn export(&self, request: &StreamRequest) -> Result<StreamChunk, ReplicaError> {
+        let _ = request;
+        Err(ReplicaError::new(
+            ReplicaErrorKind::Invalid,
+            "this replica cannot stream",
+        ))
+    }
+
+    /// Merges a chunk another replica exported, as replica writes merge: a record that arrives
+    /// twice, or older than what is here, changes nothing. A chunk that does not verify is
+    /// refused whole. Returns the records and bytes imported.
+    fn import(&self, chunk: &[u8]) -> Result<RangeSize, ReplicaError> {
+        let _ = chunk;
+        Err(ReplicaError::new(
+            ReplicaErrorKind::Invalid,
+            "this replica cannot import streams",
+        ))
+    }
+
+    /// Forgets the records of `table` in `range` (a range this node no longer replicates);
+    /// returns how many.
+    fn remove_range(&self, table: TableId, range: TokenRange) -> u64 {
+        let _ = (table, range);
+        0
+    }
+
+    /// The records and bytes of `table` in `range`, from the index alone.
+    fn range_size(&self, table: TableId, range: TokenRange) -> RangeSize {
+        let _ = (table, range);
+        RangeSize::default()
+    }
+
+    /// The tables this replica holds records of.
+    fn table_ids(&self) -> Vec<TableId> {
+        Vec::new()
+    }
+
+    /// Makes every write so far durable (a stream checkpoint is written only after what it
+    /// counts as received is).
+    fn sync(&self) -> Result<(), ReplicaError> {
+        Ok(())
     }
 
     /// True if this replica reads ahead, so that the node runs one service thread per core:
