@@ -86,7 +86,7 @@ pub struct StoredRow {
 
 /// A place in a table's index order, for paging through a scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ScanPosition(IndexKey);
+pub struct ScanPosition(pub(crate) IndexKey);
 
 impl ScanPosition {
     pub const BYTES: usize = 24;
@@ -228,6 +228,10 @@ impl Engine {
         config.validate().map_err(OpenError::Config)?;
         let mut devices: Vec<Arc<dyn Device>> = Vec::new();
         let mut locks = Vec::new();
+        // A device file made now is a new device: whatever write buffer names its path was left
+        // by a process whose device is gone (its data directory deleted, a disk lost), and must
+        // not be written into this one.
+        let new_device = config.devices.first().is_some_and(|d| !d.path.exists());
         for d in &config.devices {
             locks.push(lock_device(&d.path)?);
             let dev = FileDevice::open(&d.path, d.size_bytes, config.direct_io, config.read_page_cache)
@@ -258,7 +262,7 @@ impl Engine {
             }
             _ => None,
         };
-        Engine::open_on(config, devices, clock, locks, in_ram_only, buffer)
+        Engine::open_on(config, devices, clock, locks, in_ram_only, buffer, new_device)
     }
 
     /// Opens a namespace on devices the caller made (tests put fault-injecting devices here).
@@ -277,7 +281,7 @@ impl Engine {
         if devices.is_empty() {
             return Err(OpenError::Config("open_on_devices: no devices given".into()));
         }
-        Engine::open_on(config, devices, clock, Vec::new(), false, None)
+        Engine::open_on(config, devices, clock, Vec::new(), false, None, false)
     }
 
     fn open_on(
@@ -287,6 +291,7 @@ impl Engine {
         locks: Vec<std::fs::File>,
         in_ram_only: bool,
         buffer_at: Option<BufferAt>,
+        new_device: bool,
     ) -> Result<Engine, OpenError> {
         let devices = Arc::new(DeviceSet::new(devices, config.block_size_bytes));
         if devices.blocks() < 4 {
@@ -306,6 +311,17 @@ impl Engine {
         let deltas = Deltas::new(config.delta_buffer_bytes);
 
         // What a crashed process left in its write buffer goes to the devices before the scan.
+        if let Some(at) = buffer_at.as_ref().filter(|_| new_device) {
+            if at.file.exists() {
+                tracing::warn!(
+                    "discarding the write buffer {}: it was left by a process whose device {} no longer \
+                     exists (this device file is new), so its blocks belong to no device here",
+                    at.file.display(),
+                    at.device.display()
+                );
+                let _ = std::fs::remove_file(&at.file);
+            }
+        }
         if let Some(at) = &buffer_at {
             crate::write_buffer::remove_orphans(&at.dir);
             let replayed = crate::write_buffer::replay(&at.file, &at.device, &devices)
@@ -1231,7 +1247,7 @@ impl Inner {
     }
 
     /// The row's delta, decoded, if it has one (over `base`, when given).
-    fn delta_cells(
+    pub(crate) fn delta_cells(
         &self,
         table: TableId,
         key: &IndexKey,
@@ -1304,7 +1320,7 @@ impl Inner {
         index.tombstone_grace_s().unwrap_or(self.config.tombstone_grace_s)
     }
 
-    fn lock_chunks(&self) -> std::sync::MutexGuard<'_, ChunkOwners> {
+    pub(crate) fn lock_chunks(&self) -> std::sync::MutexGuard<'_, ChunkOwners> {
         self.chunks.lock().expect("chunk owners lock poisoned")
     }
 

@@ -365,3 +365,37 @@ fn sigkill_without_a_write_buffer_loses_at_most_the_last_flush_interval() {
         crash_rounds(Mode::Unbuffered, seed);
     }
 }
+
+/// Regression: a node whose data directory was deleted after a SIGKILL (a lost disk, replaced
+/// by a new node on the same path) replayed the dead process's write buffer, still in
+/// `/dev/shm`, into its brand-new device: rows of the dead node came back in the new one.
+#[test]
+fn a_write_buffer_left_for_a_device_that_is_gone_is_discarded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = config(dir.path(), Mode::Buffered);
+    let device = cfg.devices[0].path.clone();
+    // Slow writes: the open block holds the last ones when the kill comes.
+    let (acked, _) = run_child(dir.path(), 0, Mode::Buffered, 5_000, |acks, _| acks >= 200);
+    assert!(acked.len() >= 200);
+    let buffer = hayate_storage::write_buffer::path_for(
+        cfg.write_buffer_dir.as_deref().expect("a write buffer"),
+        &device.canonicalize().expect("the device exists"),
+    );
+    assert!(buffer.exists(), "the killed child left its write buffer behind");
+    std::fs::remove_file(&device).expect("the disk is lost");
+    let _ = std::fs::remove_file(cfg.index_snapshot_path.as_ref().expect("a snapshot path"));
+    let engine = Engine::open(config(dir.path(), Mode::Buffered)).expect("a new device opens");
+    for k in acked.keys() {
+        let key = RowKey {
+            table: 1,
+            partition: &key_bytes(*k),
+            clustering: b"",
+        };
+        assert_eq!(
+            engine.get(key).expect("reads"),
+            None,
+            "key {k} of the dead process came back in the new device"
+        );
+    }
+    engine.close().expect("close");
+}
