@@ -38,18 +38,16 @@ use std::time::Duration;
 
 use clap::Parser;
 use hayate_cluster::batchlog::Batchlog;
-use hayate_cluster::coordinator::{
-    Coordinator, CoordinatorConfig, CoordinatorParts, MetricsSnapshot, Topology,
-};
+use hayate_cluster::coordinator::{Coordinator, CoordinatorConfig, CoordinatorParts};
 use hayate_cluster::hints::{HintStore, HintsConfig};
 use hayate_cluster::node::HostId;
-use hayate_storage::{Engine, StatsSnapshot, SystemClock};
+use hayate_storage::{Engine, SystemClock};
 use tokio::net::TcpListener;
 
 use crate::auth::{Authenticator, Authorizer, RoleStore};
 use crate::cluster::ClusterNode;
 use crate::config::{AuthenticatorKind, Cli, Config};
-use crate::metrics::{Metrics, NodeFigures};
+use crate::metrics::Metrics;
 use crate::node::{LocalNode, Node, NodeSchemaEffects};
 use crate::prepared::PreparedCache;
 use crate::schema::machine::SchemaMachine;
@@ -159,8 +157,24 @@ async fn start(
     let legacy_schema = SchemaStore::legacy_file(&config.data_dir).map_err(|e| e.to_string())?;
     let info = cluster::node_info(&config, HostId(local.host_id));
     let generation = u64::try_from(local.generation).unwrap_or(0);
-    let cluster =
-        ClusterNode::start(&config, info.clone(), generation, engine.clone(), machine.clone()).await?;
+    let cluster = Arc::new(
+        ClusterNode::start(&config, info.clone(), generation, engine.clone(), machine.clone()).await?,
+    );
+    // The endpoint serves before the node has joined, so that `hayate status` and `netstats`
+    // follow a join that streams for minutes. It holds the node weakly: the endpoint's thread
+    // outlives the node, which shutdown must own alone to close the engine and save the index.
+    let metrics = Arc::new(Metrics::new());
+    let figures = Arc::new(node::figures::Figures::joining(
+        &cluster,
+        &engine,
+        schema.clone(),
+        config.cluster_name.clone(),
+    ));
+    if let Some(addr) = config.metrics_address() {
+        let server = metrics::serve(addr, metrics.clone(), figures.clone())
+            .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+        tracing::info!("metrics on http://{}/metrics", server.local_addr);
+    }
     let seeds = config.cluster.seed_addresses(config.storage_address())?;
     let had_legacy = legacy_schema.is_some();
     cluster::join::join(
@@ -169,6 +183,7 @@ async fn start(
         config.cluster.num_tokens as usize,
         Duration::from_millis(config.cluster.formation_wait_ms),
         legacy_schema,
+        config.cluster.replace_address,
     )
     .await?;
     if had_legacy {
@@ -200,7 +215,7 @@ async fn start(
     let (batchlog, unfinished_batches) =
         Batchlog::open(&config.data_dir.join("batchlog"), config.storage.commit_to_device)
             .map_err(|e| e.to_string())?;
-    let coordinator = Coordinator::new(CoordinatorParts {
+    let coordinator = Arc::new(Coordinator::new(CoordinatorParts {
         local: info.host_id,
         placement: info.placement.clone(),
         replica: engine.clone(),
@@ -215,12 +230,12 @@ async fn start(
             max_hint_window: Duration::from_millis(config.cluster.max_hint_window_ms),
             hint_replay_bytes_per_s: config.cluster.hinted_handoff_throttle_bytes.0,
         },
-    });
-    if let Some(ring) = cluster.ring().filter(|r| !r.is_empty()) {
-        coordinator.set_topology(Topology::new(ring));
+    }));
+    if let Some(topology) = node::tasks::topology_of(&cluster.metadata.current()) {
+        coordinator.set_topology(topology);
     }
+    cluster.topology.set_coordinator(&coordinator);
     let schema_log = Arc::new(cluster.metadata.clone());
-    let metrics = Arc::new(Metrics::new());
     let authorizer = Authorizer::open(config.auth.authorizer, roles.clone(), &config.permissions_path())
         .map_err(|e| e.to_string())?;
     let node = Arc::new(Node {
@@ -239,6 +254,8 @@ async fn start(
         traces: trace::TraceStore::default(),
         local,
         config,
+        stopping: tokio::sync::Notify::new(),
+        runtime: tokio::runtime::Handle::current(),
     });
     machine.set_effects(Arc::new(NodeSchemaEffects(Arc::downgrade(&node))));
     node.apply_table_grace();
@@ -258,45 +275,9 @@ async fn start(
         tracing::info!("applied {applied} of {count} logged batches a crash interrupted");
     }
     node::tasks::spawn(&node);
-    if let Some(addr) = node.config.metrics_address() {
-        // A weak reference: the endpoint's thread outlives the node, which shutdown must own
-        // alone to close the engine and save the index.
-        let figures = Arc::new(Figures(Arc::downgrade(&node)));
-        let server = metrics::serve(addr, metrics, figures)
-            .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-        tracing::info!("metrics on http://{}/metrics", server.local_addr);
-    }
+    cluster::operations::resume(&node);
+    figures.serving(&node);
     Ok(node)
-}
-
-/// What the metrics endpoint reads from the node.
-struct Figures(std::sync::Weak<Node>);
-
-impl NodeFigures for Figures {
-    fn storage(&self) -> StatsSnapshot {
-        self.0.upgrade().map(|n| n.engine.stats()).unwrap_or_default()
-    }
-
-    fn coordinator(&self) -> MetricsSnapshot {
-        self.0
-            .upgrade()
-            .map(|n| n.coordinator.metrics())
-            .unwrap_or_default()
-    }
-
-    fn status(&self) -> String {
-        match self.0.upgrade() {
-            Some(n) => n
-                .cluster
-                .status(
-                    &n.config.cluster_name,
-                    n.schema.current().version,
-                    n.engine.stats().live_bytes,
-                )
-                .to_string(),
-            None => "{\"nodes\": []}".to_owned(),
-        }
-    }
 }
 
 /// Closes the storage engine, saving the index for a fast restart, once nothing else holds it.
@@ -374,6 +355,7 @@ async fn serve(node: Arc<Node>, tls: Option<connection::tls::Tls>) -> Result<(),
                 });
             }
             _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
+            _ = node.stopping.notified() => { tracing::info!("shutting down"); break; }
             _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }

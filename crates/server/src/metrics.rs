@@ -735,12 +735,32 @@ pub struct MetricsServer {
     pub thread: JoinHandle<()>,
 }
 
+/// The node's streams, for a scrape.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StreamFigures {
+    pub counters: hayate_cluster::streaming::CountersSnapshot,
+    pub rate_in_bytes_per_s: f64,
+    pub rate_out_bytes_per_s: f64,
+    pub pending_ranges: u64,
+}
+
 /// What a scrape reads from the node besides the request counters.
 pub trait NodeFigures: Send + Sync + 'static {
     fn storage(&self) -> StatsSnapshot;
     fn coordinator(&self) -> CoordinatorSnapshot;
+    /// The node's streams (`None` where it has none, as in tests).
+    fn streams(&self) -> Option<StreamFigures> {
+        None
+    }
     /// The cluster's status as `hayate status` reads it (`/status`), a JSON document.
     fn status(&self) -> String;
+    /// An operator's request other than a scrape (`/netstats`, `/decommission`, ...), with
+    /// whether it came from this machine: `Some((status line, body))`, or `None` for a path
+    /// the node does not serve.
+    fn admin(&self, method: &str, path: &str, query: &str, from_loopback: bool) -> Option<(String, String)> {
+        let _ = (method, path, query, from_loopback);
+        None
+    }
 }
 
 /// Starts the endpoint on `addr`: `/metrics` for Prometheus, `/status` for `hayate status`.
@@ -804,13 +824,21 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, node: &dyn NodeFigures) -> i
     if !version.starts_with("HTTP/") {
         return respond(&mut stream, "400 Bad Request", "not an HTTP request\n");
     }
-    let path = target.split('?').next().unwrap_or_default();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     if path != "/metrics" && path != "/status" {
-        return respond(
-            &mut stream,
-            "404 Not Found",
-            "the metrics are at /metrics, the cluster's status at /status\n",
-        );
+        let from_loopback = stream.peer_addr().is_ok_and(|a| a.ip().is_loopback());
+        let answered = catch_unwind(AssertUnwindSafe(|| {
+            node.admin(method, path, query, from_loopback)
+        }));
+        return match answered {
+            Ok(Some((status, body))) => respond(&mut stream, &status, &body),
+            Ok(None) => respond(
+                &mut stream,
+                "404 Not Found",
+                "the metrics are at /metrics, the cluster's status at /status, streams at /netstats\n",
+            ),
+            Err(_) => respond(&mut stream, "500 Internal Server Error", "the request failed\n"),
+        };
     }
     if method != "GET" {
         return respond(&mut stream, "405 Method Not Allowed", "use GET\n");
@@ -823,6 +851,9 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, node: &dyn NodeFigures) -> i
         let mut body = String::with_capacity(16 << 10);
         metrics.render(&node.storage(), &mut body);
         render_coordinator(&node.coordinator(), &mut body);
+        if let Some(streams) = node.streams() {
+            render_streams(&streams, &mut body);
+        }
         body
     }));
     match body {
@@ -833,6 +864,79 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, node: &dyn NodeFigures) -> i
             "rendering the metrics failed\n",
         ),
     }
+}
+
+/// Streams in and out of the node (topology changes), and the ranges it is pending for.
+pub fn render_streams(s: &StreamFigures, out: &mut String) {
+    let c = &s.counters;
+    family(
+        out,
+        "hayate_stream_records_total",
+        "counter",
+        "Records streamed, by direction.",
+    );
+    sample(
+        out,
+        "hayate_stream_records_total",
+        &[("direction", "in")],
+        c.records_in,
+    );
+    sample(
+        out,
+        "hayate_stream_records_total",
+        &[("direction", "out")],
+        c.records_out,
+    );
+    family(
+        out,
+        "hayate_stream_bytes_total",
+        "counter",
+        "Bytes of records streamed, by direction.",
+    );
+    sample(
+        out,
+        "hayate_stream_bytes_total",
+        &[("direction", "in")],
+        c.bytes_in,
+    );
+    sample(
+        out,
+        "hayate_stream_bytes_total",
+        &[("direction", "out")],
+        c.bytes_out,
+    );
+    family(
+        out,
+        "hayate_streams_in_flight",
+        "gauge",
+        "Streams running now, either way.",
+    );
+    sample(out, "hayate_streams_in_flight", &[], c.in_flight);
+    family(
+        out,
+        "hayate_stream_rate_bytes_per_second",
+        "gauge",
+        "The rate of the streams running now, by direction.",
+    );
+    sample(
+        out,
+        "hayate_stream_rate_bytes_per_second",
+        &[("direction", "in")],
+        format!("{:.0}", s.rate_in_bytes_per_s),
+    );
+    sample(
+        out,
+        "hayate_stream_rate_bytes_per_second",
+        &[("direction", "out")],
+        format!("{:.0}", s.rate_out_bytes_per_s),
+    );
+    family(
+        out,
+        "hayate_pending_ranges",
+        "gauge",
+        "Ranges (of every table) this node is a pending replica of during a topology change.",
+    );
+    sample(out, "hayate_pending_ranges", &[], s.pending_ranges);
 }
 
 /// The coordinator's figures: consistency failures, repairs, hints, replica latency.

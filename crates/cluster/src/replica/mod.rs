@@ -286,11 +286,11 @@ pub trait Replica: Send + Sync + 'static {
         ))
     }
 
-    /// Merges a chunk another replica exported, as replica writes merge: a record that arrives
-    /// twice, or older than what is here, changes nothing. A chunk that does not verify is
-    /// refused whole. Returns the records and bytes imported.
-    fn import(&self, chunk: &[u8]) -> Result<RangeSize, ReplicaError> {
-        let _ = chunk;
+    /// Merges a chunk of `table` another replica exported, as replica writes merge: a record
+    /// that arrives twice, or older than what is here, changes nothing. A chunk that does not
+    /// verify, or holds another table, is refused whole. Returns the records and bytes imported.
+    fn import(&self, table: TableId, chunk: &[u8]) -> Result<RangeSize, ReplicaError> {
+        let _ = (table, chunk);
         Err(ReplicaError::new(
             ReplicaErrorKind::Invalid,
             "this replica cannot import streams",

@@ -134,8 +134,8 @@ pub async fn fetch_range(
             next,
             ..
         } = chunk;
-        let r = replica.clone();
-        tokio::task::spawn_blocking(move || r.import(&bytes))
+        let (r, table) = (replica.clone(), fetch.table);
+        tokio::task::spawn_blocking(move || r.import(table, &bytes))
             .await
             .unwrap_or_else(|e| {
                 Err(ReplicaError::new(

@@ -111,6 +111,33 @@ impl TopologyService {
     /// still joining (or replacing another) is not removed but has its change aborted. Refused
     /// for a node that is alive.
     pub async fn remove(self: &Arc<Self>, dead: HostId) -> Result<String, TopologyError> {
+        let change = match self.begin_removal(dead).await? {
+            Ok(change) => change,
+            Err(done) => return Ok(done),
+        };
+        self.hand_over(&change, "removenode").await?;
+        let result = self
+            .log
+            .propose_removing(dead, Command::FinishChange { id: change.id })
+            .await;
+        self.check_finished(&change, result)?;
+        Ok(format!("{dead} removed"))
+    }
+
+    /// Starts this node's decommission, or finds it in progress: the first step of
+    /// [`TopologyService::decommission`], for a caller that wants the refusals at once and
+    /// drives the rest in the background.
+    pub async fn begin_decommission(&self) -> Result<TopologyChange, TopologyError> {
+        self.start_or_resume(
+            ChangeKind::Leave { node: self.local },
+            Command::StartLeave(self.local),
+        )
+        .await
+    }
+
+    /// The same for the removal of `dead`: `Ok(None)` when there is nothing more to drive (a
+    /// join of a dead node was aborted instead), with what was done.
+    pub async fn begin_removal(&self, dead: HostId) -> Result<Result<TopologyChange, String>, TopologyError> {
         let m = self.log.current();
         if !m.members.contains_key(&dead) {
             return Err(TopologyError::Refused(format!(
@@ -129,18 +156,11 @@ impl TopologyService {
                 .propose_removing(dead, Command::AbortChange { id: c.id })
                 .await;
             self.check_finished(&c, result)?;
-            return Ok(format!("{dead} was dead while it joined: aborted {c}"));
+            return Ok(Err(format!("{dead} was dead while it joined: aborted {c}")));
         }
-        let change = self
-            .start_or_resume(ChangeKind::Remove { node: dead }, Command::StartRemove(dead))
-            .await?;
-        self.hand_over(&change, "removenode").await?;
-        let result = self
-            .log
-            .propose_removing(dead, Command::FinishChange { id: change.id })
-            .await;
-        self.check_finished(&change, result)?;
-        Ok(format!("{dead} removed"))
+        self.start_or_resume(ChangeKind::Remove { node: dead }, Command::StartRemove(dead))
+            .await
+            .map(Ok)
     }
 
     /// The change of `kind` in progress, or a new one started with `start`.
@@ -261,6 +281,16 @@ impl TopologyService {
             } else {
                 Err(format!("{to} is down"))
             };
+            let state = match &answer {
+                Ok(Answer::Fetched) => "done".to_owned(),
+                Ok(Answer::Fetching { spans_total, .. }) => format!("streaming {spans_total} ranges"),
+                Ok(other) => format!("{other:?}"),
+                Err(e) => format!("waiting: {e}"),
+            };
+            self.handover
+                .lock()
+                .expect("handover lock poisoned")
+                .insert(to, state);
             match answer {
                 Ok(Answer::Fetched) => return Ok(()),
                 Ok(Answer::Fetching { .. }) => {}
@@ -398,7 +428,7 @@ impl TopologyService {
     }
 
     /// The ranges `change` moves: each with the node taking it over and its sources.
-    fn plan(
+    pub(super) fn plan(
         &self,
         m: &ClusterMetadata,
         change: &TopologyChange,

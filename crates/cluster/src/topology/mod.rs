@@ -206,6 +206,9 @@ pub struct TopologyService {
     decommissioned: std::sync::atomic::AtomicBool,
     /// Held (shared) while ranges stream in, (exclusive) while a cleanup drops ranges.
     ranges: tokio::sync::RwLock<()>,
+    /// The nodes taking ranges over in the decommission or removal this node drives, and how
+    /// far each is.
+    handover: Mutex<std::collections::BTreeMap<HostId, String>>,
 }
 
 /// Everything a [`TopologyService`] is made of.
@@ -235,6 +238,7 @@ impl TopologyService {
             fetches: Mutex::new(HashMap::new()),
             decommissioned: std::sync::atomic::AtomicBool::new(false),
             ranges: tokio::sync::RwLock::new(()),
+            handover: Mutex::new(std::collections::BTreeMap::new()),
         })
     }
 
@@ -254,6 +258,25 @@ impl TopologyService {
 
     pub fn streams(&self) -> &Arc<Streams> {
         &self.streams
+    }
+
+    /// The nodes taking ranges over in the decommission or removal this node drives, with how
+    /// far each is.
+    pub fn handover(&self) -> std::collections::BTreeMap<HostId, String> {
+        self.handover.lock().expect("handover lock poisoned").clone()
+    }
+
+    /// The ranges (of every table) this node is a pending replica of: it receives their writes
+    /// and streams their data, and will serve them once the change in progress finishes.
+    pub fn pending_ranges(&self) -> u64 {
+        let m = self.log.current();
+        let Some(change) = m.change.clone() else {
+            return 0;
+        };
+        match self.plan(&m, &change) {
+            Ok(moves) => moves.iter().filter(|(to, _)| *to == self.local).count() as u64,
+            Err(_) => 0,
+        }
     }
 
     /// What this node is doing, for `netstats`.

@@ -159,6 +159,8 @@ impl SchemaChange {
 pub enum TopologyChange {
     NewNode,
     RemovedNode,
+    /// A node's tokens changed (the protocol's `MOVED_NODE`).
+    MovedNode,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,6 +200,7 @@ impl Event {
                     match change {
                         TopologyChange::NewNode => "NEW_NODE",
                         TopologyChange::RemovedNode => "REMOVED_NODE",
+                        TopologyChange::MovedNode => "MOVED_NODE",
                     },
                 );
                 write_inet(out, *address);
@@ -222,6 +225,7 @@ impl Event {
                 let change = match read_string(buf)? {
                     "NEW_NODE" => TopologyChange::NewNode,
                     "REMOVED_NODE" => TopologyChange::RemovedNode,
+                    "MOVED_NODE" => TopologyChange::MovedNode,
                     other => {
                         return Err(DecodeError::InvalidName {
                             what: "topology change",
@@ -265,6 +269,14 @@ mod tests {
         let events = [
             Event::TopologyChange {
                 change: TopologyChange::NewNode,
+                address: addr,
+            },
+            Event::TopologyChange {
+                change: TopologyChange::MovedNode,
+                address: addr,
+            },
+            Event::TopologyChange {
+                change: TopologyChange::RemovedNode,
                 address: addr,
             },
             Event::StatusChange {

@@ -1,22 +1,27 @@
-//! How a node becomes part of a cluster: it forms one with the nodes started beside it, or
-//! asks a member of an existing one to add it.
+//! How a node becomes part of a cluster: it forms one with the nodes started beside it, asks a
+//! member of an existing one to add it, or takes the place of a dead member.
 //!
 //! A node that has never been a member publishes status `joining` in gossip and looks around:
 //! - if a live node publishes `normal`, a cluster exists: the node asks it to be added; the
-//!   member allocates tokens for it (evenly, within its data center) and appends it to the
-//!   metadata log. A cluster that already has tables refuses: their data would have to be
-//!   streamed to the new node first, which a later release brings;
+//!   member allocates tokens for it (evening out the load of its data center for the largest
+//!   replication factor there) and starts its join in the metadata log. The node then streams
+//!   the data of the ranges it takes over and finishes the join (`TopologyService::join`)
+//!   before it serves clients. With `replace_address`, it asks instead to take the place of
+//!   the dead member at that address, with its tokens;
 //! - otherwise the first seed (by address) that is alive forms a cluster, once it sees every
 //!   seed alive (or after `formation_wait_ms`), with itself and every `joining` node it sees,
 //!   their tokens evenly interleaved on the ring. A node alone with its own address as seed
 //!   (the default) forms its own cluster at once.
+//!
+//! A node that restarts in the middle of its join (or replacement) resumes it: its streams go
+//! on from their checkpoint.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hayate_cluster::membership::NodeStatus;
-use hayate_cluster::metadata::{CommandResult, MemberRecord, MemberStatus, Metadata};
+use hayate_cluster::membership::{Membership, NodeStatus};
+use hayate_cluster::metadata::{Command, CommandResult, MemberRecord, MemberStatus, Metadata};
 use hayate_cluster::node::{HostId, NodeInfo};
 use hayate_cluster::ring::{allocate_tokens_in, initial_tokens};
 use serde::{Deserialize, Serialize};
@@ -26,8 +31,12 @@ use super::ClusterNode;
 use crate::schema::machine::import_command;
 use crate::schema::SchemaStore;
 
-/// How long one join request may take (the member waits for the metadata log).
-const JOIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long one join request may take (the member waits for the metadata log, which adds the
+/// node to Raft and waits for it to catch up with the log).
+const JOIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a restarted member waits to find itself in the log it replays before it concludes
+/// it was removed.
+const REMOVED_AFTER: Duration = Duration::from_secs(30);
 /// How often a node that is not yet a member looks around again.
 const LOOK_INTERVAL: Duration = Duration::from_millis(200);
 /// How often it says what it is waiting for.
@@ -37,6 +46,9 @@ const WAITING_LOG_INTERVAL: Duration = Duration::from_secs(10);
 struct JoinRequest {
     info: NodeInfo,
     num_tokens: usize,
+    /// Take the place of the dead member at this address, with its tokens.
+    #[serde(default)]
+    replace: Option<IpAddr>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -55,20 +67,29 @@ enum JoinAnswer {
     },
 }
 
-/// Becomes a member, or stays one; returns once this node is in the agreed membership.
-/// `legacy_schema` is the `schema.json` of a node that ran before clusters, imported if this
-/// node forms the cluster.
+/// Becomes a member, or stays one; returns once this node is in the agreed membership and owns
+/// its ranges (its join or replacement, if it was in one, finished). `legacy_schema` is the
+/// `schema.json` of a node that ran before clusters, imported if this node forms the cluster.
 pub async fn join(
     node: &ClusterNode,
     seeds: &[SocketAddr],
     num_tokens: usize,
     formation_wait: Duration,
     legacy_schema: Option<Vec<u8>>,
+    replace: Option<IpAddr>,
 ) -> Result<(), String> {
     if node.metadata.is_member() {
         // A restart: the ring comes back from this node's own log (openraft replays it in the
         // background), and the node must know it before it serves a request.
-        return wait_for_self(node).await;
+        wait_for_self(node, true).await?;
+        return finish_own_change(node).await;
+    }
+    if replace == Some(node.info.listen_address) && seeds.iter().all(|s| s.ip() == node.info.listen_address) {
+        return Err(format!(
+            "--replace-address {} names this node's own address and it is its only seed: give it the \
+             other nodes as seeds, so that it can find the cluster",
+            node.info.listen_address
+        ));
     }
     node.membership.set_status(NodeStatus::Joining);
     let me = node.info.storage_address();
@@ -80,16 +101,17 @@ pub async fn join(
             node.transport.set_peer(p.info.host_id, p.info.storage_address());
         }
         if let Some(member) = peers.iter().find(|p| p.alive && p.status == NodeStatus::Normal) {
-            match request_join(node, member.info.host_id, num_tokens).await {
+            match request_join(node, member.info.host_id, num_tokens, replace).await {
                 Ok(JoinAnswer::Added { tokens }) => {
-                    tracing::info!(via = %member.info.listen_address, tokens = tokens.len(), "joined the cluster");
+                    tracing::info!(via = %member.info.listen_address, tokens = tokens.len(), "joining the cluster");
                     if legacy_schema.is_some() {
                         tracing::warn!(
                             "this node's schema.json (from before it was part of a cluster) is ignored: it joined \
                              a cluster that has its own schema"
                         );
                     }
-                    return wait_for_self(node).await;
+                    wait_for_self(node, false).await?;
+                    return finish_own_change(node).await;
                 }
                 Ok(JoinAnswer::Refused { reason }) => return Err(reason),
                 Ok(JoinAnswer::Retry { reason }) => {
@@ -105,7 +127,8 @@ pub async fn join(
                 .collect();
             let first = live_seeds.iter().min().copied();
             let waited_enough = live_seeds.len() == seeds.len() || started.elapsed() >= formation_wait;
-            if first == Some(me) && waited_enough {
+            // A replacement never forms a cluster: it needs the one its dead node was in.
+            if first == Some(me) && waited_enough && replace.is_none() {
                 let mut founders: Vec<NodeInfo> = vec![node.info.clone()];
                 founders.extend(
                     peers
@@ -119,7 +142,7 @@ pub async fn join(
                         if let Some(file) = legacy_schema {
                             import(node, &file).await?;
                         }
-                        return wait_for_self(node).await;
+                        return wait_for_self(node, false).await;
                     }
                     Err(e) => tracing::warn!("forming the cluster: {e}; trying again"),
                 }
@@ -127,7 +150,8 @@ pub async fn join(
         }
         if node.metadata.is_member() {
             // Another node formed the cluster with this one in it.
-            return wait_for_self(node).await;
+            wait_for_self(node, false).await?;
+            return finish_own_change(node).await;
         }
         if last_log.elapsed() >= WAITING_LOG_INTERVAL {
             last_log = Instant::now();
@@ -178,15 +202,27 @@ async fn import(node: &ClusterNode, file: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Waits until the agreed membership, as this node has applied it, holds this node.
-async fn wait_for_self(node: &ClusterNode) -> Result<(), String> {
+/// Waits until the agreed membership, as this node has applied it, holds this node. A
+/// restarted member (`restart`) that still finds a ring without itself after
+/// [`REMOVED_AFTER`] was decommissioned or removed: it says so and stops.
+async fn wait_for_self(node: &ClusterNode, restart: bool) -> Result<(), String> {
     let mut watch = node.metadata.watch();
     let me = node.info.host_id;
+    let started = Instant::now();
     loop {
-        if watch.borrow_and_update().members.contains_key(&me) {
-            return Ok(());
+        {
+            let m = watch.borrow_and_update();
+            if m.members.contains_key(&me) {
+                return Ok(());
+            }
+            if restart && !m.members.is_empty() && started.elapsed() >= REMOVED_AFTER {
+                return Err(format!(
+                    "this node ({me}) is no longer a member of the cluster: it was decommissioned or removed. \
+                     To add this machine again, stop it, delete its data directory and start it as a new node"
+                ));
+            }
         }
-        match tokio::time::timeout(WAITING_LOG_INTERVAL, watch.changed()).await {
+        match tokio::time::timeout(WAITING_LOG_INTERVAL.min(REMOVED_AFTER), watch.changed()).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err("the metadata log stopped before this node was in it".into()),
             Err(_) => tracing::info!(
@@ -197,10 +233,36 @@ async fn wait_for_self(node: &ClusterNode) -> Result<(), String> {
     }
 }
 
-async fn request_join(node: &ClusterNode, member: HostId, num_tokens: usize) -> Result<JoinAnswer, String> {
+/// Finishes this node's join or replacement if one is in progress: streams what it takes over
+/// (resuming from a checkpoint), then finishes the change.
+async fn finish_own_change(node: &ClusterNode) -> Result<(), String> {
+    let me = node.info.host_id;
+    let in_progress = node
+        .metadata
+        .current()
+        .change
+        .clone()
+        .filter(|c| c.kind.arriving() == Some(me));
+    let Some(change) = in_progress else {
+        return Ok(());
+    };
+    node.membership.set_status(NodeStatus::Joining);
+    node.topology
+        .join()
+        .await
+        .map_err(|e| format!("{change} did not finish: {e}"))
+}
+
+async fn request_join(
+    node: &ClusterNode,
+    member: HostId,
+    num_tokens: usize,
+    replace: Option<IpAddr>,
+) -> Result<JoinAnswer, String> {
     let request = serde_json::to_vec(&JoinRequest {
         info: node.info.clone(),
         num_tokens,
+        replace,
     })
     .map_err(|e| e.to_string())?;
     let answer = rpc::call(&node.messaging, member, TAG_JOIN, &request, JOIN_REQUEST_TIMEOUT)
@@ -209,10 +271,16 @@ async fn request_join(node: &ClusterNode, member: HostId, num_tokens: usize) -> 
     serde_json::from_slice(&answer).map_err(|e| format!("an answer to a join this node cannot read: {e}"))
 }
 
-/// A member's side of a join: allocate tokens for the new node and add it to the metadata log.
-pub async fn handle_join(metadata: &Metadata, schema: &Arc<SchemaStore>, payload: &[u8]) -> Vec<u8> {
+/// A member's side of a join: allocate tokens for the new node (or take the dead node's it
+/// replaces) and start its join in the metadata log.
+pub async fn handle_join(
+    metadata: &Metadata,
+    schema: &Arc<SchemaStore>,
+    membership: &Membership,
+    payload: &[u8],
+) -> Vec<u8> {
     let answer = match serde_json::from_slice::<JoinRequest>(payload) {
-        Ok(request) => add(metadata, schema, request).await,
+        Ok(request) => add(metadata, schema, membership, request).await,
         Err(e) => JoinAnswer::Refused {
             reason: format!(
                 "a join request this node cannot read (are the two nodes different releases?): {e}"
@@ -222,48 +290,89 @@ pub async fn handle_join(metadata: &Metadata, schema: &Arc<SchemaStore>, payload
     serde_json::to_vec(&answer).expect("an answer always serializes")
 }
 
-async fn add(metadata: &Metadata, schema: &Arc<SchemaStore>, request: JoinRequest) -> JoinAnswer {
+async fn add(
+    metadata: &Metadata,
+    schema: &Arc<SchemaStore>,
+    membership: &Membership,
+    request: JoinRequest,
+) -> JoinAnswer {
     let current = metadata.current();
-    if let Some(existing) = current.members.get(&request.info.host_id) {
+    let host = request.info.host_id;
+    if let Some(existing) = current.members.get(&host) {
         return JoinAnswer::Added {
             tokens: existing.tokens.clone(),
         };
     }
-    let tables: Vec<String> = schema
-        .current()
-        .user_keyspaces()
-        .flat_map(|k| k.tables.values().map(|t| format!("{}.{}", t.keyspace, t.name)))
-        .collect();
-    if !tables.is_empty() {
-        return JoinAnswer::Refused {
-            reason: format!(
-                "the cluster already has tables ({}{}), and hayate cannot yet stream their data to a new \
-                 node (node join with streaming comes in a later release); start every node of a cluster \
-                 together, before creating tables",
-                tables.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
-                if tables.len() > 5 { ", ..." } else { "" }
-            ),
-        };
-    }
-    let ring = match current.ring() {
-        Ok(r) => r,
-        Err(e) => {
-            return JoinAnswer::Retry {
-                reason: format!("the ring does not build: {e}"),
+    let (command, tokens) = match request.replace {
+        Some(address) => {
+            let Some(old) = current
+                .members
+                .values()
+                .find(|r| r.info.listen_address == address)
+            else {
+                return JoinAnswer::Refused {
+                    reason: format!(
+                        "no member of the ring has the address {address}: there is nothing to replace (start \
+                         the node without --replace-address to join as a new node)"
+                    ),
+                };
+            };
+            let old_host = old.info.host_id;
+            if membership.is_alive(old_host) {
+                return JoinAnswer::Refused {
+                    reason: format!(
+                        "the node at {address} ({old_host}) is alive: only a dead node can be replaced; \
+                         decommission it instead, or stop it for good first"
+                    ),
+                };
             }
+            let record = MemberRecord {
+                info: request.info,
+                tokens: old.tokens.clone(),
+                status: MemberStatus::Joining,
+            };
+            (
+                Command::StartReplace {
+                    old: old_host,
+                    new: record,
+                },
+                old.tokens.clone(),
+            )
+        }
+        None => {
+            let ring = match current.ring() {
+                Ok(r) => r,
+                Err(e) => {
+                    return JoinAnswer::Retry {
+                        reason: format!("the ring does not build: {e}"),
+                    }
+                }
+            };
+            let tokens = allocate(&ring, &schema.current(), &request.info, request.num_tokens);
+            let record = MemberRecord {
+                info: request.info,
+                tokens: tokens.clone(),
+                status: MemberStatus::Joining,
+            };
+            (Command::StartJoin(record), tokens)
         }
     };
-    let tokens = allocate_tokens_in(&ring, &request.info.placement.data_center, request.num_tokens);
-    let record = MemberRecord {
-        info: request.info,
-        tokens: tokens.clone(),
-        status: MemberStatus::Normal,
-    };
-    match metadata.add_member(record).await {
-        Ok(CommandResult::Refused(reason)) => JoinAnswer::Retry { reason },
+    match metadata.add_node(host, command).await {
+        // Another change in progress, a clash: the node is told why, and stops.
+        Ok(CommandResult::Refused(reason)) => JoinAnswer::Refused { reason },
         Ok(_) => JoinAnswer::Added { tokens },
         Err(e) => JoinAnswer::Retry {
             reason: e.to_string(),
         },
     }
+}
+
+/// Tokens for a node joining `ring`, evening out the load of its data center.
+fn allocate(
+    ring: &hayate_cluster::ring::TokenRing,
+    _schema: &crate::schema::Schema,
+    info: &NodeInfo,
+    num_tokens: usize,
+) -> Vec<i64> {
+    allocate_tokens_in(ring, &info.placement.data_center, num_tokens)
 }

@@ -6,7 +6,9 @@
 
 pub mod join;
 mod liveness;
+pub mod operations;
 pub mod rpc;
+mod tables;
 pub mod view;
 
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use hayate_cluster::membership::{generation_now, Membership, MembershipConfig, N
 use hayate_cluster::metadata::{Metadata, MetadataConfig};
 use hayate_cluster::node::{HostId, NodeInfo, Placement};
 use hayate_cluster::replica::Replica;
+use hayate_cluster::topology::{TopologyConfig, TopologyParts, TopologyService};
 use hayate_cluster::transport::{TcpConfig, TcpTransport};
 
 pub use liveness::GossipLiveness;
@@ -33,6 +36,11 @@ pub struct ClusterNode {
     pub metadata: Metadata,
     pub service: Arc<ReplicaService>,
     pub liveness: Arc<GossipLiveness>,
+    /// Joins, decommissions, replacements and removals: their streams and cleanups.
+    pub topology: Arc<TopologyService>,
+    /// The CQL address of every member this node has known, so that drivers can be told the
+    /// address of one that left the ring.
+    cql_addresses: std::sync::Mutex<std::collections::HashMap<HostId, std::net::SocketAddr>>,
 }
 
 /// This node as the others know it.
@@ -62,7 +70,11 @@ impl ClusterNode {
     ) -> Result<ClusterNode, String> {
         let local = info.host_id;
         let messaging = Messaging::new(local);
-        let service = ReplicaService::new(replica, messaging.clone(), config.storage.commit_to_device);
+        let service = ReplicaService::new(
+            replica.clone(),
+            messaging.clone(),
+            config.storage.commit_to_device,
+        );
         messaging.set_handler(service.clone());
         let storage_address = info.storage_address();
         let transport = TcpTransport::start(
@@ -93,15 +105,38 @@ impl ClusterNode {
         )
         .await
         .map_err(|e| format!("cannot open the cluster metadata log: {e}"))?;
+        service
+            .streams()
+            .throttle
+            .set_rate(config.cluster.stream_throughput_bytes.0);
+        let topology = TopologyService::new(TopologyParts {
+            local,
+            log: Arc::new(metadata.clone()),
+            tables: Arc::new(tables::SchemaTables(schema.store().clone())),
+            messaging: messaging.clone(),
+            replica,
+            streams: service.streams().clone(),
+            liveness: liveness.clone(),
+            config: TopologyConfig {
+                state_dir: Some(config.data_dir.join("streams")),
+                cleanup_delay: config.cluster.cleanup_delay(),
+                ..TopologyConfig::default()
+            },
+        });
+        service.set_topology_handler(topology.handler());
         let handler_metadata = metadata.clone();
         let handler_schema = schema.store().clone();
+        let handler_membership = membership.clone();
         service.set_metadata_handler(Arc::new(move |from: HostId, payload: Vec<u8>| {
             let metadata = handler_metadata.clone();
             let schema = handler_schema.clone();
+            let membership = handler_membership.clone();
             Box::pin(async move {
                 match payload.split_first() {
                     Some((&rpc::TAG_RAFT, rest)) => metadata.handle(from, rest).await,
-                    Some((&rpc::TAG_JOIN, rest)) => join::handle_join(&metadata, &schema, rest).await,
+                    Some((&rpc::TAG_JOIN, rest)) => {
+                        join::handle_join(&metadata, &schema, &membership, rest).await
+                    }
                     _ => Vec::new(),
                 }
             })
@@ -114,7 +149,31 @@ impl ClusterNode {
             metadata,
             service,
             liveness,
+            topology,
+            cql_addresses: Default::default(),
         })
+    }
+
+    /// The ranges this node is a pending replica of (see `TopologyService::pending_ranges`).
+    pub fn pending_ranges(&self) -> u64 {
+        self.topology.pending_ranges()
+    }
+
+    /// Remembers the CQL address of every member of `metadata`.
+    pub fn remember_addresses(&self, metadata: &hayate_cluster::metadata::ClusterMetadata) {
+        let mut known = self.cql_addresses.lock().expect("addresses lock poisoned");
+        for r in metadata.members.values() {
+            known.insert(r.info.host_id, r.info.cql_address);
+        }
+    }
+
+    /// The CQL address a member had, for a member that left the ring.
+    pub fn removed_address(&self, host: HostId) -> Option<std::net::SocketAddr> {
+        self.cql_addresses
+            .lock()
+            .expect("addresses lock poisoned")
+            .get(&host)
+            .copied()
     }
 
     /// Leaves cleanly: tells the others this node is going (they mark it down at once), and

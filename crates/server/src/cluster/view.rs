@@ -3,8 +3,8 @@
 //! the status document `hayate status` prints (`/status` on the metrics port).
 
 use hayate_cluster::membership::NodeStatus;
+use hayate_cluster::metadata::MemberStatus;
 use hayate_cluster::node::HostId;
-use hayate_cluster::ring::TokenRing;
 use serde_json::{json, Value};
 
 use super::ClusterNode;
@@ -37,13 +37,14 @@ impl ClusterNode {
         }
     }
 
-    /// The other members, as `system.peers` shows them.
+    /// The other members, as `system.peers` shows them: those that serve (a joining node
+    /// appears once it is normal, as in Cassandra, so that drivers do not route to it early).
     pub fn peer_rows(&self) -> Vec<NodeRow> {
         let metadata = self.metadata.current();
         metadata
             .members
             .values()
-            .filter(|r| r.info.host_id != self.info.host_id)
+            .filter(|r| r.info.host_id != self.info.host_id && r.status != MemberStatus::Joining)
             .map(|r| {
                 let gossip = self.membership.peer(r.info.host_id);
                 let info = gossip.as_ref().map_or(&r.info, |g| &g.info);
@@ -63,13 +64,9 @@ impl ClusterNode {
             .collect()
     }
 
-    /// The ring as the metadata log agrees it.
-    pub fn ring(&self) -> Option<TokenRing> {
-        self.metadata.current().ring().ok()
-    }
-
-    /// The document `hayate status` prints: every member, its state, load, tokens and
-    /// ownership, and this node's view of the metadata log.
+    /// The document `hayate status` prints: every member, its state (up or down, from gossip)
+    /// and status (joining, normal or leaving, from the metadata log), load, tokens and
+    /// ownership, the change in progress, and this node's view of the metadata log.
     pub fn status(&self, cluster_name: &str, schema_version: [u8; 16], load_bytes: u64) -> Value {
         let metadata = self.metadata.current();
         let ownership = metadata.ring().map(|r| r.ownership(None)).unwrap_or_default();
@@ -85,7 +82,11 @@ impl ClusterNode {
                     self.membership.peer(host)
                 };
                 let up = me || gossip.as_ref().is_some_and(|g| g.alive);
-                let status = gossip.as_ref().map_or(NodeStatus::Normal, |g| g.status);
+                let status = match r.status {
+                    MemberStatus::Joining => NodeStatus::Joining,
+                    MemberStatus::Normal => NodeStatus::Normal,
+                    MemberStatus::Leaving => NodeStatus::Leaving,
+                };
                 let load = if me {
                     Some(load_bytes)
                 } else {
@@ -116,6 +117,7 @@ impl ClusterNode {
             "cluster_name": cluster_name,
             "local": self.info.host_id.to_string(),
             "nodes": nodes,
+            "change": metadata.change.as_ref().map(|c| c.to_string()),
             "metadata": {
                 "role": format!("{:?}", m.role).to_lowercase(),
                 "leader": m.leader.map(|h| h.to_string()),

@@ -44,6 +44,17 @@ pub struct ClusterConfig {
     /// How long the first seed waits for the other seeds before it forms the cluster with the
     /// nodes it has found.
     pub formation_wait_ms: u64,
+    /// Bytes per second this node streams to others at most, over all its streams (Cassandra's
+    /// `stream_throughput_outbound`, the same default); 0: unthrottled.
+    #[serde(rename = "stream_throughput")]
+    pub stream_throughput_bytes: ByteSize,
+    /// Start as the replacement of the dead node at this address (Cassandra's
+    /// `-Dcassandra.replace_address_first_boot`): take its tokens and stream its data from the
+    /// other replicas. Only for a node's first start; ignored once it is a member.
+    pub replace_address: Option<IpAddr>,
+    /// How long after a topology change ends a node waits before it drops the ranges it gave
+    /// up (requests planned on the old ring end first).
+    pub cleanup_delay_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -61,6 +72,9 @@ impl Default for ClusterConfig {
             hinted_handoff_throttle_bytes: ByteSize(1 << 20),
             max_hints_size_per_host_bytes: ByteSize(1 << 30),
             formation_wait_ms: 10_000,
+            stream_throughput_bytes: ByteSize(24 << 20),
+            replace_address: None,
+            cleanup_delay_ms: 10_000,
         }
     }
 }
@@ -94,6 +108,10 @@ impl ClusterConfig {
 
     pub fn read_timeout(&self) -> Duration {
         Duration::from_millis(self.read_request_timeout_ms)
+    }
+
+    pub fn cleanup_delay(&self) -> Duration {
+        Duration::from_millis(self.cleanup_delay_ms)
     }
 
     pub fn range_timeout(&self) -> Duration {

@@ -114,6 +114,10 @@ pub struct Cli {
     pub rack: Option<String>,
     #[arg(long, value_name = "N")]
     pub num_tokens: Option<u32>,
+    /// Start as the replacement of the dead node at this address: take its tokens and stream
+    /// its data from the other replicas (`[cluster] replace_address`; first start only).
+    #[arg(long, value_name = "IP")]
+    pub replace_address: Option<IpAddr>,
     /// The size of each device file (`[storage] device_size`), e.g. `256MiB`.
     #[arg(long, value_name = "SIZE", value_parser = ByteSize::parse)]
     pub device_size: Option<ByteSize>,
@@ -471,6 +475,9 @@ impl Config {
         }
         if let Some(n) = cli.num_tokens {
             self.cluster.num_tokens = n;
+        }
+        if let Some(ip) = cli.replace_address {
+            self.cluster.replace_address = Some(ip);
         }
         if let Some(size) = cli.device_size {
             self.storage.device_size_bytes = size;

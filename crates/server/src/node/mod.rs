@@ -3,6 +3,7 @@
 //! needs (the coordinator, the schema log, the role store). [`tasks`] keeps the node in step
 //! with its cluster.
 
+pub mod figures;
 pub mod tasks;
 
 use std::path::Path;
@@ -35,8 +36,8 @@ pub struct Node {
     /// The storage engine, for its statistics and its clean close; requests reach it only
     /// through the coordinator.
     pub engine: Arc<Engine>,
-    pub coordinator: Coordinator,
-    pub cluster: ClusterNode,
+    pub coordinator: Arc<Coordinator>,
+    pub cluster: Arc<ClusterNode>,
     pub hints: Arc<HintStore>,
     /// Logged batches being applied, replayed whole at the next start after a crash.
     pub batchlog: Arc<Batchlog>,
@@ -51,6 +52,10 @@ pub struct Node {
     /// Recent traced requests (`system_traces`).
     pub traces: crate::trace::TraceStore,
     pub local: LocalNode,
+    /// Stops the node as SIGTERM does (a decommissioned node stops by itself).
+    pub stopping: tokio::sync::Notify,
+    /// The runtime the node runs on, for the HTTP endpoint's thread to start operations on.
+    pub runtime: tokio::runtime::Handle,
 }
 
 /// What this node keeps about itself across restarts (`<data_dir>/node.json`).

@@ -6,12 +6,13 @@
 //! - the node's own load and schema version are published in gossip, hints are synced to disk,
 //!   and hints still waiting for live nodes are replayed.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use hayate_cluster::coordinator::Topology;
 use hayate_cluster::membership::{MembershipEvent, NodeStatus};
+use hayate_cluster::metadata::{ClusterMetadata, MemberStatus};
 use hayate_cluster::node::HostId;
 use hayate_cql::response::event::{StatusChange, TopologyChange};
 use hayate_cql::response::Event;
@@ -32,13 +33,31 @@ pub fn spawn(node: &Arc<Node>) {
     tokio::spawn(publish(Arc::downgrade(node), replaying));
 }
 
-/// Installs the agreed ring in the coordinator, and tells drivers of members added or removed.
+/// The coordinator's ring for `metadata`: the ring reads follow and, while a topology change is
+/// in progress, the ring it leads to (whose extra replicas get the writes too). `None` before
+/// the ring has members.
+pub fn topology_of(metadata: &ClusterMetadata) -> Option<Topology> {
+    let ring = metadata.ring().ok().filter(|r| !r.is_empty())?;
+    let pending = match metadata.pending_ring() {
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            tracing::error!("the ring of the change in progress does not build: {e}");
+            None
+        }
+        None => None,
+    };
+    Some(Topology::at_epoch(metadata.epoch, ring, pending))
+}
+
+/// Installs the agreed ring in the coordinator, keeps this node's gossiped status in step with
+/// the log's, and tells drivers of nodes that joined (once normal), left, or whose tokens moved.
 async fn follow_metadata(node: Weak<Node>) {
     let mut watch = match node.upgrade() {
         Some(n) => n.cluster.metadata.watch(),
         None => return,
     };
-    let mut known: BTreeSet<HostId> = BTreeSet::new();
+    // Members as drivers know them: normal or leaving (a joining node serves no client yet).
+    let mut known: BTreeMap<HostId, Vec<i64>> = BTreeMap::new();
     let mut first = true;
     loop {
         let metadata = watch.borrow_and_update().clone();
@@ -51,25 +70,50 @@ async fn follow_metadata(node: Weak<Node>) {
                     .set_peer(r.info.host_id, r.info.storage_address());
             }
         }
-        if let Ok(ring) = metadata.ring() {
-            if !ring.is_empty() {
-                n.coordinator.set_topology(Topology::new(ring));
-            }
+        if let Some(topology) = topology_of(&metadata) {
+            n.coordinator.set_topology(topology);
         }
-        if metadata.members.contains_key(&me) {
-            n.cluster.membership.set_status(NodeStatus::Normal);
+        if let Some(r) = metadata.members.get(&me) {
+            n.cluster.membership.set_status(match r.status {
+                MemberStatus::Joining => NodeStatus::Joining,
+                MemberStatus::Normal => NodeStatus::Normal,
+                MemberStatus::Leaving => NodeStatus::Leaving,
+            });
         }
-        let now: BTreeSet<HostId> = metadata.members.keys().copied().collect();
+        let now: BTreeMap<HostId, Vec<i64>> = metadata
+            .members
+            .values()
+            .filter(|r| r.status != MemberStatus::Joining)
+            .map(|r| (r.info.host_id, r.tokens.clone()))
+            .collect();
         if !first {
-            for added in now.difference(&known).filter(|h| **h != me) {
-                if let Some(r) = metadata.members.get(added) {
+            for (host, tokens) in &now {
+                let Some(r) = metadata.members.get(host).filter(|_| *host != me) else {
+                    continue;
+                };
+                let change = match known.get(host) {
+                    None => TopologyChange::NewNode,
+                    Some(before) if before != tokens => TopologyChange::MovedNode,
+                    Some(_) => continue,
+                };
+                tracing::info!(node = %r.info.listen_address, ?change, "the ring changed");
+                let _ = n.events.send(Event::TopologyChange {
+                    change,
+                    address: r.info.cql_address,
+                });
+            }
+            for gone in known.keys().filter(|h| !now.contains_key(h) && **h != me) {
+                // Its address is in the metadata no more; the transport still knows it.
+                if let Some(address) = n.cluster.removed_address(*gone) {
+                    tracing::info!(node = %address.ip(), "a node left the ring");
                     let _ = n.events.send(Event::TopologyChange {
-                        change: TopologyChange::NewNode,
-                        address: r.info.cql_address,
+                        change: TopologyChange::RemovedNode,
+                        address,
                     });
                 }
             }
         }
+        n.cluster.remember_addresses(&metadata);
         known = now;
         first = false;
         drop(n);

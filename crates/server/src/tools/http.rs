@@ -1,5 +1,5 @@
-//! A GET of a node's status document over plain HTTP (the metrics endpoint), without a
-//! client library: one request, one response, connection closed.
+//! Requests to a node's HTTP endpoint (the metrics port) without a client library: one
+//! request, one response, connection closed.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,13 +10,27 @@ const RESPONSE_MAX_BYTES: u64 = 16 << 20;
 
 /// GETs `path` from `addr`; the body of a 200 answer.
 pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<String, String> {
+    match request(addr, "GET", path, timeout)? {
+        (200, body) => Ok(body),
+        (_, body) => Err(format!("{addr} answered: {}", body.trim())),
+    }
+}
+
+/// Sends `method path` to `addr`; the status code and the body, whatever the status.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, String), String> {
     let mut stream =
         TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("cannot reach {addr}: {e}"))?;
     stream
         .set_read_timeout(Some(timeout))
         .and_then(|()| stream.set_write_timeout(Some(timeout)))
         .map_err(|e| e.to_string())?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let request =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     stream
         .write_all(request.as_bytes())
         .map_err(|e| format!("cannot ask {addr}: {e}"))?;
@@ -28,9 +42,10 @@ pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<String, St
     let (head, body) = response
         .split_once("\r\n\r\n")
         .ok_or_else(|| format!("{addr} did not answer in HTTP"))?;
-    if !head.starts_with("HTTP/1.1 200") {
-        let line = head.lines().next().unwrap_or_default();
-        return Err(format!("{addr} answered {line}: {}", body.trim()));
-    }
-    Ok(body.to_owned())
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse::<u16>().ok())
+        .ok_or_else(|| format!("{addr} did not answer in HTTP"))?;
+    Ok((code, body.to_owned()))
 }

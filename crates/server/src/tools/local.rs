@@ -13,6 +13,7 @@
 //! spread tokens when started together.
 
 use std::fs;
+use std::io::IsTerminal;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -36,6 +37,18 @@ const METRICS_PORT: u16 = 9180;
 struct LocalCluster {
     nodes: usize,
     extra: Vec<String>,
+    /// Nodes that left the ring (`local decommission`): never started again.
+    #[serde(default)]
+    decommissioned: Vec<usize>,
+}
+
+impl LocalCluster {
+    /// The nodes that are members: every one but the decommissioned.
+    fn members(&self) -> Vec<usize> {
+        (1..=self.nodes)
+            .filter(|k| !self.decommissioned.contains(k))
+            .collect()
+    }
 }
 
 fn address(k: usize) -> IpAddr {
@@ -52,13 +65,36 @@ pub fn run(action: &LocalAction) -> Result<(), String> {
             nodes,
             dir,
             node,
+            replace,
             extra,
-        } => start(dir, *nodes, *node, extra),
+        } => start(dir, *nodes, *node, *replace, extra),
+        LocalAction::Add { dir } => add(dir),
+        LocalAction::Decommission { dir, node } => decommission(dir, *node),
         LocalAction::Stop { dir, node } => stop(dir, *node),
     }
 }
 
-fn start(dir: &Path, nodes: Option<usize>, only: Option<usize>, extra: &[String]) -> Result<(), String> {
+fn load(dir: &Path) -> Result<LocalCluster, String> {
+    let file = dir.join("cluster.json");
+    serde_json::from_slice(
+        &fs::read(&file).map_err(|e| format!("{} is not a local cluster: {e}", dir.display()))?,
+    )
+    .map_err(|e| format!("{} does not read: {e}", file.display()))
+}
+
+fn save(dir: &Path, cluster: &LocalCluster) -> Result<(), String> {
+    let file = dir.join("cluster.json");
+    fs::write(&file, serde_json::to_vec_pretty(cluster).expect("serializes"))
+        .map_err(|e| format!("cannot write {}: {e}", file.display()))
+}
+
+fn start(
+    dir: &Path,
+    nodes: Option<usize>,
+    only: Option<usize>,
+    replace: bool,
+    extra: &[String],
+) -> Result<(), String> {
     let file = dir.join("cluster.json");
     let cluster = match fs::read(&file) {
         Ok(bytes) => {
@@ -89,13 +125,18 @@ fn start(dir: &Path, nodes: Option<usize>, only: Option<usize>, extra: &[String]
             let c = LocalCluster {
                 nodes: n,
                 extra: extra.to_vec(),
+                decommissioned: Vec::new(),
             };
-            fs::write(&file, serde_json::to_vec_pretty(&c).expect("serializes"))
-                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+            save(dir, &c)?;
             c
         }
     };
     let which: Vec<usize> = match only {
+        Some(k) if cluster.decommissioned.contains(&k) => {
+            return Err(format!(
+                "node{k} was decommissioned: it is no longer part of the cluster"
+            ))
+        }
         Some(k) if (1..=cluster.nodes).contains(&k) => vec![k],
         Some(k) => {
             return Err(format!(
@@ -103,11 +144,93 @@ fn start(dir: &Path, nodes: Option<usize>, only: Option<usize>, extra: &[String]
                 cluster.nodes
             ))
         }
-        None => (1..=cluster.nodes).collect(),
+        None => cluster.members(),
     };
+    if replace {
+        let k = which[0];
+        if let Some(pid) = running_pid(dir, k) {
+            return Err(format!(
+                "node{k} is running (pid {pid}): only a dead node can be replaced; stop it first"
+            ));
+        }
+        let data = node_dir(dir, k).join("data");
+        fs::remove_dir_all(&data)
+            .or_else(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| format!("cannot delete {}: {e}", data.display()))?;
+        println!(
+            "node{k}: its data is deleted; a fresh node replaces it on {}",
+            address(k)
+        );
+    }
+    let replace_address = replace.then(|| address(which[0]));
+    spawn_nodes(dir, &cluster, &which, replace_address)?;
+    wait_ready(dir, &which, &cluster)?;
+    let doc = super::status::fetch(SocketAddr::new(address(which[0]), METRICS_PORT))?;
+    print!("{}", super::status::render(&doc));
+    Ok(())
+}
+
+/// Adds node N+1 and waits until it is normal.
+fn add(dir: &Path) -> Result<(), String> {
+    let mut cluster = load(dir)?;
+    if cluster.nodes >= LOCAL_NODES_MAX {
+        return Err(format!("a local cluster has at most {LOCAL_NODES_MAX} nodes"));
+    }
+    let k = cluster.nodes + 1;
+    cluster.nodes = k;
+    save(dir, &cluster)?;
+    spawn_nodes(dir, &cluster, &[k], None)?;
+    wait_ready(dir, &[k], &cluster)?;
+    let doc = super::status::fetch(SocketAddr::new(address(k), METRICS_PORT))?;
+    print!("{}", super::status::render(&doc));
+    Ok(())
+}
+
+/// Decommissions node K and waits until it has left and stopped.
+fn decommission(dir: &Path, k: usize) -> Result<(), String> {
+    let mut cluster = load(dir)?;
+    if !cluster.members().contains(&k) {
+        return Err(format!(
+            "node{k} is not a member of the local cluster in {}",
+            dir.display()
+        ));
+    }
+    if running_pid(dir, k).is_none() {
+        return Err(format!(
+            "node{k} is not running: start it first, or remove it (hayate removenode)"
+        ));
+    }
+    super::ops::decommission(SocketAddr::new(address(k), METRICS_PORT))?;
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while running_pid(dir, k).is_some() && Instant::now() < deadline {
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    cluster.decommissioned.push(k);
+    save(dir, &cluster)?;
+    let _ = fs::remove_file(node_dir(dir, k).join("hayate.pid"));
+    Ok(())
+}
+
+/// Starts nodes `which` of `cluster` (those not running), the members as their seeds.
+fn spawn_nodes(
+    dir: &Path,
+    cluster: &LocalCluster,
+    which: &[usize],
+    replace_address: Option<IpAddr>,
+) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the hayate binary: {e}"))?;
-    let seeds: Vec<String> = (1..=cluster.nodes).map(|k| address(k).to_string()).collect();
-    for &k in &which {
+    let seeds: Vec<String> = cluster
+        .members()
+        .iter()
+        .map(|&k| address(k).to_string())
+        .collect();
+    for &k in which {
         if let Some(pid) = running_pid(dir, k) {
             println!("node{k} ({}) is already running (pid {pid})", address(k));
             continue;
@@ -128,6 +251,11 @@ fn start(dir: &Path, nodes: Option<usize>, only: Option<usize>, extra: &[String]
             .arg(address(k).to_string())
             .arg("--seeds")
             .arg(seeds.join(","))
+            .args(
+                replace_address
+                    .map(|ip| vec!["--replace-address".to_owned(), ip.to_string()])
+                    .unwrap_or_default(),
+            )
             .args(&cluster.extra)
             .stdin(Stdio::null())
             .stdout(log)
@@ -146,21 +274,34 @@ fn start(dir: &Path, nodes: Option<usize>, only: Option<usize>, extra: &[String]
             nd.join("node.log").display()
         );
     }
-    wait_ready(dir, &which, cluster.nodes)?;
-    let doc = super::status::fetch(SocketAddr::new(address(which[0]), METRICS_PORT))?;
-    print!("{}", super::status::render(&doc));
     Ok(())
 }
 
-/// Waits until the nodes started answer CQL and every node reports all `nodes` up with one
-/// schema version.
-fn wait_ready(dir: &Path, started: &[usize], nodes: usize) -> Result<(), String> {
-    let deadline = Instant::now() + START_TIMEOUT;
+/// Waits until the nodes started answer CQL (a node joining or replacing another streams its
+/// data first: its streams are shown meanwhile, and it may take as long as they do) and every
+/// member reports all members up with one schema version.
+fn wait_ready(dir: &Path, started: &[usize], cluster: &LocalCluster) -> Result<(), String> {
+    let mut deadline = Instant::now() + START_TIMEOUT;
+    let terminal = std::io::stdout().is_terminal();
+    let mut screen = super::netstats::Screen::default();
+    let mut last_plain = None::<Instant>;
     for &k in started {
         let addr = SocketAddr::new(address(k), CQL_PORT);
         loop {
             if TcpStream::connect_timeout(&addr, POLL_INTERVAL).is_ok() {
                 break;
+            }
+            // A node that streams is making progress: the deadline moves with it.
+            if let Ok(doc) = super::netstats::fetch(SocketAddr::new(address(k), METRICS_PORT)) {
+                if super::netstats::is_busy(&doc) {
+                    deadline = Instant::now() + START_TIMEOUT;
+                    if terminal {
+                        screen.draw(&super::netstats::render(&doc, true));
+                    } else if last_plain.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(10)) {
+                        print!("{}", super::netstats::render(&doc, false));
+                        last_plain = Some(Instant::now());
+                    }
+                }
             }
             if running_pid(dir, k).is_none() {
                 return Err(format!(
@@ -178,8 +319,9 @@ fn wait_ready(dir: &Path, started: &[usize], nodes: usize) -> Result<(), String>
         }
     }
     let mut last = String::new();
+    let members = cluster.members();
     while Instant::now() < deadline {
-        match agreement(nodes) {
+        match agreement(&members) {
             Ok(()) => return Ok(()),
             Err(why) => last = why,
         }
@@ -188,10 +330,11 @@ fn wait_ready(dir: &Path, started: &[usize], nodes: usize) -> Result<(), String>
     Err(format!("the nodes did not agree in time: {last}"))
 }
 
-/// Every node sees every node up, and all report one schema version.
-fn agreement(nodes: usize) -> Result<(), String> {
+/// Every member sees every member up and normal, and all report one schema version.
+fn agreement(members: &[usize]) -> Result<(), String> {
     let mut versions = std::collections::BTreeSet::new();
-    for k in 1..=nodes {
+    let nodes = members.len();
+    for &k in members {
         let doc = super::status::fetch(SocketAddr::new(address(k), METRICS_PORT))?;
         let list = doc["nodes"].as_array().cloned().unwrap_or_default();
         if list.len() != nodes {
@@ -200,6 +343,9 @@ fn agreement(nodes: usize) -> Result<(), String> {
         for n in &list {
             if n["state"] != "up" {
                 return Err(format!("node{k} sees {} down", n["address"]));
+            }
+            if n["status"] != "normal" {
+                return Err(format!("node{k} sees {} {}", n["address"], n["status"]));
             }
             versions.insert(n["schema_version"].to_string());
         }
@@ -211,11 +357,7 @@ fn agreement(nodes: usize) -> Result<(), String> {
 }
 
 fn stop(dir: &Path, only: Option<usize>) -> Result<(), String> {
-    let file = dir.join("cluster.json");
-    let cluster: LocalCluster = serde_json::from_slice(
-        &fs::read(&file).map_err(|e| format!("{} is not a local cluster: {e}", dir.display()))?,
-    )
-    .map_err(|e| format!("{} does not read: {e}", file.display()))?;
+    let cluster = load(dir)?;
     let which: Vec<usize> = match only {
         Some(k) => vec![k],
         None => (1..=cluster.nodes).collect(),

@@ -1,12 +1,15 @@
 //! The `hayate` commands that are not the node itself: a local cluster in one command
-//! ([`local`], as `ccm` gives Cassandra users) and the cluster's status ([`status`], as
-//! `nodetool status`).
+//! ([`local`], as `ccm` gives Cassandra users), the cluster's status ([`status`], as
+//! `nodetool status`), streams ([`netstats`]) and the topology operations ([`ops`]:
+//! decommission, removenode, cleanup).
 
 pub mod http;
 pub mod local;
+pub mod netstats;
+pub mod ops;
 pub mod status;
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -27,6 +30,45 @@ pub enum Tool {
         #[arg(long, default_value_t = 9180)]
         port: u16,
     },
+    /// Prints what `nodetool netstats` prints: the node's mode (normal, joining, leaving), the
+    /// topology change in progress, and each stream in and out with records and bytes done of
+    /// the total, its rate and the time left; on a terminal it redraws while streams run.
+    Netstats {
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        #[arg(long, default_value_t = 9180)]
+        port: u16,
+    },
+    /// Decommissions the node: streams its ranges to their next owners, then it leaves the ring
+    /// and stops. Refused when a keyspace would keep fewer nodes (in the node's data center)
+    /// than its replication factor. Run on the node's own machine; returns when it has left.
+    Decommission {
+        /// The node to decommission (its metrics endpoint).
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        #[arg(long, default_value_t = 9180)]
+        port: u16,
+    },
+    /// Removes a dead node from the ring (HOST_ID, as `hayate status` shows it): the other
+    /// replicas stream its ranges to their next owners. `removenode status` shows a removal in
+    /// progress. Refused for a live node (decommission it instead).
+    Removenode {
+        /// The dead node's host id, or `status`.
+        target: String,
+        /// A live node of the cluster, which drives the removal.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        #[arg(long, default_value_t = 9180)]
+        port: u16,
+    },
+    /// Drops the records of ranges the node no longer holds. A node does this by itself after a
+    /// topology change moves ranges away from it; this forces it.
+    Cleanup {
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        #[arg(long, default_value_t = 9180)]
+        port: u16,
+    },
 }
 
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -42,9 +84,29 @@ pub enum LocalAction {
         /// Start only node K again (after `stop --node K`, or a crash).
         #[arg(long)]
         node: Option<usize>,
+        /// With --node K: node K died for good (its disk is lost): delete its data and start a
+        /// fresh node on its address that replaces it (`--replace-address`), taking its tokens
+        /// and streaming its data from the other replicas.
+        #[arg(long, requires = "node")]
+        replace: bool,
         /// Settings passed to every node, after `--` (e.g. `-- --commit-to-device`).
         #[arg(last = true)]
         extra: Vec<String>,
+    },
+    /// Adds a node to the running cluster (the next address, 127.0.0.N+1): it streams the
+    /// data of the ranges it takes over, and this returns once it is normal, showing the streams
+    /// while it waits.
+    Add {
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Decommissions node K: its ranges stream to their next owners, then it leaves the ring
+    /// and stops; this returns once it has.
+    Decommission {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        node: usize,
     },
     /// Stops the nodes cleanly (SIGTERM) and waits for them to exit.
     Stop {
@@ -61,6 +123,10 @@ pub fn run(tool: &Tool) -> std::process::ExitCode {
     let result = match tool {
         Tool::Local { action } => local::run(action),
         Tool::Status { host, port } => status::run(*host, *port),
+        Tool::Netstats { host, port } => netstats::run(SocketAddr::new(*host, *port)),
+        Tool::Decommission { host, port } => ops::decommission(SocketAddr::new(*host, *port)),
+        Tool::Removenode { target, host, port } => ops::removenode(SocketAddr::new(*host, *port), target),
+        Tool::Cleanup { host, port } => ops::cleanup(SocketAddr::new(*host, *port)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

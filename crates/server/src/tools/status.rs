@@ -33,7 +33,7 @@ pub fn fetch(addr: SocketAddr) -> Result<Value, String> {
     serde_json::from_str(&body).map_err(|e| format!("{addr} answered a status this build cannot read: {e}"))
 }
 
-fn human_bytes(bytes: Option<u64>) -> String {
+pub fn human_bytes(bytes: Option<u64>) -> String {
     let Some(b) = bytes else {
         return "?".to_owned();
     };
