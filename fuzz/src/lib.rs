@@ -3,7 +3,7 @@
 //! message target's checks and seeds are in [`internode`].
 //!
 //! An input is `sequence (u64 LE) | mode (u8) | payload` for the record targets and
-//! `mode (u8) | payload` for the header target. Random bytes almost never pass a crc32c, so a
+//! `mode (u8) | payload` for the header and stream chunk targets. Random bytes almost never pass a crc32c, so a
 //! mode bit asks the target to recompute the checksum before decoding: that way the fuzzer spends
 //! its time on the parsing behind the checksum instead of on the checksum itself, and the
 //! unsealed path still tests that damage is rejected.
@@ -17,8 +17,13 @@ use hayate_storage::format::record::{
     padded_len, reseal_record, RecordMeta, FLAG_CHUNKED, FLAG_DELETIONS, FLAG_DELTA, FLAG_RANGE_TOMBSTONES,
     FLAG_TOMBSTONE, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
+use hayate_storage::format::stream::{
+    decode_chunk, reseal_chunk, ChunkEncoder, Contents, RecordKind, CHUNK_BYTES_MAX, RECORDS_PER_CHUNK_MAX,
+};
 use hayate_storage::index::{Location, BLOCKS_MAX};
+use hayate_storage::range_tombstones::PartitionTombstones;
 use hayate_storage::row::{Cell, CellValue, Deletion, Liveness, Row};
+use hayate_storage::token::token;
 
 /// Mode bit: recompute the checksum of each record (or of the block header) before decoding.
 pub const MODE_RESEAL: u8 = 1;
@@ -33,6 +38,7 @@ const OFFSET_FLAGS: usize = 3;
 const HEADER_OFFSET_CRC: usize = 60;
 const HEADER_FLAG_FREE: u8 = 1;
 const HEADER_FLAG_CHUNK: u8 = 2;
+const STREAM_OFFSET_CRC: usize = 8;
 
 /// `sequence | mode | payload`; `None` if the input is too short to hold the first two.
 pub fn split_sequenced(data: &[u8]) -> Option<(u64, u8, &[u8])> {
@@ -180,6 +186,109 @@ pub fn canonical_row(mut row: Row) -> Row {
         }
     }
     row
+}
+
+/// Fixes the length field and the checksum of a stream chunk, with the storage crate's own
+/// `reseal_chunk` (the encoder's last step).
+pub fn reseal_stream_chunk(chunk: &mut [u8]) {
+    reseal_chunk(chunk);
+}
+
+/// `decode_chunk` on arbitrary bytes: a chunk that decodes is within the format's bounds, every
+/// record's token is its partition key's, every body decodes to what the record says and
+/// survives a re-encoding (as [`check_body`] checks a record's), and the chunk encodes back to
+/// exactly the bytes it came from (the format has one encoding for each chunk). Returns the
+/// number of records, or `None` if the bytes were refused.
+pub fn check_stream_chunk(b: &[u8]) -> Option<usize> {
+    let chunk = decode_chunk(b).ok()?;
+    assert!(b.len() <= CHUNK_BYTES_MAX);
+    assert!(chunk.records.len() <= RECORDS_PER_CHUNK_MAX);
+    let mut encoder = ChunkEncoder::new(chunk.table);
+    for r in &chunk.records {
+        assert_eq!(r.token, token(r.partition_key));
+        let meta = RecordMeta {
+            table: chunk.table,
+            token: r.token,
+            digest: 0,
+            write_timestamp_us: r.base_timestamp_us,
+            expiry_s: 0,
+            tombstone: false,
+            has_deletions: false,
+            range_tombstones: r.kind == RecordKind::Tombstones,
+            chunked: false,
+            delta: false,
+        };
+        match &r.contents {
+            Contents::Row(row) => {
+                assert_eq!(r.kind, RecordKind::Row);
+                assert_eq!(decode_body(r.body, r.base_timestamp_us).as_ref(), Ok(row));
+            }
+            Contents::Tombstones(t) => {
+                assert_eq!(r.kind, RecordKind::Tombstones);
+                assert!(r.clustering_key.is_empty());
+                assert_eq!(
+                    decode_tombstones_body(r.body, r.base_timestamp_us).as_ref(),
+                    Ok(t)
+                );
+            }
+        }
+        check_body(r.body, &meta);
+        assert!(
+            encoder.has_room(),
+            "the decoder accepted more than the encoder makes"
+        );
+        encoder.push(
+            r.kind,
+            r.token,
+            r.base_timestamp_us,
+            r.partition_key,
+            r.clustering_key,
+            r.body,
+        );
+    }
+    assert_eq!(encoder.finish(), b, "a chunk encodes back to exactly its bytes");
+    Some(chunk.records.len())
+}
+
+/// A stream chunk of table 9 with a rich row, a row tombstone and a partition's tombstones.
+fn sample_stream_chunk() -> Vec<u8> {
+    let mut encoder = ChunkEncoder::new(9);
+    for (pk, ck, row) in [
+        (&b"partition"[..], &b"clustering"[..], rich_row()),
+        (b"deleted", b"", Row::deleted(1_000, 50)),
+    ] {
+        let ts = row.max_timestamp_us();
+        let mut body = Vec::new();
+        encode_body(&mut body, &row, ts);
+        encoder.push(RecordKind::Row, token(pk), ts, pk, ck, &body);
+    }
+    let mut t = PartitionTombstones::of(
+        std::ops::Bound::Unbounded,
+        std::ops::Bound::Unbounded,
+        Deletion {
+            timestamp_us: 500,
+            deleted_at_s: 9,
+        },
+    );
+    t.merge(PartitionTombstones::of(
+        std::ops::Bound::Included(vec![1, 2]),
+        std::ops::Bound::Excluded(vec![3]),
+        Deletion {
+            timestamp_us: 900,
+            deleted_at_s: 10,
+        },
+    ));
+    let mut body = Vec::new();
+    encode_tombstones_body(&mut body, &t, 900);
+    encoder.push(
+        RecordKind::Tombstones,
+        token(b"ranged"),
+        900,
+        b"ranged",
+        b"",
+        &body,
+    );
+    encoder.finish()
 }
 
 /// Decodes a block header and checks it against the bytes it came from.
@@ -372,6 +481,15 @@ pub fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let mut damaged = sequenced(sequence, MODE_RESEAL | MODE_HEADER);
     damaged.extend(&block);
     out.push(("block_walk", "damaged-tail", damaged));
+    let chunk = sample_stream_chunk();
+    let mut valid = vec![0u8];
+    valid.extend(&chunk);
+    out.push(("stream_chunk_decode", "three-records", valid));
+    // A checksum zeroed: valid only when the target reseals it.
+    let mut stale = vec![MODE_RESEAL];
+    stale.extend(&chunk);
+    stale[1 + STREAM_OFFSET_CRC..1 + STREAM_OFFSET_CRC + 4].fill(0);
+    out.push(("stream_chunk_decode", "reseal", stale));
     for (name, bytes) in internode::seeds() {
         out.push(("internode_message", name, bytes));
     }
@@ -517,6 +635,15 @@ mod tests {
                 }
                 "block_header_decode" => check_header(&bytes[1..]),
                 "chunk_list_decode" => assert!(check_chunk_list(&bytes), "{name}"),
+                "stream_chunk_decode" => {
+                    let mut payload = bytes[1..].to_vec();
+                    assert_eq!(bytes[0] & MODE_RESEAL != 0, name == "reseal");
+                    if bytes[0] & MODE_RESEAL != 0 {
+                        assert_eq!(check_stream_chunk(&payload), None, "stale seal rejected");
+                        reseal_stream_chunk(&mut payload);
+                    }
+                    assert_eq!(check_stream_chunk(&payload), Some(3), "{name}");
+                }
                 "internode_message" => {
                     let expected = match name {
                         "stream" => 6,

@@ -11,7 +11,8 @@
 //! ([`writer`]) -> point the index at it ([`index`]); an update that only sets cells skips the
 //! read and is appended as a delta (`deltas.rs`). The flusher writes blocks to the
 //! [`device`]; [`defrag`] and [`expiry`] run beside it; [`recovery`] and [`snapshot`] rebuild the
-//! index at open.
+//! index at open. [`stream`] moves a token range's records to another node, in chunks
+//! ([`format::stream`]).
 //!
 //! This crate knows nothing of CQL or the network: keys and values are bytes, columns are
 //! numbers, and the API is synchronous (callers keep device I/O off their network threads).
@@ -35,6 +36,7 @@ pub(crate) mod recovery;
 pub mod row;
 pub(crate) mod snapshot;
 mod stats;
+mod stream;
 pub mod token;
 pub mod write_buffer;
 pub mod writer;
@@ -50,3 +52,4 @@ pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES
 pub use read_ahead::{Installed, ReadsAhead, ReadsDone};
 pub use row::{Cell, CellValue, Deletion, Liveness, Row};
 pub use stats::{Stats, StatsSnapshot};
+pub use stream::{ExportedChunk, ImportError, ImportStats, RangeSize};

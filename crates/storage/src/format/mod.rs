@@ -1,6 +1,7 @@
 //! The on-disk format, byte by byte: [`block`] headers, [`record`]s and the [`chunks`] of rows
-//! larger than a block. `docs/storage-format.md`
-//! draws the same layout for readers who do not read Rust.
+//! larger than a block; and the [`stream`] chunk, in which records travel between nodes when a
+//! token range moves. `docs/storage-format.md` draws the same layouts for readers who do not
+//! read Rust.
 //!
 //! Every decoder here takes untrusted bytes (a device may return anything after a crash or a
 //! bit flip) and returns a [`DecodeError`] rather than panicking; `fuzz/` holds a target for
@@ -9,6 +10,7 @@
 pub mod block;
 pub mod chunks;
 pub mod record;
+pub mod stream;
 
 use std::fmt;
 
@@ -34,6 +36,13 @@ pub enum DecodeError {
     ChunkGone {
         block: u32,
     },
+    /// A stream record of a kind the format does not define.
+    BadKind(u8),
+    /// A stream record whose token is not the token of its partition key.
+    BadToken {
+        stored: i64,
+        computed: i64,
+    },
 }
 
 impl fmt::Display for DecodeError {
@@ -57,6 +66,11 @@ impl fmt::Display for DecodeError {
             DecodeError::ChunkGone { block } => {
                 write!(f, "block {block} no longer holds the row's chunk it should")
             }
+            DecodeError::BadKind(k) => write!(f, "unknown record kind {k}"),
+            DecodeError::BadToken { stored, computed } => write!(
+                f,
+                "record token {stored} is not its partition key's token {computed}"
+            ),
         }
     }
 }
@@ -96,7 +110,7 @@ impl<'a> Cursor<'a> {
         self.rest.is_empty()
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.rest.len() < n {
             return Err(DecodeError::Truncated);
         }
@@ -109,8 +123,21 @@ impl<'a> Cursor<'a> {
         Ok(self.take(1)?[0])
     }
 
+    pub(crate) fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(read_u16(self.take(2)?, 0))
+    }
+
     pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(read_u32(self.take(4)?, 0))
+    }
+
+    pub(crate) fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(read_i64(self.take(8)?, 0))
+    }
+
+    /// Bytes not yet consumed.
+    pub(crate) fn remaining(&self) -> usize {
+        self.rest.len()
     }
 
     pub(crate) fn varint(&mut self) -> Result<u64, DecodeError> {
