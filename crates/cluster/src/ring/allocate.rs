@@ -1,10 +1,19 @@
 //! Choosing tokens: evenly spread ones for nodes that start together, and balancing ones for a
 //! node that joins a ring.
 //!
+//! A node joining an empty cluster needs only primary ownership balanced
+//! ([`allocate_tokens_in`]); one joining a cluster that holds data should balance what each
+//! node stores under the keyspaces' replication, [`allocate_tokens_for_replication`] (in
+//! `replicated.rs`).
+//!
 //! [`allocate_tokens`] runs inside the metadata state machine on every node, so it is a pure
 //! function of the ring: integer arithmetic, ordered maps, ties broken by token and host id.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+mod replicated;
+
+pub use replicated::allocate_tokens_for_replication;
 
 use super::{
     span, RingNode, Token, TokenRing, MINIMUM_TOKEN, RING_NODES_MAX, RING_SPAN, TOKENS_PER_NODE_MAX,
@@ -191,3 +200,6 @@ fn first_tokens(taken: &BTreeSet<Token>, num_tokens: usize) -> Vec<Token> {
     chosen.sort_unstable();
     chosen
 }
+
+#[cfg(test)]
+mod tests;

@@ -27,7 +27,7 @@ use std::fmt;
 use crate::consistency::Replication;
 use crate::node::{HostId, Placement};
 
-pub use allocate::{allocate_tokens, allocate_tokens_in, initial_tokens};
+pub use allocate::{allocate_tokens, allocate_tokens_for_replication, allocate_tokens_in, initial_tokens};
 pub use replica_map::{Ranges, ReplicaMap, TokenRange};
 
 /// A Murmur3 token.

@@ -136,6 +136,46 @@ impl Plan {
             Replication::Local => Plan::Nothing,
         }
     }
+
+    /// Whether a walk that has taken `taken` (in the order it took them, all from the walk
+    /// so far) would take `node` if it met it next: the rule [`Walker::walk_sequence`] applies,
+    /// worked out from the replicas alone. The token allocator asks it to skip ranges whose
+    /// replicas a new token cannot change.
+    pub(crate) fn accepts(&self, topology: &Topology, taken: &[u32], node: u32) -> bool {
+        if taken.contains(&node) {
+            return false;
+        }
+        match self {
+            Plan::Nothing => false,
+            Plan::Simple { factor } => taken.len() < (*factor).min(topology.node_dc.len()),
+            Plan::NetworkTopology { needs, .. } => {
+                let dc = topology.node_dc[node as usize];
+                let rack = topology.node_rack[node as usize];
+                let same_dc = |n: &&u32| topology.node_dc[**n as usize] == dc;
+                let (mut in_dc, mut racks, mut rack_used) = (0usize, 0usize, false);
+                for (i, &n) in taken.iter().enumerate().filter(|(_, n)| same_dc(n)) {
+                    in_dc += 1;
+                    let r = topology.node_rack[n as usize];
+                    rack_used |= r == rack;
+                    // The first replica from its rack: the walk stamped a new rack then.
+                    if !taken[..i]
+                        .iter()
+                        .filter(same_dc)
+                        .any(|&m| topology.node_rack[m as usize] == r)
+                    {
+                        racks += 1;
+                    }
+                }
+                let need = needs[dc as usize];
+                if in_dc >= need.replicas_left {
+                    return false;
+                }
+                // Each replica taken from a rack already used spent one rack repeat.
+                let repeats_spent = isize::try_from(in_dc - racks).expect("bounded by nodes");
+                !rack_used || need.rack_repeats_left - repeats_spent > 0
+            }
+        }
+    }
 }
 
 /// The scratch space of placement walks, reused from one walk to the next: a node or rack has
@@ -150,11 +190,15 @@ pub(crate) struct Walker {
 
 impl Walker {
     pub(crate) fn new(ring: &TokenRing) -> Walker {
+        Walker::for_topology(&ring.topology)
+    }
+
+    pub(crate) fn for_topology(topology: &Topology) -> Walker {
         Walker {
-            node_stamp: vec![0; ring.nodes.len()],
-            rack_stamp: vec![0; ring.topology.rack_count],
+            node_stamp: vec![0; topology.node_dc.len()],
+            rack_stamp: vec![0; topology.rack_count],
             epoch: 0,
-            needs: Vec::with_capacity(ring.topology.dc_names.len()),
+            needs: Vec::with_capacity(topology.dc_names.len()),
         }
     }
 
@@ -171,18 +215,35 @@ impl Walker {
     /// Appends to `out` the indexes (in `ring.nodes`) of the replicas of the range ending at
     /// ring token `start`, in placement order.
     pub(crate) fn walk(&mut self, ring: &TokenRing, plan: &Plan, start: usize, out: &mut Vec<u32>) {
+        let owners = &ring.owners;
+        let clockwise = owners[start..].iter().chain(&owners[..start]).copied();
+        self.walk_sequence(&ring.topology, plan, clockwise, out);
+    }
+
+    /// Appends to `out` the replicas that `plan` takes from `clockwise`, the owners (node indexes
+    /// in `topology`) of the ring tokens met walking clockwise from a range's end, once round.
+    /// The token allocator walks rings that do not exist yet this way, with a joining node's
+    /// token inserted.
+    ///
+    /// Returns how many owners of `clockwise` the walk read before it had every replica it
+    /// needs, or `None` if `clockwise` ended first (a ring with too few nodes or racks).
+    pub(crate) fn walk_sequence(
+        &mut self,
+        topology: &Topology,
+        plan: &Plan,
+        clockwise: impl Iterator<Item = u32>,
+        out: &mut Vec<u32>,
+    ) -> Option<usize> {
         let first = out.len();
         let epoch = self.next_epoch();
-        let owners = &ring.owners;
-        let clockwise = owners[start..].iter().chain(&owners[..start]);
         match plan {
-            Plan::Nothing => {}
+            Plan::Nothing => Some(0),
             Plan::Simple { factor } => {
-                let wanted = (*factor).min(ring.nodes.len());
+                let wanted = (*factor).min(topology.node_dc.len());
                 if wanted == 0 {
-                    return;
+                    return Some(0);
                 }
-                for &node in clockwise {
+                for (read, node) in clockwise.enumerate() {
                     let stamp = &mut self.node_stamp[node as usize];
                     if *stamp == epoch {
                         continue;
@@ -190,19 +251,19 @@ impl Walker {
                     *stamp = epoch;
                     out.push(node);
                     if out.len() - first == wanted {
-                        break;
+                        return Some(read + 1);
                     }
                 }
+                None
             }
             Plan::NetworkTopology { needs, dcs_to_fill } => {
                 let mut dcs_to_fill = *dcs_to_fill;
                 if dcs_to_fill == 0 {
-                    return;
+                    return Some(0);
                 }
                 self.needs.clear();
                 self.needs.extend_from_slice(needs);
-                let topology = &ring.topology;
-                for &node in clockwise {
+                for (read, node) in clockwise.enumerate() {
                     let dc = &mut self.needs[topology.node_dc[node as usize] as usize];
                     if dc.replicas_left == 0 || self.node_stamp[node as usize] == epoch {
                         continue;
@@ -222,10 +283,11 @@ impl Walker {
                     if dc.replicas_left == 0 {
                         dcs_to_fill -= 1;
                         if dcs_to_fill == 0 {
-                            break;
+                            return Some(read + 1);
                         }
                     }
                 }
+                None
             }
         }
     }
@@ -235,7 +297,7 @@ impl Walker {
 mod tests {
     use super::*;
     use crate::node::{HostId, Placement};
-    use crate::ring::{RingNode, Token};
+    use crate::ring::{RingNode, Token, TokenRing};
 
     fn host(n: u8) -> HostId {
         HostId([n; 16])
@@ -277,6 +339,50 @@ mod tests {
         assert!(ring
             .replicas_for(&Replication::Simple { factor: 0 }, 250)
             .is_empty());
+    }
+
+    /// `Plan::accepts` must decide as the walk does: at every owner a walk meets, it accepts
+    /// exactly the owners the walk takes.
+    #[test]
+    fn accepts_decides_as_the_walk_does() {
+        let racks = ["a", "b", "c"];
+        let mut nodes = Vec::new();
+        // Eight nodes over three racks and two data centers, tokens interleaved irregularly.
+        for n in 0..8u8 {
+            let tokens: Vec<Token> = (0..3)
+                .map(|k| i64::from(n) * 7 + i64::from(k) * 1000 + i64::from(n % 3) * 131)
+                .collect();
+            let dc = if n % 4 == 3 { "dc2" } else { "dc1" };
+            let rack = racks[[0, 0, 1, 2, 0, 1, 0, 2][usize::from(n)]];
+            nodes.push(node(n, dc, rack, &tokens));
+        }
+        let ring = TokenRing::new(nodes).expect("valid ring");
+        for replication in [
+            Replication::Simple { factor: 3 },
+            nts(&[("dc1", 2)]),
+            nts(&[("dc1", 3), ("dc2", 1)]),
+            nts(&[("dc1", 4), ("dc2", 2)]),
+            nts(&[("dc1", 5)]),
+        ] {
+            let plan = Plan::new(&ring.topology, &replication);
+            let mut walker = Walker::new(&ring);
+            for start in 0..ring.tokens.len() {
+                let mut replicas = Vec::new();
+                walker.walk(&ring, &plan, start, &mut replicas);
+                // Replay the walk with `accepts`, to where the walk stopped.
+                let mut taken = Vec::new();
+                let clockwise = ring.owners[start..].iter().chain(&ring.owners[..start]);
+                for &owner in clockwise {
+                    if taken.len() == replicas.len() {
+                        break;
+                    }
+                    if plan.accepts(&ring.topology, &taken, owner) {
+                        taken.push(owner);
+                    }
+                }
+                assert_eq!(taken, replicas, "{replication:?} from token {start}");
+            }
+        }
     }
 
     /// Cassandra 5.0 takes a node of an already used rack as soon as the walk meets it while

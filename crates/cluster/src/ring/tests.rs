@@ -9,14 +9,14 @@ use super::*;
 use crate::node::{HostId, Placement};
 
 /// xorshift64*: small, seeded, and the same on every platform.
-struct Rng(u64);
+pub(super) struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64) -> Rng {
+    pub(super) fn new(seed: u64) -> Rng {
         Rng((seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1)
     }
 
-    fn next_u64(&mut self) -> u64 {
+    pub(super) fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -25,29 +25,29 @@ impl Rng {
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
     }
 
-    fn token(&mut self) -> Token {
+    pub(super) fn token(&mut self) -> Token {
         self.next_u64() as i64
     }
 }
 
-fn seeds() -> Vec<u64> {
+pub(super) fn seeds() -> Vec<u64> {
     match std::env::var("HAYATE_SEED") {
         Ok(seed) => vec![seed.parse().expect("HAYATE_SEED is a number")],
         Err(_) => (1..=20).collect(),
     }
 }
 
-fn host(n: u16) -> HostId {
+pub(super) fn host(n: u16) -> HostId {
     let mut id = [0u8; 16];
     id[14..].copy_from_slice(&n.to_be_bytes());
     HostId(id)
 }
 
-fn node(n: u16, dc: &str, rack: &str, tokens: Vec<Token>) -> RingNode {
+pub(super) fn node(n: u16, dc: &str, rack: &str, tokens: Vec<Token>) -> RingNode {
     RingNode {
         host: host(n),
         placement: Placement {
@@ -60,7 +60,7 @@ fn node(n: u16, dc: &str, rack: &str, tokens: Vec<Token>) -> RingNode {
 
 /// A random ring of up to 16 nodes in up to 3 data centers of up to 4 racks, 1 to 16 tokens
 /// each (sometimes including the ring's edge tokens), and a replication to go with it.
-fn random_ring(rng: &mut Rng) -> (TokenRing, Vec<Replication>) {
+pub(super) fn random_ring(rng: &mut Rng) -> (TokenRing, Vec<Replication>) {
     let nodes = 1 + rng.below(16);
     let dcs = 1 + rng.below(3);
     let mut used = std::collections::BTreeSet::new();
