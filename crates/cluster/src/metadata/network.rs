@@ -50,6 +50,9 @@ pub(crate) enum Request {
         host: HostId,
         command: Command,
     },
+    /// The index up to which the leader has committed, once it has confirmed it still leads:
+    /// what a restarted node applies before it serves.
+    ReadIndex,
     Ping,
 }
 
@@ -61,6 +64,8 @@ pub(crate) enum Response {
     Snapshot(Result<SnapshotResponse<u64>, Fatal<u64>>),
     /// The answer to `Propose`, `AddMember` and `RemoveMember`.
     Applied(Result<Applied, ForwardError>),
+    /// The answer to `ReadIndex`.
+    ReadIndex(Result<u64, ForwardError>),
     Pong,
     /// The request could not be served at all (it did not decode, or this node is not running).
     Refused {

@@ -412,6 +412,76 @@ impl Metadata {
         Ok(applied.result)
     }
 
+    /// Waits until this node has applied everything the leader had committed when asked (a
+    /// Raft read index): what a restarted node does before it serves, so that it plans no
+    /// request on a ring older than the cluster's. Returns the epoch reached; fails when no
+    /// leader answers within `timeout`.
+    pub async fn catch_up(&self, timeout: std::time::Duration) -> Result<u64, MetadataError> {
+        self.wait_membership().await?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let m = self.metrics();
+            let Some(leader) = m.current_leader else {
+                self.wait_for_leader_other_than(None, deadline).await?;
+                if Instant::now() >= deadline {
+                    return Err(MetadataError::NoLeader {
+                        timeout_ms: millis(timeout),
+                    });
+                }
+                continue;
+            };
+            let index = if leader == self.inner.local.raft_id() {
+                self.read_index().await
+            } else {
+                let Some(host) = host_of(&m, leader) else {
+                    self.wait_for_leader_other_than(Some(leader), deadline).await?;
+                    continue;
+                };
+                let left = deadline.saturating_duration_since(Instant::now());
+                match network::call(self.inner.rpc.as_ref(), host, &Request::ReadIndex, left).await {
+                    Ok(Response::ReadIndex(r)) => r,
+                    Ok(_) => Err(ForwardError::Failed {
+                        message: "a reply of the wrong kind".to_owned(),
+                    }),
+                    Err(e) => Err(ForwardError::Failed {
+                        message: e.to_string(),
+                    }),
+                }
+            };
+            match index {
+                Ok(index) => {
+                    self.wait_applied(index, deadline).await?;
+                    return Ok(self.current().epoch);
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(remote_error(
+                        e,
+                        self.inner.local,
+                        &Op::Propose(Command::App(Vec::new())),
+                    ))
+                }
+                Err(_) => {
+                    tokio::time::sleep(self.inner.config.heartbeat_interval).await;
+                }
+            }
+        }
+    }
+
+    /// As the leader: confirms it leads, and the index a read must see.
+    async fn read_index(&self) -> Result<u64, ForwardError> {
+        match self.inner.raft.ensure_linearizable().await {
+            Ok(log_id) => Ok(log_id.map_or(0, |id| id.index)),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(not_leader(f)),
+            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q))) => Err(ForwardError::NoQuorum {
+                reachable: q.got.len(),
+                members: voters_of(&self.metrics()).len(),
+            }),
+            Err(RaftError::Fatal(f)) => Err(ForwardError::Stopped {
+                reason: f.to_string(),
+            }),
+        }
+    }
+
     /// The metadata as this node last applied it.
     pub fn current(&self) -> Arc<ClusterMetadata> {
         self.inner.published.borrow().clone()
@@ -505,6 +575,7 @@ impl Metadata {
                 self.lead(Op::RemoveNode { host, command }, self.join_deadline())
                     .await,
             ),
+            Request::ReadIndex => Response::ReadIndex(self.read_index().await),
             Request::Ping => Response::Pong,
         };
         encode(&response)

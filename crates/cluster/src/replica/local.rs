@@ -3,13 +3,15 @@
 use std::ops::Bound;
 
 use hayate_storage::{
-    Engine, ReadError, ReadsAhead, RowKey, RowsFrom, RowsPage, StoredRow, TableId, WriteError,
+    Engine, ImportError, ReadError, ReadsAhead, RowKey, RowsFrom, RowsPage, ScanFrom, ScanPosition,
+    StoredRow, TableId, WriteError,
 };
 
 use super::{
-    Mutation, MutationKind, PartitionRead, RangeStart, ReadCommand, ReadResponse, Replica, ReplicaError,
-    ReplicaErrorKind, ReplicaRow, ReplicaTombstones,
+    Mutation, MutationKind, PartitionRead, RangeSize, RangeStart, ReadCommand, ReadResponse, Replica,
+    ReplicaError, ReplicaErrorKind, ReplicaRow, ReplicaTombstones, StreamChunk, StreamRequest,
 };
+use crate::ring::TokenRange;
 
 impl Replica for Engine {
     fn apply(&self, mutations: Vec<Mutation>) -> Result<(), ReplicaError> {
@@ -115,6 +117,67 @@ impl Replica for Engine {
 
     fn reads_ahead(&self) -> bool {
         self.read_ring().is_some_and(|ring| ring.is_driven())
+    }
+
+    fn export(&self, request: &StreamRequest) -> Result<StreamChunk, ReplicaError> {
+        let range = request.range;
+        let from = match request.after {
+            Some(p) => ScanFrom::After(ScanPosition::from_bytes(&p).ok_or_else(|| {
+                ReplicaError::new(ReplicaErrorKind::Invalid, "a stream position of the wrong size")
+            })?),
+            // A range's start is exclusive, and below its end: one more is in it.
+            None => ScanFrom::Token(range.start_exclusive + 1),
+        };
+        let chunk = self
+            .export_range(
+                request.table,
+                from,
+                range.end_inclusive,
+                request.max_bytes as usize,
+            )
+            .map_err(read_failed)?;
+        let total = request
+            .after
+            .is_none()
+            .then(|| Replica::range_size(self, request.table, range));
+        Ok(StreamChunk {
+            bytes: chunk.bytes,
+            records: chunk.records,
+            data_bytes: chunk.data_bytes,
+            next: chunk.next.map(ScanPosition::to_bytes),
+            total,
+        })
+    }
+
+    fn import(&self, table: TableId, chunk: &[u8]) -> Result<RangeSize, ReplicaError> {
+        match self.import_chunk_into(table, chunk) {
+            Ok(stats) => Ok(RangeSize {
+                records: stats.records,
+                bytes: stats.data_bytes,
+            }),
+            Err(ImportError::Write(e)) => Err(write_failed(e)),
+            Err(e) => Err(ReplicaError::new(ReplicaErrorKind::Failed, e.to_string())),
+        }
+    }
+
+    fn remove_range(&self, table: TableId, range: TokenRange) -> u64 {
+        Engine::remove_range(self, table, range.start_exclusive, range.end_inclusive) as u64
+    }
+
+    fn range_size(&self, table: TableId, range: TokenRange) -> RangeSize {
+        let size = Engine::range_size(self, table, range.start_exclusive, range.end_inclusive);
+        RangeSize {
+            records: size.records,
+            bytes: size.bytes,
+        }
+    }
+
+    fn table_ids(&self) -> Vec<TableId> {
+        Engine::table_ids(self)
+    }
+
+    fn sync(&self) -> Result<(), ReplicaError> {
+        Engine::sync(self).map_err(write_failed)
     }
 
     fn read_ahead_apply(&self, mutations: &[Mutation]) -> Option<ReadsAhead> {

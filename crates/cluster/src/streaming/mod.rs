@@ -34,8 +34,11 @@ use crate::replica::STREAM_REQUEST_BYTES_MAX;
 /// Cassandra's `stream_throughput_outbound` default: 24 MiB/s per node.
 pub const STREAM_THROUGHPUT_DEFAULT_BYTES_PER_S: u64 = 24 << 20;
 /// Records a receiver asks for in one chunk: large enough that a chunk's round trip costs
-/// little against its bytes, small enough that a resumed stream sends little twice.
-pub const CHUNK_BYTES_DEFAULT: u32 = 4 << 20;
+/// little against its bytes, and that the sender, which reads a chunk's records in device order
+/// joining neighbours, reads many of a block at once (measured on a file device: 31k records/s
+/// at 4 MiB, 38k at 16 MiB, 54k at 64 MiB; `storage/src/stream/export.rs`); small enough that a
+/// resumed stream sends little twice.
+pub const CHUNK_BYTES_DEFAULT: u32 = 16 << 20;
 /// Chunks a node reads for senders at once: each holds up to a chunk of memory and a blocking
 /// thread.
 pub const STREAM_EXPORTS_MAX: usize = 4;

@@ -20,10 +20,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hayate_cluster::consistency::Replication;
 use hayate_cluster::membership::{Membership, NodeStatus};
 use hayate_cluster::metadata::{Command, CommandResult, MemberRecord, MemberStatus, Metadata};
 use hayate_cluster::node::{HostId, NodeInfo};
-use hayate_cluster::ring::{allocate_tokens_in, initial_tokens};
+use hayate_cluster::ring::{allocate_tokens_for_replication, initial_tokens};
 use serde::{Deserialize, Serialize};
 
 use super::rpc::{self, TAG_JOIN};
@@ -34,6 +35,8 @@ use crate::schema::SchemaStore;
 /// How long one join request may take (the member waits for the metadata log, which adds the
 /// node to Raft and waits for it to catch up with the log).
 const JOIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a restarted member waits for the metadata leader to tell it what it missed.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a restarted member waits to find itself in the log it replays before it concludes
 /// it was removed.
 const REMOVED_AFTER: Duration = Duration::from_secs(30);
@@ -80,8 +83,16 @@ pub async fn join(
 ) -> Result<(), String> {
     if node.metadata.is_member() {
         // A restart: the ring comes back from this node's own log (openraft replays it in the
-        // background), and the node must know it before it serves a request.
+        // background), and the node must know it before it serves a request; then what the
+        // others agreed while it was down, so that it plans no request on an older ring.
         wait_for_self(node, true).await?;
+        match node.metadata.catch_up(CATCH_UP_TIMEOUT).await {
+            Ok(epoch) => tracing::info!(epoch, "caught up with the cluster metadata log"),
+            Err(e) => tracing::warn!(
+                "serving with the cluster metadata as of epoch {}, which may be behind the cluster's: {e}",
+                node.metadata.current().epoch
+            ),
+        }
         return finish_own_change(node).await;
     }
     if replace == Some(node.info.listen_address) && seeds.iter().all(|s| s.ip() == node.info.listen_address) {
@@ -367,12 +378,22 @@ async fn add(
     }
 }
 
-/// Tokens for a node joining `ring`, evening out the load of its data center.
+/// Tokens for a node joining `ring`: those that even out the load of its data center for the
+/// keyspace with the largest replication factor there (Cassandra's
+/// `allocate_tokens_for_local_replication_factor`), or its token ownership where no keyspace
+/// has replicas there yet.
 fn allocate(
     ring: &hayate_cluster::ring::TokenRing,
-    _schema: &crate::schema::Schema,
+    schema: &crate::schema::Schema,
     info: &NodeInfo,
     num_tokens: usize,
 ) -> Vec<i64> {
-    allocate_tokens_in(ring, &info.placement.data_center, num_tokens)
+    let dc = &info.placement.data_center;
+    let replication = schema
+        .user_keyspaces()
+        .map(|k| k.strategy().clone())
+        .filter(|r| r.factor_in(dc) > 0 && !matches!(r, Replication::Local))
+        .max_by_key(|r| r.factor_in(dc))
+        .unwrap_or(Replication::Simple { factor: 1 });
+    allocate_tokens_for_replication(ring, &info.placement, num_tokens, &replication)
 }
