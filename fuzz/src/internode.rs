@@ -129,6 +129,18 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("read-request", frame(0, &read_request())),
         ("range-read", frame(0, &range_read())),
         ("read-response", frame(0, &read_response())),
+        ("stream-request", frame(0, &stream_request())),
+        ("stream-response", frame(0, &stream_response())),
+        (
+            "topology-request",
+            frame(
+                0,
+                &Message::TopologyRequest {
+                    id: 9,
+                    payload: br#"{"drain":{"epoch":42}}"#.to_vec(),
+                },
+            ),
+        ),
     ];
     // A frame whose checksum is stale: valid only when the target reseals it.
     let mut stale = frame(MODE_SEAL, &mutation_request());
@@ -169,6 +181,37 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     .encode(&mut hello);
     out.push(("hello", hello));
     out
+}
+
+fn stream_request() -> Message {
+    Message::StreamRequest {
+        id: 7,
+        request: hayate_cluster::replica::StreamRequest {
+            table: 3,
+            range: hayate_cluster::ring::TokenRange {
+                start_exclusive: -100,
+                end_inclusive: 5000,
+            },
+            after: Some([4; hayate_cluster::replica::STREAM_POSITION_BYTES]),
+            max_bytes: 16 << 20,
+        },
+    }
+}
+
+fn stream_response() -> Message {
+    Message::StreamResponse {
+        id: 8,
+        result: Ok(hayate_cluster::replica::StreamChunk {
+            bytes: b"HSTC a chunk the storage engine decodes".to_vec(),
+            records: 2,
+            data_bytes: 40,
+            next: None,
+            total: Some(hayate_cluster::replica::RangeSize {
+                records: 2,
+                bytes: 40,
+            }),
+        }),
+    }
 }
 
 fn mutation_request() -> Message {
