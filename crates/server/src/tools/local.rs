@@ -40,6 +40,9 @@ struct LocalCluster {
     /// Nodes that left the ring (`local decommission`): never started again.
     #[serde(default)]
     decommissioned: Vec<usize>,
+    /// Each node's data center, by node number - 1 (empty: the nodes' default).
+    #[serde(default)]
+    data_centers: Vec<String>,
 }
 
 impl LocalCluster {
@@ -66,9 +69,10 @@ pub fn run(action: &LocalAction) -> Result<(), String> {
             dir,
             node,
             replace,
+            data_centers,
             extra,
-        } => start(dir, *nodes, *node, *replace, extra),
-        LocalAction::Add { dir } => add(dir),
+        } => start(dir, *nodes, *node, *replace, *data_centers, extra),
+        LocalAction::Add { dir, data_center } => add(dir, data_center.as_deref()),
         LocalAction::Decommission { dir, node } => decommission(dir, *node),
         LocalAction::Stop { dir, node } => stop(dir, *node),
     }
@@ -93,6 +97,7 @@ fn start(
     nodes: Option<usize>,
     only: Option<usize>,
     replace: bool,
+    data_centers: Option<usize>,
     extra: &[String],
 ) -> Result<(), String> {
     let file = dir.join("cluster.json");
@@ -105,6 +110,12 @@ fn start(
                     "{} holds a cluster of {} nodes; leave out --nodes, or use another --dir",
                     dir.display(),
                     c.nodes
+                ));
+            }
+            if data_centers.is_some() {
+                return Err(format!(
+                    "{} holds a cluster already; --data-centers is for its first start",
+                    dir.display()
                 ));
             }
             if !extra.is_empty() && extra != c.extra.as_slice() {
@@ -122,10 +133,16 @@ fn start(
                 return Err(format!("--nodes must be from 1 to {LOCAL_NODES_MAX}"));
             }
             fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let data_centers = match data_centers {
+                None => Vec::new(),
+                Some(d) if (1..=n).contains(&d) => (0..n).map(|i| format!("dc{}", i * d / n + 1)).collect(),
+                Some(_) => return Err(format!("--data-centers must be from 1 to the number of nodes ({n})")),
+            };
             let c = LocalCluster {
                 nodes: n,
                 extra: extra.to_vec(),
                 decommissioned: Vec::new(),
+                data_centers,
             };
             save(dir, &c)?;
             c
@@ -176,13 +193,24 @@ fn start(
     Ok(())
 }
 
-/// Adds node N+1 and waits until it is normal.
-fn add(dir: &Path) -> Result<(), String> {
+/// Adds node N+1 (in `data_center`, or that of the last node) and waits until it is normal.
+fn add(dir: &Path, data_center: Option<&str>) -> Result<(), String> {
     let mut cluster = load(dir)?;
     if cluster.nodes >= LOCAL_NODES_MAX {
         return Err(format!("a local cluster has at most {LOCAL_NODES_MAX} nodes"));
     }
     let k = cluster.nodes + 1;
+    match (data_center, cluster.data_centers.last().cloned()) {
+        (Some(dc), _) => {
+            // Nodes before had the default data center: write it down for them.
+            while cluster.data_centers.len() < cluster.nodes {
+                cluster.data_centers.push("datacenter1".to_owned());
+            }
+            cluster.data_centers.push(dc.to_owned());
+        }
+        (None, Some(last)) => cluster.data_centers.push(last),
+        (None, None) => {}
+    }
     cluster.nodes = k;
     save(dir, &cluster)?;
     spawn_nodes(dir, &cluster, &[k], None)?;
@@ -254,6 +282,13 @@ fn spawn_nodes(
             .args(
                 replace_address
                     .map(|ip| vec!["--replace-address".to_owned(), ip.to_string()])
+                    .unwrap_or_default(),
+            )
+            .args(
+                cluster
+                    .data_centers
+                    .get(k - 1)
+                    .map(|dc| vec!["--data-center".to_owned(), dc.clone()])
                     .unwrap_or_default(),
             )
             .args(&cluster.extra)

@@ -89,6 +89,11 @@ pub enum LocalAction {
         /// and streaming its data from the other replicas.
         #[arg(long, requires = "node")]
         replace: bool,
+        /// Spread the nodes over this many data centers, dc1 to dcD, in order (with 6 nodes and
+        /// 2: nodes 1-3 in dc1, 4-6 in dc2), for NetworkTopologyStrategy (the first start of
+        /// DIR; without it every node is in datacenter1).
+        #[arg(long, value_name = "D")]
+        data_centers: Option<usize>,
         /// Settings passed to every node, after `--` (e.g. `-- --commit-to-device`).
         #[arg(last = true)]
         extra: Vec<String>,
@@ -99,6 +104,10 @@ pub enum LocalAction {
     Add {
         #[arg(long)]
         dir: PathBuf,
+        /// The data center of the new node (a cluster started with --data-centers: dc1, dc2,
+        /// ...; the default is that of the last node).
+        #[arg(long, value_name = "NAME")]
+        data_center: Option<String>,
     },
     /// Decommissions node K: its ranges stream to their next owners, then it leaves the ring
     /// and stops; this returns once it has.
