@@ -142,37 +142,7 @@ pub fn assure_sufficient_live(
     local_dc: &str,
     replicas: &[ReplicaState<'_>],
 ) -> Result<(), Unavailable> {
-    if cl == ConsistencyLevel::Any {
-        return Ok(());
-    }
-    let unavailable = |required: usize, alive: usize| Unavailable {
-        consistency: cl,
-        required,
-        alive,
-    };
-    match cl {
-        ConsistencyLevel::EachQuorum if matches!(replication, Replication::NetworkTopology { .. }) => {
-            for (dc, required) in each_quorum_block_for(replication) {
-                let alive = replicas.iter().filter(|r| r.alive && r.data_center == dc).count();
-                if alive < required {
-                    return Err(unavailable(required, alive));
-                }
-            }
-            Ok(())
-        }
-        _ => {
-            let required = block_for(cl, replication, local_dc);
-            let alive = replicas
-                .iter()
-                .filter(|r| r.alive && (!cl.is_datacenter_local() || r.data_center == local_dc))
-                .count();
-            if alive < required {
-                Err(unavailable(required, alive))
-            } else {
-                Ok(())
-            }
-        }
-    }
+    assure_sufficient_live_for_write(cl, replication, local_dc, replicas, &[])
 }
 
 /// How many acknowledgements a write at `cl` waits for while some of its replicas are pending
@@ -220,9 +190,6 @@ pub fn assure_sufficient_live_for_write(
     natural: &[ReplicaState<'_>],
     pending: &[ReplicaState<'_>],
 ) -> Result<(), Unavailable> {
-    if pending.is_empty() {
-        return assure_sufficient_live(cl, replication, local_dc, natural);
-    }
     if cl == ConsistencyLevel::Any {
         return Ok(());
     }

@@ -67,6 +67,30 @@ struct Session {
 }
 
 impl Session {
+    fn new(id: u64, peer: HostId, direction: Direction, purpose: &str, change: Option<u64>) -> Session {
+        let now = Instant::now();
+        Session {
+            status: StreamStatus {
+                id,
+                peer,
+                direction,
+                purpose: purpose.to_owned(),
+                change,
+                ranges_done: 0,
+                ranges_total: 0,
+                records_done: 0,
+                bytes_done: 0,
+                records_total: None,
+                bytes_total: None,
+                rate_bytes_per_s: 0.0,
+                elapsed_s: 0.0,
+                state: "streaming".to_owned(),
+            },
+            started: now,
+            last: now,
+        }
+    }
+
     fn snapshot(&self, now: Instant) -> StreamStatus {
         let mut s = self.status.clone();
         s.elapsed_s = now.saturating_duration_since(self.started).as_secs_f64();
@@ -124,27 +148,7 @@ impl Progress {
     /// when it ends.
     pub fn inbound(self: &Arc<Self>, peer: HostId, purpose: &str, change: Option<u64>) -> Inbound {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let now = Instant::now();
-        let session = Session {
-            status: StreamStatus {
-                id,
-                peer,
-                direction: Direction::In,
-                purpose: purpose.to_owned(),
-                change,
-                ranges_done: 0,
-                ranges_total: 0,
-                records_done: 0,
-                bytes_done: 0,
-                records_total: None,
-                bytes_total: None,
-                rate_bytes_per_s: 0.0,
-                elapsed_s: 0.0,
-                state: "streaming".to_owned(),
-            },
-            started: now,
-            last: now,
-        };
+        let session = Session::new(id, peer, Direction::In, purpose, change);
         self.active
             .lock()
             .expect("streams lock poisoned")
@@ -165,30 +169,7 @@ impl Progress {
         let mut active = self.active.lock().expect("streams lock poisoned");
         let id = *outbound.entry(peer).or_insert_with(|| {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-            let now = Instant::now();
-            active.insert(
-                id,
-                Session {
-                    status: StreamStatus {
-                        id,
-                        peer,
-                        direction: Direction::Out,
-                        purpose: "stream".to_owned(),
-                        change: None,
-                        ranges_done: 0,
-                        ranges_total: 0,
-                        records_done: 0,
-                        bytes_done: 0,
-                        records_total: None,
-                        bytes_total: None,
-                        rate_bytes_per_s: 0.0,
-                        elapsed_s: 0.0,
-                        state: "streaming".to_owned(),
-                    },
-                    started: now,
-                    last: now,
-                },
-            );
+            active.insert(id, Session::new(id, peer, Direction::Out, "stream", None));
             id
         });
         if let Some(s) = active.get_mut(&id) {

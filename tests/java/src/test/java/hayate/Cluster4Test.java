@@ -6,8 +6,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.datastax.oss.driver.api.core.CqlSession;
 import com.datastax.oss.driver.api.core.DefaultConsistencyLevel;
-import com.datastax.oss.driver.api.core.config.DefaultDriverOption;
-import com.datastax.oss.driver.api.core.config.DriverConfigLoader;
 import com.datastax.oss.driver.api.core.cql.BoundStatement;
 import com.datastax.oss.driver.api.core.cql.PreparedStatement;
 import com.datastax.oss.driver.api.core.cql.ResultSet;
@@ -16,7 +14,6 @@ import com.datastax.oss.driver.api.core.metadata.Node;
 import com.datastax.oss.driver.api.core.metadata.NodeState;
 import com.datastax.oss.driver.api.core.metadata.TokenMap;
 import java.net.InetSocketAddress;
-import java.time.Duration;
 import java.util.HashSet;
 import java.util.Set;
 import java.util.TreeSet;
@@ -39,16 +36,7 @@ class Cluster4Test {
   @BeforeAll
   static void connect() {
     assumeTrue(ClusterMetrics.given(), "no cluster given (hayate.cluster.hosts)");
-    DriverConfigLoader config = DriverConfigLoader.programmaticBuilder()
-        .withDuration(DefaultDriverOption.REQUEST_TIMEOUT, Duration.ofSeconds(20))
-        .withDuration(DefaultDriverOption.CONNECTION_INIT_QUERY_TIMEOUT, Duration.ofSeconds(10))
-        .withDuration(DefaultDriverOption.METADATA_SCHEMA_REQUEST_TIMEOUT, Duration.ofSeconds(20))
-        .build();
-    session = CqlSession.builder()
-        .addContactPoint(new InetSocketAddress(ClusterMetrics.hosts().get(0), ClusterMetrics.PORT))
-        .withLocalDatacenter("datacenter1")
-        .withConfigLoader(config)
-        .build();
+    session = ClusterMetrics.connect4();
   }
 
   @AfterAll

@@ -1,5 +1,9 @@
 package hayate;
 
+import com.datastax.oss.driver.api.core.CqlSession;
+import com.datastax.oss.driver.api.core.config.DefaultDriverOption;
+import com.datastax.oss.driver.api.core.config.DriverConfigLoader;
+import java.net.InetSocketAddress;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -9,9 +13,9 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The cluster the Cluster3Test and Cluster4Test classes run against, from the system properties
- * tests/python/test_cluster_java.py passes (hayate.cluster.hosts, hayate.port,
- * hayate.metrics.port), and its nodes' Prometheus counters.
+ * The cluster the Cluster3Test, Cluster4Test and Join4Test classes run against, from the system
+ * properties tests/python/test_cluster_java.py and test_topology_java.py pass
+ * (hayate.cluster.hosts, hayate.port, hayate.metrics.port), and its nodes' Prometheus counters.
  */
 final class ClusterMetrics {
   static final String HOSTS = System.getProperty("hayate.cluster.hosts", "");
@@ -21,6 +25,20 @@ final class ClusterMetrics {
   static final String NOT_REPLICA = "hayate_coordinator_not_replica_total";
 
   private ClusterMetrics() {}
+
+  /** A 4.x driver session through the cluster's first host, with timeouts for a loaded machine. */
+  static CqlSession connect4() {
+    DriverConfigLoader config = DriverConfigLoader.programmaticBuilder()
+        .withDuration(DefaultDriverOption.REQUEST_TIMEOUT, Duration.ofSeconds(20))
+        .withDuration(DefaultDriverOption.CONNECTION_INIT_QUERY_TIMEOUT, Duration.ofSeconds(10))
+        .withDuration(DefaultDriverOption.METADATA_SCHEMA_REQUEST_TIMEOUT, Duration.ofSeconds(20))
+        .build();
+    return CqlSession.builder()
+        .addContactPoint(new InetSocketAddress(hosts().get(0), PORT))
+        .withLocalDatacenter("datacenter1")
+        .withConfigLoader(config)
+        .build();
+  }
 
   /** Whether a cluster was given; without one the cluster classes are skipped. */
   static boolean given() {

@@ -6,8 +6,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.datastax.oss.driver.api.core.CqlSession;
 import com.datastax.oss.driver.api.core.DefaultConsistencyLevel;
-import com.datastax.oss.driver.api.core.config.DefaultDriverOption;
-import com.datastax.oss.driver.api.core.config.DriverConfigLoader;
 import com.datastax.oss.driver.api.core.cql.BoundStatement;
 import com.datastax.oss.driver.api.core.cql.PreparedStatement;
 import com.datastax.oss.driver.api.core.cql.ResultSet;
@@ -43,16 +41,7 @@ class Join4Test {
   @BeforeAll
   static void connect() throws Exception {
     assumeTrue(ClusterMetrics.given() && !JOINING.isBlank(), "no joining node given (hayate.join.host)");
-    DriverConfigLoader config = DriverConfigLoader.programmaticBuilder()
-        .withDuration(DefaultDriverOption.REQUEST_TIMEOUT, Duration.ofSeconds(20))
-        .withDuration(DefaultDriverOption.CONNECTION_INIT_QUERY_TIMEOUT, Duration.ofSeconds(10))
-        .withDuration(DefaultDriverOption.METADATA_SCHEMA_REQUEST_TIMEOUT, Duration.ofSeconds(20))
-        .build();
-    session = CqlSession.builder()
-        .addContactPoint(new InetSocketAddress(ClusterMetrics.hosts().get(0), ClusterMetrics.PORT))
-        .withLocalDatacenter("datacenter1")
-        .withConfigLoader(config)
-        .build();
+    session = ClusterMetrics.connect4();
     assertEquals(3, session.getMetadata().getNodes().size(), "the driver sees the three nodes first");
     Files.writeString(Path.of(READY), "connected\n");
   }
