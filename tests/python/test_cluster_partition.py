@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -33,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from netns import nft, run_scenario
+
 # The whole scenario, cluster start included, on a loaded 2-core machine.
 SCENARIO_TIMEOUT_S = 240
 NFT_TABLE = "hayate_partition"
@@ -43,66 +43,17 @@ LOAD_DURING_S = float(os.environ.get("HAYATE_CLUSTER_SOAK_S", "4"))
 HINTS_TIMEOUT_S = 60
 
 
-def _requirements_problem() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root, for a private network namespace (unshare -n) and nft rules in it"
-    for tool, package in (("unshare", "util-linux"), ("ip", "iproute2"), ("nft", "nftables")):
-        if shutil.which(tool) is None:
-            return f"`{tool}` is not installed (Debian: apt-get install {package}; scripts/driver-tests.sh does it as root)"
-    probe = subprocess.run(["unshare", "-n", "--", "nft", "list", "ruleset"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"cannot use nft in a private network namespace here: {probe.stderr.strip()[:200]}"
-    return None
-
-
-def _kill_leftover_nodes(pid_file: Path) -> None:
-    """Kills nodes the scenario started if it died without doing so (a timeout kills only it)."""
-    if not pid_file.exists():
-        return
-    for line in pid_file.read_text().split():
-        pid = int(line)
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"hayate" in cmdline:
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(SCENARIO_TIMEOUT_S + 30)
 def test_partition_between_two_nodes_keeps_quorum_and_heals(tmp_path):
-    if os.environ.get("HAYATE_REFERENCE"):
-        pytest.skip("starts its own hayate cluster (HAYATE_REFERENCE is set)")
-    problem = _requirements_problem()
-    if problem:
-        pytest.skip(problem)
     pid_file = tmp_path / "node-pids"
     result_file = tmp_path / "result.json"
-    env = {**os.environ, "PYTHONPATH": str(HERE), "HAYATE_PID_FILE": str(pid_file)}
-    try:
-        proc = subprocess.run(
-            ["unshare", "-n", "--", sys.executable, str(Path(__file__).resolve()), str(result_file)],
-            capture_output=True, text=True, timeout=SCENARIO_TIMEOUT_S, env=env, cwd=HERE)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        pytest.fail(f"the partition scenario did not finish within {SCENARIO_TIMEOUT_S} s:\n{out[-6000:]}")
-    finally:
-        _kill_leftover_nodes(pid_file)
-    print(proc.stdout[-3000:])
-    assert proc.returncode == 0, f"the partition scenario failed:\n{proc.stdout[-8000:]}\n{proc.stderr[-8000:]}"
+    run_scenario(__file__, [str(result_file)], pid_file, SCENARIO_TIMEOUT_S, "partition")
     result = json.loads(result_file.read_text())
     print(json.dumps(result, indent=1))
 
 
 # ---- the scenario, run inside the namespace ------------------------------------------------
-
-
-def nft(*args: str) -> str:
-    return subprocess.run(["nft", *args], check=True, capture_output=True, text=True).stdout
 
 
 def partition(a: str, b: str) -> None:

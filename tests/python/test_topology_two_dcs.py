@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cluster_partition import HERE, _kill_leftover_nodes, _requirements_problem, nft
+from netns import nft, run_scenario
 
 SCENARIO_TIMEOUT_S = 420
 NFT_TABLE = "hayate_two_dcs"
@@ -48,25 +48,9 @@ COMMAND_TIMEOUT_S = 300
 @pytest.mark.slow
 @pytest.mark.timeout(SCENARIO_TIMEOUT_S + 30)
 def test_a_data_center_cut_off_then_healed_then_grown(tmp_path):
-    if os.environ.get("HAYATE_REFERENCE"):
-        pytest.skip("starts its own hayate cluster (HAYATE_REFERENCE is set)")
-    problem = _requirements_problem()
-    if problem:
-        pytest.skip(problem)
-    pid_file = tmp_path / "node-pids"
     result_file = tmp_path / "result.json"
-    env = {**os.environ, "PYTHONPATH": str(HERE), "HAYATE_PID_FILE": str(pid_file), "NO_COLOR": "1"}
-    try:
-        proc = subprocess.run(
-            ["unshare", "-n", "--", sys.executable, str(Path(__file__).resolve()), str(tmp_path), str(result_file)],
-            capture_output=True, text=True, timeout=SCENARIO_TIMEOUT_S, env=env, cwd=HERE)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        pytest.fail(f"the two-data-center scenario did not finish within {SCENARIO_TIMEOUT_S} s:\n{out[-6000:]}")
-    finally:
-        _kill_leftover_nodes(pid_file)
-    print(proc.stdout[-4000:])
-    assert proc.returncode == 0, f"the two-data-center scenario failed:\n{proc.stdout[-8000:]}\n{proc.stderr[-8000:]}"
+    run_scenario(__file__, [str(tmp_path), str(result_file)], tmp_path / "node-pids", SCENARIO_TIMEOUT_S,
+                 "two-data-center")
     print(json.dumps(json.loads(result_file.read_text()), indent=1))
 
 
