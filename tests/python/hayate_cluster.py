@@ -97,6 +97,11 @@ class ClusterNode(Node):
         self.data_center = data_center
         self.rack = rack
         self.extra_args = list(cluster.extra_args)
+        if cluster.config:
+            # Settings of the cluster's own (e.g. `[cluster] cleanup_delay_ms`), after the
+            # sections every node writes.
+            with open(self.config_path, "a") as f:
+                f.write(cluster.config.strip() + "\n")
 
     def command(self) -> list[str]:
         cmd = super().command() + ["--seeds", ",".join(self.seeds)]
@@ -138,17 +143,23 @@ class Cluster:
     data_centers: dict[int, str] = field(default_factory=dict)
     racks: dict[int, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
+    # TOML appended to every node's config file, e.g. "[cluster]\ncleanup_delay_ms = 1000".
+    config: str = ""
+    # Addresses beyond the first nodes_count that must find the ports free too (nodes added later).
+    spare_nodes: int = 1
     block: str = field(default_factory=next_block)
 
     def __post_init__(self):
         self.name = re.sub(r"[^a-z0-9]+", "_", self.name.lower())[:32]
-        hosts = [f"{self.block}.{k}" for k in range(1, self.nodes_count + 2)]
-        # One spare address (a node added later) must find the ports free too.
+        hosts = [f"{self.block}.{k}" for k in range(1, self.nodes_count + 1 + self.spare_nodes)]
+        # The spare addresses (nodes added later) must find the ports free too.
         self.cql_port, self.storage_port, self.metrics_port = free_ports(hosts, 3)
         self.seeds = [f"{self.block}.{k}" for k in range(1, self.nodes_count + 1)]
         # Every node made, members or not (a test may drop a refused node from `nodes`):
         # close discards them all.
         self._made: list[ClusterNode] = []
+        # Nodes that are no longer members (`forget`): `start` leaves them be.
+        self._forgotten: list[ClusterNode] = []
         self.nodes: list[ClusterNode] = [self._make_node(k) for k in range(1, self.nodes_count + 1)]
         self._drivers: list = []
 
@@ -170,17 +181,42 @@ class Cluster:
     def live_nodes(self) -> list[ClusterNode]:
         return [n for n in self.nodes if n.alive()]
 
-    def add_node(self) -> ClusterNode:
-        """A node with the next address, the same seeds, not started."""
+    def add_node(self, extra_args: list[str] | tuple[str, ...] = ()) -> ClusterNode:
+        """A node with the next address, the same seeds, not started; `extra_args` go on its
+        command line after the cluster's."""
         n = self._make_node(len(self.nodes) + 1)
+        n.extra_args += list(extra_args)
         self.nodes.append(n)
         return n
+
+    def renew_node(self, k: int, extra_args: list[str] | tuple[str, ...] = ()) -> ClusterNode:
+        """A fresh node on node k's address, in its place in `nodes`, not started: the machine
+        with a new disk. Node k must not be running; its data is deleted (the old disk is
+        lost), its log kept."""
+        old = self.node(k)
+        if old.alive():
+            raise ClusterError(f"{old.name} is still running: kill it before giving its address to a new node")
+        old.discard()
+        n = self._make_node(k)
+        n.extra_args += list(extra_args)
+        self.nodes[k - 1] = n
+        return n
+
+    def forget(self, k: int) -> None:
+        """Node k is no longer a member (decommissioned, removed, or replaced from another
+        address): the agreement checks stop expecting it, and its process, if any, is killed and
+        its data discarded (its log stays, and `logs()` still quotes it)."""
+        n = self.node(k)
+        n.discard()
+        n.proc = None
+        self._forgotten.append(n)
 
     # ---- processes -------------------------------------------------------------------------
 
     def start(self, timeout_s: float = CLUSTER_START_TIMEOUT_S) -> "Cluster":
-        """Starts every node that is not running, together, and waits for agreement."""
-        starting = [n for n in self.nodes if not n.alive()]
+        """Starts every node that is not running (and was not forgotten), together, and waits
+        for agreement."""
+        starting = [n for n in self.nodes if not n.alive() and n not in self._forgotten]
         for n in starting:
             n.proc = n.spawn()
         for n in starting:

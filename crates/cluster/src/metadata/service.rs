@@ -430,23 +430,27 @@ impl Metadata {
                 }
                 continue;
             };
-            let index = if leader == self.inner.local.raft_id() {
-                self.read_index().await
+            // The node asked for the read index: the leader, which an error must name (it named
+            // this node as "the metadata leader" that failed).
+            let (asked, index) = if leader == self.inner.local.raft_id() {
+                (self.inner.local, self.read_index().await)
             } else {
                 let Some(host) = host_of(&m, leader) else {
                     self.wait_for_leader_other_than(Some(leader), deadline).await?;
                     continue;
                 };
                 let left = deadline.saturating_duration_since(Instant::now());
-                match network::call(self.inner.rpc.as_ref(), host, &Request::ReadIndex, left).await {
-                    Ok(Response::ReadIndex(r)) => r,
-                    Ok(_) => Err(ForwardError::Failed {
-                        message: "a reply of the wrong kind".to_owned(),
-                    }),
-                    Err(e) => Err(ForwardError::Failed {
-                        message: e.to_string(),
-                    }),
-                }
+                let index =
+                    match network::call(self.inner.rpc.as_ref(), host, &Request::ReadIndex, left).await {
+                        Ok(Response::ReadIndex(r)) => r,
+                        Ok(_) => Err(ForwardError::Failed {
+                            message: "a reply of the wrong kind".to_owned(),
+                        }),
+                        Err(e) => Err(ForwardError::Failed {
+                            message: e.to_string(),
+                        }),
+                    };
+                (host, index)
             };
             match index {
                 Ok(index) => {
@@ -454,11 +458,7 @@ impl Metadata {
                     return Ok(self.current().epoch);
                 }
                 Err(e) if Instant::now() >= deadline => {
-                    return Err(remote_error(
-                        e,
-                        self.inner.local,
-                        &Op::Propose(Command::App(Vec::new())),
-                    ))
+                    return Err(remote_error(e, asked, &Op::Propose(Command::App(Vec::new()))))
                 }
                 Err(_) => {
                     tokio::time::sleep(self.inner.config.heartbeat_interval).await;

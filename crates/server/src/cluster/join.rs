@@ -86,6 +86,16 @@ pub async fn join(
         // background), and the node must know it before it serves a request; then what the
         // others agreed while it was down, so that it plans no request on an older ring.
         wait_for_self(node, true).await?;
+        // The transport learns the members' addresses from the metadata once the node serves
+        // (`node::tasks`), but a restarted member talks to them before that: to catch up with
+        // the leader, and to resume its join's drain and streams. Without the addresses every
+        // call went unanswered: each restart waited out the catch-up, and a joining node
+        // restarted mid-stream never finished its join.
+        for r in node.metadata.current().members.values() {
+            if r.info.host_id != node.info.host_id {
+                node.transport.set_peer(r.info.host_id, r.info.storage_address());
+            }
+        }
         match node.metadata.catch_up(CATCH_UP_TIMEOUT).await {
             Ok(epoch) => tracing::info!(epoch, "caught up with the cluster metadata log"),
             Err(e) => tracing::warn!(

@@ -6,7 +6,8 @@
 //! - the node's own load and schema version are published in gossip, hints are synced to disk,
 //!   and hints still waiting for live nodes are replayed.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -87,11 +88,32 @@ async fn follow_metadata(node: Weak<Node>) {
             .map(|r| (r.info.host_id, r.tokens.clone()))
             .collect();
         if !first {
+            // Drivers know nodes by address. A node that replaced a dead one on the dead one's
+            // address (`--replace-address` with its own) is, to them, the node that was down
+            // coming back, as Cassandra tells it: UP, not NEW_NODE, and no REMOVED_NODE for the
+            // dead one, which made drivers drop the address while the replacement served there.
+            let known_addresses: BTreeSet<SocketAddr> = known
+                .keys()
+                .filter_map(|h| n.cluster.removed_address(*h))
+                .collect();
+            let now_addresses: BTreeSet<SocketAddr> = now
+                .keys()
+                .filter_map(|h| metadata.members.get(h))
+                .map(|r| r.info.cql_address)
+                .collect();
             for (host, tokens) in &now {
                 let Some(r) = metadata.members.get(host).filter(|_| *host != me) else {
                     continue;
                 };
                 let change = match known.get(host) {
+                    None if known_addresses.contains(&r.info.cql_address) => {
+                        tracing::info!(node = %r.info.listen_address, "a dead node replaced at its address");
+                        let _ = n.events.send(Event::StatusChange {
+                            change: StatusChange::Up,
+                            address: r.info.cql_address,
+                        });
+                        continue;
+                    }
                     None => TopologyChange::NewNode,
                     Some(before) if before != tokens => TopologyChange::MovedNode,
                     Some(_) => continue,
@@ -103,8 +125,13 @@ async fn follow_metadata(node: Weak<Node>) {
                 });
             }
             for gone in known.keys().filter(|h| !now.contains_key(h) && **h != me) {
-                // Its address is in the metadata no more; the transport still knows it.
-                if let Some(address) = n.cluster.removed_address(*gone) {
+                // Its address is in the metadata no more (or is its replacement's, above); the
+                // transport still knows it.
+                if let Some(address) = n
+                    .cluster
+                    .removed_address(*gone)
+                    .filter(|a| !now_addresses.contains(a))
+                {
                     tracing::info!(node = %address.ip(), "a node left the ring");
                     let _ = n.events.send(Event::TopologyChange {
                         change: TopologyChange::RemovedNode,

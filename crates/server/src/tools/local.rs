@@ -136,7 +136,11 @@ fn start(
             let data_centers = match data_centers {
                 None => Vec::new(),
                 Some(d) if (1..=n).contains(&d) => (0..n).map(|i| format!("dc{}", i * d / n + 1)).collect(),
-                Some(_) => return Err(format!("--data-centers must be from 1 to the number of nodes ({n})")),
+                Some(_) => {
+                    return Err(format!(
+                        "--data-centers must be from 1 to the number of nodes ({n})"
+                    ))
+                }
             };
             let c = LocalCluster {
                 nodes: n,
