@@ -19,12 +19,11 @@ One cluster, in the issue's order (docs/topology-changes.md, "Join" and "Decommi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import pytest
 
-from hayate_cluster import Cluster, ClusterError
-from topology import (CHANGE_TIMEOUT_S, CLEANUP_LOG, CLEANUP_TIMEOUT_S, Events, Writer, assert_even_loads,
+from hayate_cluster import ClusterError
+from topology import (CHANGE_TIMEOUT_S, CLEANUP_LOG, CLEANUP_TIMEOUT_S, Events, Ring, assert_even_loads,
                       assert_rows_read_back, bytes_per_row, create_table, hayate, load, log_offsets, members,
                       on, output, stream_bytes_in, topology_cluster, wait_logged)
 
@@ -36,22 +35,6 @@ STREAM_THROUGHPUT = "512KiB"
 WRITES_DURING_CHANGE_MIN = 50
 
 
-@dataclass
-class Ring:
-    cluster: Cluster
-    session: object
-    row_bytes: float
-    # Every acknowledged write so far, and those that failed.
-    acked: set[int] = field(default_factory=set)
-    failed: set[int] = field(default_factory=set)
-    next_key: int = 10_000_000
-
-    def writer(self) -> Writer:
-        w = Writer(self.session, self.next_key)
-        self.next_key += 10_000_000
-        return w.start()
-
-
 @pytest.fixture(scope="module")
 def ring():
     with topology_cluster("grow", stream_throughput=STREAM_THROUGHPUT) as cluster:
@@ -60,7 +43,7 @@ def ring():
         create_table(session)
         acked = load(session, range(DATA_ROWS))
         # Three nodes, RF 3: every node holds every row.
-        yield Ring(cluster, session, bytes_per_row(cluster, DATA_ROWS), acked)
+        yield Ring(cluster, session, acked, row_bytes=bytes_per_row(cluster, DATA_ROWS))
 
 
 def join_under_load(ring: Ring) -> None:
@@ -88,8 +71,7 @@ def join_under_load(ring: Ring) -> None:
         events.close()
     what = f"the join of node {new.index}"
     print(f"\n{what}: {writer.summary()}, {during} while it joined; it streamed in {streamed:.0f} bytes")
-    ring.acked |= writer.acked
-    ring.failed |= writer.failed_keys()
+    ring.record(writer)
     writer.assert_no_errors(cluster, what)
     assert during >= WRITES_DURING_CHANGE_MIN, f"only {during} writes were acknowledged during {what}"
     assert streamed > 0, f"node {new.index} joined a ring holding data and streamed nothing\n{new.log_tail(40)}"
@@ -143,8 +125,7 @@ def test_the_last_node_to_join_decommissions_under_load(ring):
     while leaving.host in {h.address for h in ring.session.cluster.metadata.all_hosts()}:
         assert time.monotonic() < deadline, f"the driver still lists {leaving.host} 30 s after REMOVED_NODE"
         time.sleep(0.1)
-    ring.acked |= writer.acked
-    ring.failed |= writer.failed_keys()
+    ring.record(writer)
     writer.assert_no_errors(cluster, what)
     assert during >= WRITES_DURING_CHANGE_MIN, f"only {during} writes were acknowledged during {what}"
     assert_rows_read_back(cluster, ring.session, ring.acked, what, maybe_written=ring.failed, each=writer.acked)

@@ -20,33 +20,13 @@ errors are counted all the same, and there must be none.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 import pytest
 
-from hayate_cluster import Cluster
-from topology import (Events, Writer, assert_alone_serves_everything, assert_rows_read_back, create_table,
+from topology import (Events, Ring, Writer, assert_alone_serves_everything, assert_rows_read_back, create_table,
                       host_id, load, members, restart, stream_bytes_in, topology_cluster)
 
 DATA_ROWS = 20_000
-
-
-@dataclass
-class Ring:
-    cluster: Cluster
-    session: object
-    acked: set[int] = field(default_factory=set)
-    failed: set[int] = field(default_factory=set)
-    next_key: int = 10_000_000
-
-    def writer(self) -> Writer:
-        w = Writer(self.session, self.next_key)
-        self.next_key += 10_000_000
-        return w.start()
-
-    def record(self, writer: Writer) -> None:
-        self.acked |= writer.acked
-        self.failed |= writer.failed_keys()
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from cassandra import ConsistencyLevel
 from cassandra.concurrent import execute_concurrent, execute_concurrent_with_args
@@ -102,6 +103,30 @@ def load(session, keys: Iterable[int], batch_rows: int = 50, concurrency: int = 
     if failed:
         raise ClusterError(f"{len(failed)} of {len(batches)} batches of the data set failed; first: {failed[0]!r}")
     return set(keys)
+
+
+@dataclass
+class Ring:
+    """A cluster under test with its session, and every write acknowledged so far (and those that
+    failed): what the checks after each change compare the cluster with."""
+
+    cluster: Cluster
+    session: object
+    acked: set[int] = field(default_factory=set)
+    failed: set[int] = field(default_factory=set)
+    # Bytes one row takes on a node (for the even-load checks), where a test measured it.
+    row_bytes: float = 0.0
+    next_key: int = 10_000_000
+
+    def writer(self) -> "Writer":
+        """A running writer whose keys no earlier writer of this ring used."""
+        w = Writer(self.session, self.next_key)
+        self.next_key += 10_000_000
+        return w.start()
+
+    def record(self, writer: "Writer") -> None:
+        self.acked |= writer.acked
+        self.failed |= writer.failed_keys()
 
 
 class Writer:
