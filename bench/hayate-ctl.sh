@@ -5,7 +5,8 @@
 #                       [--memory 2GiB] [--device-size 8GiB] [--binary target/release/hayate]
 #                       [--allow-unlimited] [--seeds 127.0.0.1,127.0.0.2,127.0.0.3]
 #                       [--storage-port 7000] [--commit-to-device] [--read-page-cache]
-#                       [--delta-buffer SIZE]
+#                       [--delta-buffer SIZE] [--stream-throughput 24MiB]
+#                       [--replace-address IP]
 #   bench/hayate-ctl.sh stop RUNDIR
 #   bench/hayate-ctl.sh status RUNDIR
 #   bench/hayate-ctl.sh kill RUNDIR     SIGKILL, for the cluster's node-failure test
@@ -19,7 +20,11 @@
 # A cluster is several nodes, each on its own loopback address with the same ports and the same
 # --seeds (every node's address), each in its own cgroup (named by address and port); nodes
 # started together with the same seeds form one ring with hayate's default 16 tokens each.
-# Without --seeds the node is a cluster of one, as before.
+# Without --seeds the node is a cluster of one, as before. A node started later with --seeds
+# joins the ring (the topology benchmark, bench/topology.py), and returns once it is normal;
+# --stream-throughput sets [cluster] stream_throughput ("0" unthrottled; hayate's default,
+# 24MiB, when not given) and --replace-address [cluster] replace_address (a fresh node taking a
+# dead one's place).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,7 +32,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib/common.sh"
 
 usage() {
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -47,6 +52,8 @@ storage_port=7000
 commit_to_device=false
 read_page_cache=false
 delta_buffer=""
+stream_throughput=""
+replace_address=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --host) host="$2"; shift 2 ;;
@@ -61,6 +68,8 @@ while [[ $# -gt 0 ]]; do
         --commit-to-device) commit_to_device=true; shift ;;
         --read-page-cache) read_page_cache=true; shift ;;
         --delta-buffer) delta_buffer="$2"; shift 2 ;;
+        --stream-throughput) stream_throughput="$2"; shift 2 ;;
+        --replace-address) replace_address="$2"; shift 2 ;;
         *) usage ;;
     esac
 done
@@ -89,6 +98,19 @@ start() {
 # Every node of the benchmark's cluster; tokens (16 per node) and the rest at their defaults.
 seeds = [$seed_toml]
 storage_port = $storage_port"
+        if [[ -n "$stream_throughput" ]]; then
+            cluster_toml+="
+# Bytes a second this node streams to others at most (bench/topology.py; \"0\": unthrottled).
+stream_throughput = \"$stream_throughput\""
+        fi
+        if [[ -n "$replace_address" ]]; then
+            [[ "$replace_address" == 127.* ]] || die "--replace-address must be a loopback address (127.x.x.x), not $replace_address"
+            cluster_toml+="
+# First start only: this node replaces the dead node at this address (bench/topology.py).
+replace_address = \"$replace_address\""
+        fi
+    elif [[ -n "$stream_throughput$replace_address" ]]; then
+        die "--stream-throughput and --replace-address need --seeds (a cluster)"
     fi
     parse_size "$device_size" >/dev/null
     mkdir -p "$rundir/data" "$rundir/logs"
@@ -135,6 +157,8 @@ cql_port=$cql_port
 metrics_port=$metrics_port
 seeds=$seeds
 storage_port=$storage_port
+stream_throughput=${stream_throughput:-default}
+replace_address=$replace_address
 EOF
 
     memory_group "$rundir" "hayate-bench-hayate-$host-$cql_port" "$bytes" "$allow_unlimited"

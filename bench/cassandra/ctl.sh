@@ -4,7 +4,7 @@
 #   bench/cassandra/ctl.sh start RUNDIR [--host 127.0.0.1] [--cql-port 9042]
 #                          [--storage-port 7000] [--memory 2GiB] [--cores N] [--allow-unlimited]
 #                          [--seeds 127.0.0.1,127.0.0.2,127.0.0.3] [--token-rf 3]
-#                          [--commitlog-sync periodic|group|batch]
+#                          [--commitlog-sync periodic|group|batch] [--jvm-opt OPT]...
 #   bench/cassandra/ctl.sh stop RUNDIR
 #   bench/cassandra/ctl.sh status RUNDIR
 #   bench/cassandra/ctl.sh kill RUNDIR     SIGKILL, for the cluster's node-failure test
@@ -27,6 +27,10 @@
 # gossip to settle; a cluster node waits as Cassandra does by default, so that each node sees
 # the others' tokens before it allocates its own. --token-rf is
 # allocate_tokens_for_local_replication_factor (3 as 5.0 ships it; 2 for a keyspace of RF 2).
+#
+# --jvm-opt adds one JVM option (repeatable), after the shipped ones: the topology benchmark
+# (bench/topology.py) gives each node a local JMX port for nodetool
+# (-Dcassandra.jmx.local.port=N) and a replacement its -Dcassandra.replace_address_first_boot=IP.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,6 +55,7 @@ allow_unlimited=0
 seeds=""
 token_rf=3
 commitlog_sync=periodic
+jvm_extra=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --host) host="$2"; shift 2 ;;
@@ -62,6 +67,7 @@ while [[ $# -gt 0 ]]; do
         --seeds) seeds="$2"; shift 2 ;;
         --token-rf) token_rf="$2"; shift 2 ;;
         --commitlog-sync) commitlog_sync="$2"; shift 2 ;;
+        --jvm-opt) jvm_extra+=("$2"); shift 2 ;;
         *) usage ;;
     esac
 done
@@ -139,13 +145,14 @@ storage_port=$storage_port
 seeds=$seeds
 allocate_tokens_for_local_replication_factor=$token_rf
 lone_node_startup=$([[ ${#lone[@]} -gt 0 ]] && echo yes || echo no)
+jvm_extra=${jvm_extra[*]}
 EOF
 
     memory_group "$rundir" "hayate-bench-cassandra-$host-$cql_port" "$bytes" "$allow_unlimited"
     # One argument per option; "--add-opens X" as written in Cassandra's files is "--add-opens=X".
     mapfile -t options < <(grep -E '^-' "$here/jvm-options" | sed -E 's/^(--add-[a-z]+) /\1=/')
     launch "$rundir" "$rundir/logs/stdout.log" \
-        java "-Xms${heap_mib}m" "-Xmx${heap_mib}m" "${options[@]}" "${lone[@]}" \
+        java "-Xms${heap_mib}m" "-Xmx${heap_mib}m" "${options[@]}" "${lone[@]}" "${jvm_extra[@]}" \
         "-Dcassandra.config=file://$rundir/conf/cassandra.yaml" \
         "-Dlogback.configurationFile=$rundir/conf/logback.xml" \
         "-Dcassandra.logdir=$rundir/logs" "-Dcassandra.storagedir=$rundir/data" \
