@@ -1188,6 +1188,7 @@ def main():
     env["hayate_bench_binary_sha256"] = compare.sha256_of(args.bin_dir / "hayate-bench")
     env["binaries"] = str(args.bin_dir)
     env["cassandra_home"] = str(cassandra_home())
+    env["harness_commit"] = commit  # this script's, compare.py's and the ctl scripts' tree
     dirty = ", ".join(line[3:] for line in compare.git_dirty().splitlines())
     if args.built_from_commit:
         env["hayate_commit"] = (f"{args.built_from_commit} (the binaries were built from a clean "
