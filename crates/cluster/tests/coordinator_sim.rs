@@ -10,6 +10,18 @@
 //! network drops, delays, reorders and duplicates messages, pairs of nodes are partitioned, a
 //! node stops and comes back, failure detectors are late or wrong, and clocks jump.
 //!
+//! The ring changes meanwhile in most seeds (`sim/topology.rs`): up to three topology changes
+//! one after another, each a join of a spare node, a decommission, a replacement (a member
+//! killed for good, its data lost, and a spare with a new host id taking its tokens) or a
+//! removal (a member killed for good, another driving `removenode`), never below the
+//! replication factor. They are driven by the real `TopologyService` with the real streams
+//! (the engines' export and import, in small chunks) through a simulated metadata log
+//! (`sim/ring_log.rs`: the metadata's own apply code, each node applying each entry after a
+//! seeded lag, proposals failing before or after they apply), and each node's coordinator
+//! plans on the ring its own view of the log gives it, pending replicas included. In some
+//! runs the change's driver is killed mid-stream and restarted, resuming from its checkpoint;
+//! the faults go on, so stream sources stop and come back too.
+//!
 //! Checked as each operation returns:
 //! - a read at level R that started after a write was acknowledged at level W, with R + W > RF
 //!   in total or in a data center, sees that write or one that wins over it by timestamp (so a
@@ -18,13 +30,24 @@
 //! - a read returns rows in order, inside what it asked, made only of writes issued for that
 //!   key, never of a write refused as unavailable;
 //! - an acknowledged write, and every row a read returned, are held by as many replicas as the
-//!   level promises, in total and per data center (looked up on the engines themselves).
+//!   level promises, in total and per data center (looked up on the engines themselves, among
+//!   the replicas of the ring the request was planned on). A node killed for good takes its
+//!   copies with it: what it held is promised on one replica fewer from then on.
 //!
-//! Checked at the end, with every fault healed and every hint replayed: no node waits for an
-//! answer any more; every replica holds exactly the merge of every write not refused (hints
-//! alone must get it there) and no node holds a key it is not a replica of; a write and a read
-//! of every key at ALL succeed, and the replicas agree with the model again. After the runtime
-//! is gone, no engine may still be alive.
+//! Checked at every entry of the metadata log: every key has its full replication factor, in
+//! total and per data center, on the ring and on the ring the change in progress leads to.
+//! Checked when a change finishes: every version a read is bound to see (acknowledged writes,
+//! rows reads returned) is on as many of its key's new replicas as its level promised.
+//!
+//! Checked at the end, with every fault healed, the change under way finished and every hint
+//! replayed: no node waits for an answer any more; every node in the ring has the log's last
+//! state and plans on its ring; once every member has cleaned up, no node holds a key it is not
+//! a replica of, and (in runs whose ring never changed) every replica holds exactly the merge
+//! of every write not refused (hints alone must get it there); a write and a read of every key
+//! at ALL succeed, the reads see every acknowledged write and resurrect no acknowledged delete,
+//! and the replicas agree: with the model exactly where the ring never changed, with each
+//! other where it did (a write never acknowledged may have reached only a node that gave its
+//! range up or died). After the runtime is gone, no engine may still be alive.
 //!
 //! A failure prints its seed, the last events and the command that replays it exactly:
 //! `HAYATE_SEED=<seed> HAYATE_SIM_OPS=<ops> cargo test -p hayate-cluster --test coordinator_sim`
@@ -157,6 +180,7 @@ mod scenarios {
             .collect();
         Layout {
             node_dcs: dcs.iter().map(|d| d.to_string()).collect(),
+            spare_dcs: Vec::new(),
             replication: Replication::NetworkTopology { factors },
             tokens_per_node: 4,
             token_offset: 0,
@@ -407,6 +431,7 @@ mod scenarios {
         runtime().block_on(async {
             let layout = Layout {
                 node_dcs: vec!["dc1".to_string(); 2],
+                spare_dcs: Vec::new(),
                 replication: Replication::Simple { factor: 2 },
                 tokens_per_node: 4,
                 token_offset: 0,
@@ -474,6 +499,7 @@ mod scenarios {
         runtime().block_on(async {
             let layout = Layout {
                 node_dcs: vec!["dc1".to_string(); 3],
+                spare_dcs: Vec::new(),
                 replication: Replication::Simple { factor: 3 },
                 tokens_per_node: 4,
                 token_offset: 0,
@@ -552,6 +578,7 @@ mod scenarios {
         runtime().block_on(async {
             let layout = Layout {
                 node_dcs: vec!["dc1".to_string(); 3],
+                spare_dcs: Vec::new(),
                 replication: Replication::Simple { factor: 3 },
                 tokens_per_node: 4,
                 token_offset: 0,
@@ -648,6 +675,7 @@ mod scenarios {
         runtime().block_on(async {
             let layout = Layout {
                 node_dcs: vec!["dc1".to_string(); 3],
+                spare_dcs: Vec::new(),
                 replication: Replication::Simple { factor: 3 },
                 tokens_per_node: 4,
                 token_offset: 0,

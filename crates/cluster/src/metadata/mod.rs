@@ -216,6 +216,19 @@ impl ClusterMetadata {
         ))
     }
 
+    /// Applies a membership command as the log entry at `index`, as the state machine does:
+    /// for a log of another kind (the coordinator simulation's) that must reach the same states.
+    /// Panics on [`Command::App`], which only the server's state machine knows.
+    pub fn apply(&mut self, index: u64, command: &Command) -> CommandResult {
+        assert!(
+            !matches!(command, Command::App(_)),
+            "app commands go to the app state machine"
+        );
+        let result = members::apply_member_command(self, index, command);
+        self.epoch = index;
+        result
+    }
+
     /// The member that owns `token`, if any.
     pub fn token_owner(&self, token: i64) -> Option<HostId> {
         self.members

@@ -13,6 +13,7 @@ use hayate_cluster::coordinator::{
 use hayate_cluster::replica::{
     Mutation, MutationKind, PartitionRead, RangeRead, RangeStart, ReadCommand, Replica,
 };
+use hayate_cluster::ring::TokenRing;
 use hayate_storage::{Cell as StoredCell, Clock, Row};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -170,6 +171,8 @@ pub(super) async fn write(sim: &Rc<Sim>, client: &str, coordinator: usize, level
         "{client} write {what} at {} via n{coordinator}",
         level.name()
     ));
+    // The ring the coordinator plans the write on: nothing runs between this and its plan.
+    let planned = node.coordinator.topology();
     let result = node
         .coordinator
         .write(WriteRequest {
@@ -193,14 +196,24 @@ pub(super) async fn write(sim: &Rc<Sim>, client: &str, coordinator: usize, level
             counts.writes_acked += 1;
             sim.log(format!("{client} write {what}: ok"));
             for &id in &ids {
-                model.acknowledge(id, &g, seq, &format!("{} via n{coordinator}", level.name()));
                 let w = &model.writes[id as usize];
-                if let Err(e) = held_by_replicas(sim, &w.key, &w.row, &g) {
-                    sim.fail(format!(
-                        "{client} write {what} at {} was acknowledged, but {e}",
-                        level.name()
-                    ));
-                }
+                let promised = match held_by_replicas(sim, planned.ring(), &w.key, &w.row, &g) {
+                    Ok(promised) => promised,
+                    Err(e) => {
+                        sim.fail(format!(
+                            "{client} write {what} at {} was acknowledged (planned on ring epoch {}), but {e}",
+                            level.name(),
+                            planned.epoch()
+                        ));
+                        g.clone()
+                    }
+                };
+                model.acknowledge(
+                    id,
+                    &promised,
+                    seq,
+                    &format!("{} via n{coordinator}", level.name()),
+                );
             }
         }
         Err(CoordinatorError::Unavailable(u)) => {
@@ -338,6 +351,7 @@ async fn read(
     let scope = sim.model.borrow().scope(&command);
     let started_seq = sim.tick();
     sim.log(what.clone());
+    let planned = node.coordinator.topology();
     let result = node
         .coordinator
         .read(ReadRequest {
@@ -380,13 +394,17 @@ async fn read(
             // Blocking read repair: what the read returned is on as many replicas as its
             // level counts before the answer goes out.
             for row in &r.rows {
-                if let Err(e) = held_by_replicas(sim, &Key::of(row), &row.row, &check.guarantee) {
-                    sim.fail(format!(
-                        "{what} returned {} {}, but {e}",
-                        Key::of(row),
-                        version(&row.row)
-                    ));
-                    break;
+                let key = Key::of(row);
+                match held_by_replicas(sim, planned.ring(), &key, &row.row, &check.guarantee) {
+                    Ok(promised) => sim.model.borrow_mut().promise(&key, finished_seq, &promised),
+                    Err(e) => {
+                        sim.fail(format!(
+                            "{what} (planned on ring epoch {}) returned {key} {}, but {e}",
+                            planned.epoch(),
+                            version(&row.row)
+                        ));
+                        break;
+                    }
                 }
             }
             Some(r)
@@ -400,8 +418,16 @@ async fn read(
 }
 
 /// Checks, on the replicas themselves, that `row` (or what wins over it) is held by as many of
-/// `key`'s replicas as `g` promises: in total and in each data center.
-fn held_by_replicas(sim: &Sim, key: &Key, row: &Row, g: &Guarantee) -> Result<(), String> {
+/// `key`'s replicas in `ring` (the one the request was planned on) as `g` promises: in total
+/// and in each data center. Returns what is promised from now on: `g`, less the copies on
+/// nodes killed for good.
+pub(super) fn held_by_replicas(
+    sim: &Sim,
+    ring: &TokenRing,
+    key: &Key,
+    row: &Row,
+    g: &Guarantee,
+) -> Result<Guarantee, String> {
     let now_s = sim.now_s();
     let command = ReadCommand::Partition(PartitionRead {
         table: TABLE,
@@ -415,7 +441,8 @@ fn held_by_replicas(sim: &Sim, key: &Key, row: &Row, g: &Guarantee) -> Result<()
     let mut total = 0usize;
     let mut per_dc: BTreeMap<&str, usize> = BTreeMap::new();
     let mut holders = Vec::new();
-    for h in sim.cluster.ring.replicas_for(&sim.cluster.replication, key.token) {
+    let mut promised = g.clone();
+    for h in ring.replicas_for(&sim.cluster.replication, key.token) {
         let i = sim.cluster.index_of(h);
         let node = &sim.cluster.nodes[i];
         let stored = node
@@ -430,6 +457,9 @@ fn held_by_replicas(sim: &Sim, key: &Key, row: &Row, g: &Guarantee) -> Result<()
             total += 1;
             *per_dc.entry(node.data_center.as_str()).or_default() += 1;
             holders.push(format!("n{i}"));
+            if sim.lost.borrow().contains(&i) {
+                promised.lose_one(&node.data_center);
+            }
         }
     }
     let short_in = g
@@ -447,7 +477,7 @@ fn held_by_replicas(sim: &Sim, key: &Key, row: &Row, g: &Guarantee) -> Result<()
             version(row)
         ));
     }
-    Ok(())
+    Ok(promised)
 }
 
 /// A client reading the whole table page by page, each page a read of its own.

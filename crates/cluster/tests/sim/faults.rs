@@ -75,11 +75,21 @@ pub(super) async fn nemesis(sim: Rc<Sim>) {
                 (Fault::Skew, 1),
             ],
         );
+        // Faults hit the nodes in the ring or joining it, but not one a topology driver killed
+        // and will restart.
+        let active: Vec<usize> = sim
+            .active()
+            .into_iter()
+            .filter(|i| !sim.held_down.borrow().contains(i))
+            .collect();
+        if active.len() < 2 {
+            continue;
+        }
         let (a, b) = {
             let mut rng = sim.rng();
-            let a = rng.random_range(0..n);
-            let b = (a + rng.random_range(1..n)) % n;
-            (a, b)
+            let a = rng.random_range(0..active.len());
+            let b = (a + rng.random_range(1..active.len())) % active.len();
+            (active[a], active[b])
         };
         let network = &sim.cluster.network;
         match fault {
@@ -109,10 +119,11 @@ pub(super) async fn nemesis(sim: Rc<Sim>) {
                 refresh_later(&sim, y, x, d2);
             }
             Fault::Stop => {
-                if sim.stopped.borrow().iter().any(|&s| s) {
+                if active.iter().any(|&i| sim.stopped.borrow()[i]) {
                     continue;
                 }
                 network.isolate(host(a));
+                sim.cluster.log.set_cut(a, true);
                 sim.stopped.borrow_mut()[a] = true;
                 sim.log(format!("fault: stop n{a}"));
                 for o in (0..n).filter(|&o| o != a) {
@@ -122,10 +133,11 @@ pub(super) async fn nemesis(sim: Rc<Sim>) {
                 }
             }
             Fault::Restart => {
-                let Some(x) = sim.stopped.borrow().iter().position(|&s| s) else {
+                let Some(x) = active.iter().copied().find(|&i| sim.stopped.borrow()[i]) else {
                     continue;
                 };
                 network.rejoin(host(x));
+                sim.cluster.log.set_cut(x, false);
                 sim.stopped.borrow_mut()[x] = false;
                 sim.log(format!("fault: restart n{x}"));
                 for o in (0..n).filter(|&o| o != x) {
@@ -199,7 +211,8 @@ pub(super) async fn dispatch_hints(sim: Rc<Sim>, node: usize) {
         sleep(pause).await;
         let n = &sim.cluster.nodes[node];
         for target in n.coordinator.hinted_targets() {
-            if n.liveness.is_alive(target) {
+            let gone = sim.roles.borrow()[sim.cluster.index_of(target)] == super::Role::Gone;
+            if n.liveness.is_alive(target) && !gone {
                 start_replay(&sim, node, sim.cluster.index_of(target));
             }
         }

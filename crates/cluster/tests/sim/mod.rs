@@ -2,15 +2,18 @@
 //! every random choice, the network's included, comes from that seed, and the run happens on a
 //! current-thread tokio runtime with paused time, so the same seed replays the same run.
 //!
-//! Layout: [`cluster`] builds the nodes, [`model`] keeps what they should hold and judges
-//! reads, [`clients`] write and read, [`faults`] break things and replay hints, [`end`] heals
-//! everything and checks the replicas; this file draws a run from its seed and runs it.
+//! Layout: [`cluster`] builds the nodes, [`ring_log`] is their metadata log, [`model`] keeps
+//! what they should hold and judges reads, [`clients`] write and read, [`faults`] break things
+//! and replay hints, [`topology`] changes the ring, [`end`] heals everything and checks the
+//! replicas; this file draws a run from its seed and runs it.
 
 mod clients;
 pub mod cluster;
 mod end;
 mod faults;
 pub mod model;
+pub mod ring_log;
+mod topology;
 
 use std::cell::{Cell, RefCell};
 use std::collections::hash_map::DefaultHasher;
@@ -93,6 +96,21 @@ struct Counts {
     reads_ok: u64,
     reads_failed: u64,
     faults: u64,
+    changes: u64,
+}
+
+/// Where a node is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Built, off the network, not in the ring.
+    Spare,
+    /// Joining the ring, or replacing a dead node: it serves no client yet.
+    Joining,
+    Member,
+    /// Decommissioning: it still serves.
+    Leaving,
+    /// Decommissioned, or killed for good.
+    Gone,
 }
 
 struct Sim {
@@ -104,6 +122,11 @@ struct Sim {
     log: RefCell<Vec<String>>,
     failure: RefCell<Option<String>>,
     stopped: RefCell<Vec<bool>>,
+    roles: RefCell<Vec<Role>>,
+    /// Nodes killed for good: their data is lost.
+    lost: RefCell<BTreeSet<usize>>,
+    /// Nodes a topology driver killed and will restart: faults leave them alone.
+    held_down: RefCell<BTreeSet<usize>>,
     partitions: RefCell<BTreeSet<(usize, usize)>>,
     skew_us: RefCell<Vec<i64>>,
     skew_max_us: i64,
@@ -179,14 +202,31 @@ impl Sim {
         !stopped[a] && !stopped[b] && !self.partitions.borrow().contains(&(a.min(b), a.max(b)))
     }
 
-    /// A node a client can reach: one that is not stopped.
+    /// A node a client can reach: one that serves (a member, or a node leaving) and is not
+    /// stopped.
     fn pick_coordinator(&self) -> Option<usize> {
-        let up: Vec<usize> = (0..self.n()).filter(|&i| !self.stopped.borrow()[i]).collect();
+        let up: Vec<usize> = (0..self.n())
+            .filter(|&i| {
+                matches!(self.roles.borrow()[i], Role::Member | Role::Leaving) && !self.stopped.borrow()[i]
+            })
+            .collect();
         if up.is_empty() {
             return None;
         }
         let i = self.rng().random_range(0..up.len());
         Some(up[i])
+    }
+
+    /// Nodes the faults may hit: those in the ring or joining it.
+    fn active(&self) -> Vec<usize> {
+        (0..self.n())
+            .filter(|&i| {
+                matches!(
+                    self.roles.borrow()[i],
+                    Role::Member | Role::Joining | Role::Leaving
+                )
+            })
+            .collect()
     }
 
     fn key_name(&self, key: &Key) -> String {
@@ -220,6 +260,7 @@ fn draw_layout(rng: &mut StdRng) -> Layout {
     };
     Layout {
         node_dcs,
+        spare_dcs: Vec::new(),
         replication,
         tokens_per_node: pick(rng, &[(1, 1), (4, 2), (8, 2)]),
         token_offset: rng.random(),
@@ -244,12 +285,23 @@ fn draw_config(rng: &mut StdRng) -> CoordinatorConfig {
 async fn simulate(params: Params, engines: &mut Vec<Weak<Engine>>) -> Result<Summary, String> {
     let wall = std::time::Instant::now();
     let mut rng = StdRng::seed_from_u64(params.seed);
-    let layout = draw_layout(&mut rng);
+    let mut layout = draw_layout(&mut rng);
+    let plan = topology::draw_plan(&mut rng, &mut layout);
+    let log_faults = ring_log::LogFaults {
+        lag_ms_max: pick(&mut rng, &[(0, 1), (20, 2), (300, 2), (3000, 1)]),
+        refuse_probability: pick(&mut rng, &[(0.0, 2), (0.1, 1), (0.3, 1)]),
+        lose_answer_probability: pick(&mut rng, &[(0.0, 2), (0.1, 1)]),
+    };
     let skew_max_us: i64 = pick(&mut rng, &[(0, 2), (5_000, 1), (200_000, 1), (2_000_000, 1)]);
     let hints_dir = tempfile::tempdir().expect("a temporary folder for hints");
     let cluster = Cluster::new(&layout, rng.random(), hints_dir.path());
+    cluster.log.set_faults(log_faults);
     *engines = cluster.engines();
     let n = cluster.nodes.len();
+    let members = cluster.members;
+    for spare in members..n {
+        cluster.log.set_cut(spare, true);
+    }
     let skew_us: Vec<i64> = (0..n)
         .map(|_| {
             if skew_max_us == 0 {
@@ -291,7 +343,14 @@ async fn simulate(params: Params, engines: &mut Vec<Weak<Engine>>) -> Result<Sum
         seq: Cell::new(0),
         log: RefCell::new(Vec::new()),
         failure: RefCell::new(None),
-        stopped: RefCell::new(vec![false; n]),
+        stopped: RefCell::new((0..n).map(|i| i >= members).collect()),
+        roles: RefCell::new(
+            (0..n)
+                .map(|i| if i < members { Role::Member } else { Role::Spare })
+                .collect(),
+        ),
+        lost: RefCell::new(BTreeSet::new()),
+        held_down: RefCell::new(BTreeSet::new()),
         partitions: RefCell::new(BTreeSet::new()),
         skew_us: RefCell::new(skew_us.clone()),
         skew_max_us,
@@ -304,10 +363,11 @@ async fn simulate(params: Params, engines: &mut Vec<Weak<Engine>>) -> Result<Sum
     let setup = format!(
         "seed {} ops {}: {} nodes {:?}, {:?}, {} tokens each, skews {:?} us, {} partitions x {} rows, \
          {} clients; network: drop {drop}, delay 0..={delay_ms_max} ms, duplicates {duplicate}, \
-         ordered {ordered}; timeouts: write {:?}, read {:?}, range {:?}; hint replay {} bytes/s",
+         ordered {ordered}; timeouts: write {:?}, read {:?}, range {:?}; hint replay {} bytes/s; \
+         topology changes {plan:?} with spares in {:?}; metadata log {log_faults:?}",
         params.seed,
         params.ops,
-        n,
+        members,
         layout.node_dcs,
         layout.replication,
         layout.tokens_per_node,
@@ -319,11 +379,14 @@ async fn simulate(params: Params, engines: &mut Vec<Weak<Engine>>) -> Result<Sum
         layout.config.read_timeout,
         layout.config.range_timeout,
         layout.config.hint_replay_bytes_per_s,
+        layout.spare_dcs,
     );
     sim.log(setup.clone());
 
     let ticker = tokio::task::spawn_local(tick_clocks(sim.clone()));
     let nemesis = tokio::task::spawn_local(faults::nemesis(sim.clone()));
+    let ring_watcher = tokio::task::spawn_local(topology::watch_ring(sim.clone()));
+    let driver = tokio::task::spawn_local(topology::drive(sim.clone(), plan));
     let dispatchers: Vec<JoinHandle<()>> = (0..n)
         .map(|i| tokio::task::spawn_local(faults::dispatch_hints(sim.clone(), i)))
         .collect();
@@ -340,8 +403,11 @@ async fn simulate(params: Params, engines: &mut Vec<Weak<Engine>>) -> Result<Sum
         d.await.expect("a hint dispatcher panicked");
     }
     if !sim.failed() {
-        end::finish(&sim).await;
+        end::finish(&sim, driver).await;
+    } else {
+        driver.abort();
     }
+    ring_watcher.abort();
     ticker.abort();
     let virtual_s = Instant::now().duration_since(sim.started).as_secs_f64();
     let report = |sim: &Sim| {
@@ -374,12 +440,13 @@ async fn simulate(params: Params, engines: &mut Vec<Weak<Engine>>) -> Result<Sum
     let sum =
         |f: fn(&hayate_cluster::coordinator::MetricsSnapshot) -> u64| metrics.iter().map(f).sum::<u64>();
     let line = format!(
-        "seed {:>5}: {} nodes {}, writes {} acked / {} maybe / {} refused, reads {} ok / {} failed, \
+        "seed {:>5}: {} nodes {}, {} topology changes, writes {} acked / {} maybe / {} refused, reads {} ok / {} failed, \
          {} faults, {} read repairs, {} speculative, hints {} written / {} replayed, \
          messages {} sent / {} dropped, {:.0} s virtual in {:.2} s",
         params.seed,
-        n,
+        members,
         replication_name(&sim.layout.replication),
+        c.changes,
         c.writes_acked,
         c.writes_maybe,
         c.writes_refused,

@@ -87,6 +87,16 @@ pub struct Guarantee {
     pub per_dc: BTreeMap<String, usize>,
 }
 
+impl Guarantee {
+    /// One copy fewer, in total and in `dc`.
+    pub fn lose_one(&mut self, dc: &str) {
+        self.total = self.total.saturating_sub(1);
+        if let Some(n) = self.per_dc.get_mut(dc) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
 /// Every data center with its replication factor (SimpleStrategy runs in one data center).
 pub fn factors(replication: &Replication, dcs: &[String]) -> BTreeMap<String, usize> {
     match replication {
@@ -270,6 +280,49 @@ impl Model {
 
     pub fn fail(&mut self, id: u64, outcome: Outcome) {
         self.writes[id as usize].outcome = outcome;
+    }
+
+    /// A node was killed for good, its data lost: every version it held (as `held` says) is
+    /// now on one replica fewer, in total and in its data center `dc`, than when it was
+    /// promised. Returns how many versions lost a copy.
+    pub fn lose_copies(&mut self, dc: &str, held: impl Fn(&Key, &Row) -> bool) -> usize {
+        let mut lost = 0;
+        for (key, floors) in &mut self.floors {
+            for f in floors.iter_mut().filter(|f| held(key, &f.row)) {
+                f.guarantee.lose_one(dc);
+                lost += 1;
+            }
+        }
+        lost
+    }
+
+    /// Lowers what the versions recorded for `key` at event `seq` (a read's) promise to
+    /// `promised`, where that is less (copies on nodes killed for good do not count).
+    pub fn promise(&mut self, key: &Key, seq: u64, promised: &Guarantee) {
+        for f in self
+            .floors
+            .get_mut(key)
+            .into_iter()
+            .flatten()
+            .filter(|f| f.seq == seq)
+        {
+            f.guarantee.total = f.guarantee.total.min(promised.total);
+            for (dc, n) in &mut f.guarantee.per_dc {
+                *n = (*n).min(promised.per_dc.get(dc).copied().unwrap_or(*n));
+            }
+        }
+    }
+
+    /// Every version a read is bound to see for `key` after event `seq`: the row, how many
+    /// replicas must hold it, and what it came from.
+    pub fn promised(&self, key: &Key, seq: u64) -> Vec<(&Row, &Guarantee, &str)> {
+        self.floors
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(|f| f.seq < seq)
+            .map(|f| (&f.row, &f.guarantee, f.what.as_str()))
+            .collect()
     }
 
     /// The versions a read that started after event `seq` with guarantee `g` must see for
