@@ -78,14 +78,17 @@ impl TopologyService {
         }
         let sizes = self.sizes(&by_source).await;
         let sessions: Arc<Mutex<HashMap<HostId, Arc<Inbound>>>> = Arc::default();
+        // Aborted when the receive ends, or is dropped (its driver's task aborted): a writer left
+        // behind would hold the service for good and write its stale state over the checkpoint
+        // of the receive that resumes.
         let writer = dir.clone().map(|d| {
             let (service, state) = (self.clone(), state.clone());
-            tokio::spawn(async move {
+            AbortOnDrop(tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(CHECKPOINT_INTERVAL).await;
                     service.save_checkpoint(&d, change, &state).await;
                 }
-            })
+            }))
         });
         let limit = Arc::new(tokio::sync::Semaphore::new(SOURCES_IN_PARALLEL_MAX));
         let mut jobs = JoinSet::new();
@@ -120,9 +123,7 @@ impl TopologyService {
                 jobs.abort_all();
             }
         }
-        if let Some(w) = writer {
-            w.abort();
-        }
+        drop(writer);
         if let Some(d) = &dir {
             self.save_checkpoint(d, change, &state).await;
         }
@@ -248,6 +249,15 @@ impl TopologyService {
             Ok(Err(e)) => tracing::warn!(change, "could not save the stream checkpoint: {e}"),
             Err(e) => tracing::warn!(change, "could not save the stream checkpoint: {e}"),
         }
+    }
+}
+
+/// A task that ends with its handle.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
