@@ -2,7 +2,7 @@
 //! streams them from; and what a node keeps once a change is over. Pure functions of the rings,
 //! so that every node that plans the same change plans it alike.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use hayate_storage::TableId;
 
@@ -20,8 +20,11 @@ pub struct Transfer {
     pub to: HostId,
     /// Where to stream it from, best first: the replicas that give the range up (what a quorum
     /// of the old replicas wrote is on them, so the new replica set still holds it), then the
-    /// other replicas; within each, those in `to`'s data center first. Never the dead node of
-    /// a replacement or removal. Empty when no replica but a dead one holds the range.
+    /// other replicas; within each, those in `to`'s data center first, and among equals the one
+    /// that is first source of the least so far (so that a replacement, where no replica gives
+    /// anything up, reads from every remaining replica alike rather than mostly from the first
+    /// in ring order). Never the dead node of a replacement or removal. Empty when no replica
+    /// but a dead one holds the range.
     pub sources: Vec<HostId>,
 }
 
@@ -44,6 +47,8 @@ pub fn transfers(
             .map_or("", |n| n.placement.data_center.as_str())
     };
     let bounds = boundaries(current, pending);
+    // How much of the ring (token span times tables) each node is first source of so far.
+    let mut first_of: HashMap<HostId, u128> = HashMap::new();
     let mut out = Vec::new();
     let mut replications: Vec<&Replication> = Vec::new();
     for (_, r) in tables {
@@ -52,6 +57,7 @@ pub fn transfers(
         }
     }
     for replication in replications {
+        let table_count = tables.iter().filter(|(_, r)| r == replication).count() as u128;
         let now = current.replica_map(replication);
         let then = pending.replica_map(replication);
         // (to, sources, range) per piece, merged with the piece before when they agree.
@@ -64,12 +70,18 @@ pub fn transfers(
                 let others = natural.iter().filter(|h| final_replicas.contains(h));
                 let mut sources = Vec::new();
                 for group in [giving_up.copied().collect::<Vec<_>>(), others.copied().collect()] {
-                    let (near, far): (Vec<HostId>, Vec<HostId>) = group
+                    let (mut near, mut far): (Vec<HostId>, Vec<HostId>) = group
                         .into_iter()
                         .filter(|&h| Some(h) != gone && h != to)
                         .partition(|&h| dc(h) == dc(to));
+                    // Stable: equals keep their ring order, so every node plans alike.
+                    near.sort_by_key(|h| first_of.get(h).copied().unwrap_or(0));
+                    far.sort_by_key(|h| first_of.get(h).copied().unwrap_or(0));
                     sources.extend(near);
                     sources.extend(far);
+                }
+                if let Some(&first) = sources.first() {
+                    *first_of.entry(first).or_insert(0) += span_of(&range) * table_count;
                 }
                 match moved.iter_mut().rev().find(|(t, _, _)| *t == to) {
                     Some((_, s, r)) if *s == sources && r.end_inclusive == range.start_exclusive => {
@@ -147,6 +159,11 @@ pub fn complement(kept: &[TokenRange]) -> Vec<TokenRange> {
     out
 }
 
+/// How many tokens `range` covers.
+fn span_of(range: &TokenRange) -> u128 {
+    (range.end_inclusive as i128 - range.start_exclusive as i128) as u128
+}
+
 /// Every token of both rings, sorted: within two of them, both rings name the same replicas.
 fn boundaries(a: &TokenRing, b: &TokenRing) -> Vec<Token> {
     let set: BTreeSet<Token> = a.tokens().iter().chain(b.tokens()).map(|&(t, _)| t).collect();
@@ -201,10 +218,6 @@ mod tests {
         TokenRing::new(nodes.to_vec()).expect("valid ring")
     }
 
-    fn span(r: &TokenRange) -> u128 {
-        (r.end_inclusive as i128 - r.start_exclusive as i128) as u128
-    }
-
     #[test]
     fn a_joining_node_streams_what_it_takes_from_the_node_that_gives_it_up() {
         let three = [
@@ -246,7 +259,7 @@ mod tests {
             &[(7, rf2)],
         );
         assert!(moved.iter().all(|t| t.to == host(4)));
-        let total: u128 = moved.iter().map(|t| span(&t.range)).sum();
+        let total: u128 = moved.iter().map(|t| span_of(&t.range)).sum();
         assert_eq!(total, 150, "{moved:?}");
         for t in &moved {
             let now = current.replicas_for(&Replication::Simple { factor: 2 }, t.range.end_inclusive);
@@ -274,7 +287,7 @@ mod tests {
         let moved = transfers(&current, &pending, change, &[(1, rf3.clone()), (2, rf3)]);
         // The whole ring, for both tables, to node 9, from nodes 1 and 2.
         assert_eq!(
-            moved.iter().map(|t| span(&t.range)).sum::<u128>(),
+            moved.iter().map(|t| span_of(&t.range)).sum::<u128>(),
             2 * (u64::MAX as u128)
         );
         for t in &moved {
@@ -285,6 +298,42 @@ mod tests {
         let rf1 = Replication::Simple { factor: 1 };
         let moved = transfers(&current, &pending, change, &[(1, rf1)]);
         assert!(!moved.is_empty() && moved.iter().all(|t| t.sources.is_empty()));
+    }
+
+    /// A replacement in a 3-node ring at RF 3 once streamed 2/3 of the data from node 2 and
+    /// 1/3 from node 1, because every range listed the remaining replicas in ring order and the
+    /// first source is the one streamed from: node 2 sent twice what node 1 did, and the
+    /// replacement took about twice as long as its sources' rate allowed.
+    #[test]
+    fn a_replacement_reads_from_every_remaining_replica_alike() {
+        let tokens = crate::ring::initial_tokens(3, 16, 0);
+        let nodes: Vec<RingNode> = (0..3u8)
+            .map(|i| node(i + 1, "dc1", &tokens[i as usize]))
+            .collect();
+        let current = ring(&nodes);
+        let pending = ring(&[nodes[0].clone(), nodes[1].clone(), node(9, "dc1", &tokens[2])]);
+        let rf3 = Replication::Simple { factor: 3 };
+        let change = ChangeKind::Replace {
+            old: host(3),
+            new: host(9),
+        };
+        let moved = transfers(&current, &pending, change, &[(1, rf3.clone()), (2, rf3)]);
+        let first = |h: HostId| -> u128 {
+            moved
+                .iter()
+                .filter(|t| t.sources[0] == h)
+                .map(|t| span_of(&t.range))
+                .sum()
+        };
+        let (one, two) = (first(host(1)) as f64, first(host(2)) as f64);
+        let share = one / (one + two);
+        assert!(
+            (0.45..=0.55).contains(&share),
+            "node 1 is first source of {share:.2} of the data, node 2 of {:.2}",
+            1.0 - share
+        );
+        // Every range still lists both remaining replicas, the second as a fallback.
+        assert!(moved.iter().all(|t| t.sources.len() == 2), "{moved:?}");
     }
 
     #[test]
