@@ -135,7 +135,8 @@ pub async fn fetch_range(
             ..
         } = chunk;
         let (r, table) = (replica.clone(), fetch.table);
-        tokio::task::spawn_blocking(move || r.import(table, &bytes))
+        streams
+            .blocking(move || r.import(table, &bytes))
             .await
             .unwrap_or_else(|e| {
                 Err(ReplicaError::new(

@@ -21,7 +21,7 @@ mod progress;
 mod source;
 mod throttle;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 pub use fetch::{fetch_range, FetchError, FetchRange};
@@ -49,6 +49,8 @@ pub struct Streams {
     pub progress: Arc<Progress>,
     exports: tokio::sync::Semaphore,
     chunk_bytes: AtomicU32,
+    /// Run the device work of streams on the caller's task rather than the blocking pool.
+    inline_blocking: AtomicBool,
 }
 
 impl Streams {
@@ -59,7 +61,28 @@ impl Streams {
             progress: Arc::new(Progress::default()),
             exports: tokio::sync::Semaphore::new(STREAM_EXPORTS_MAX),
             chunk_bytes: AtomicU32::new(CHUNK_BYTES_DEFAULT),
+            inline_blocking: AtomicBool::new(false),
         })
+    }
+
+    /// Runs the device work of streams and topology changes (a chunk's export or import, a
+    /// checkpoint's sync, a range's size) inline on the caller's task rather than on the
+    /// blocking pool. Only for a simulation on one thread with paused time: the pool's threads
+    /// finish when the machine lets them, which would make two runs of one seed differ.
+    pub fn set_inline_blocking(&self, inline: bool) {
+        self.inline_blocking.store(inline, Ordering::Relaxed);
+    }
+
+    /// Runs `work`, which blocks on the device, on the blocking pool (or inline, see
+    /// [`Streams::set_inline_blocking`]); `Err` if it panicked there.
+    pub async fn blocking<R: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<R, String> {
+        if self.inline_blocking.load(Ordering::Relaxed) {
+            return Ok(work());
+        }
+        tokio::task::spawn_blocking(work).await.map_err(|e| e.to_string())
     }
 
     /// The bytes of records this node asks for per chunk when it receives.

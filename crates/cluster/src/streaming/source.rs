@@ -25,7 +25,8 @@ pub(crate) fn serve(
             let Ok(_permit) = streams.exports.acquire().await else {
                 return;
             };
-            tokio::task::spawn_blocking(move || replica.export(&request))
+            streams
+                .blocking(move || replica.export(&request))
                 .await
                 .unwrap_or_else(|e| {
                     Err(ReplicaError::new(

@@ -335,17 +335,19 @@ impl TopologyService {
             }
             Call::Sizes { spans } => {
                 let replica = self.replica.clone();
-                let sizes = tokio::task::spawn_blocking(move || {
-                    spans
-                        .iter()
-                        .map(|s| {
-                            let size = replica.range_size(s.table, s.range());
-                            (size.records, size.bytes)
-                        })
-                        .collect()
-                })
-                .await
-                .unwrap_or_default();
+                let sizes = self
+                    .streams
+                    .blocking(move || {
+                        spans
+                            .iter()
+                            .map(|s| {
+                                let size = replica.range_size(s.table, s.range());
+                                (size.records, size.bytes)
+                            })
+                            .collect()
+                    })
+                    .await
+                    .unwrap_or_default();
                 Answer::Sizes { sizes }
             }
             Call::Fetch {

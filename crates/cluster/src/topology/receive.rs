@@ -239,11 +239,13 @@ impl TopologyService {
     async fn save_checkpoint(&self, dir: &std::path::Path, change: u64, state: &State) {
         let snapshot = state.lock().expect("stream state lock poisoned").clone();
         let (replica, dir) = (self.replica.clone(), dir.to_owned());
-        let saved = tokio::task::spawn_blocking(move || {
-            replica.sync().map_err(|e| e.to_string())?;
-            checkpoint::save(&dir, change, &snapshot).map_err(|e| e.to_string())
-        })
-        .await;
+        let saved = self
+            .streams
+            .blocking(move || {
+                replica.sync().map_err(|e| e.to_string())?;
+                checkpoint::save(&dir, change, &snapshot).map_err(|e| e.to_string())
+            })
+            .await;
         match saved {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(change, "could not save the stream checkpoint: {e}"),

@@ -322,6 +322,8 @@ impl Cluster {
                 let hints = HintStore::open(&hints_dir.join(format!("n{i}")), HintsConfig::default())
                     .expect("open a hint store in the temporary folder");
                 service.streams().set_chunk_bytes(STREAM_CHUNK_BYTES);
+                // The blocking pool's timing would make two runs of a seed differ.
+                service.streams().set_inline_blocking(true);
                 if i >= members {
                     // A spare is off until it joins.
                     network.isolate(host);
