@@ -56,7 +56,9 @@ impl TopologyService {
                     return Ok(report);
                 }
                 let replica = self.replica.clone();
-                let dropped = tokio::task::spawn_blocking(move || replica.remove_range(table, range))
+                let dropped = self
+                    .streams
+                    .blocking(move || replica.remove_range(table, range))
                     .await
                     .unwrap_or(0);
                 report.ranges += 1;

@@ -77,7 +77,8 @@ impl TopologyService {
             by_source.entry(s.sources[0]).or_default().push(s);
         }
         let sizes = self.sizes(&by_source).await;
-        let sessions: Arc<Mutex<HashMap<HostId, Arc<Inbound>>>> = Arc::default();
+        // Ordered, so that the sessions end in the same order on every run of a simulation seed.
+        let sessions: Arc<Mutex<BTreeMap<HostId, Arc<Inbound>>>> = Arc::default();
         // Aborted when the receive ends, or is dropped (its driver's task aborted): a writer left
         // behind would hold the service for good and write its stale state over the checkpoint
         // of the receive that resumes.
@@ -127,7 +128,7 @@ impl TopologyService {
         if let Some(d) = &dir {
             self.save_checkpoint(d, change, &state).await;
         }
-        for (_, inbound) in sessions.lock().expect("sessions lock poisoned").drain() {
+        for (_, inbound) in std::mem::take(&mut *sessions.lock().expect("sessions lock poisoned")) {
             inbound.finish(outcome.as_ref().map(|_| ()).map_err(|e| e.to_string()));
         }
         outcome
@@ -140,7 +141,7 @@ impl TopologyService {
         purpose: &str,
         s: &SpanFrom,
         state: &State,
-        sessions: &Arc<Mutex<HashMap<HostId, Arc<Inbound>>>>,
+        sessions: &Arc<Mutex<BTreeMap<HostId, Arc<Inbound>>>>,
         sizes: &Arc<HashMap<Span, (u64, u64)>>,
     ) -> Result<(), TopologyError> {
         let mut failures = 0u32;
