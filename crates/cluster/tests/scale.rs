@@ -679,6 +679,19 @@ fn traffic_counts(cluster: &Cluster) -> HashMap<HostId, TrafficCount> {
         .collect()
 }
 
+/// CPU seconds this process has used (user and system), from `/proc/self/stat`; `None` where
+/// there is no such file.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // The kernel's USER_HZ, 100 on every Linux this runs on.
+    Some(ticks / 100.0)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -687,7 +700,7 @@ const HEADER: &str =
     "nodes | join ms | start ms | finish ms | alloc ms | raft msgs/join | raft KB/join | leader msgs/s | \
                       leader KB/s | follower msgs/s (max) | follower KB/s | gossip msgs/s/node | \
                       gossip KB/s/node | gossip settle ms | metadata KB | ring KB | replica map KB | \
-                      ring build ms | heap MB/node | balance max/min | retries | vote requests";
+                      ring build ms | heap MB/node | balance max/min | retries | vote requests | idle cores";
 
 #[test]
 #[ignore = "a measurement of a hundred in-process nodes (a minute or two in release): run it by name"]
@@ -731,9 +744,14 @@ fn topology_changes_at_scale() {
             let leader = cluster.leader();
             let raft_before = traffic_counts(&cluster);
             let gossip_before = cluster.transport.statistics();
+            let cpu_before = process_cpu_seconds();
             let window_started = Instant::now();
             tokio::time::sleep(IDLE_WINDOW).await;
             let window = window_started.elapsed();
+            let idle_cores = match (cpu_before, process_cpu_seconds()) {
+                (Some(b), Some(a)) => (a - b) / window.as_secs_f64(),
+                _ => f64::NAN,
+            };
             let raft_after = traffic_counts(&cluster);
             let gossip_after = cluster.transport.statistics();
             let raft = raft_rates(&raft_before, &raft_after, leader, window);
@@ -753,7 +771,7 @@ fn topology_changes_at_scale() {
             };
             println!(
                 "{n} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} ({:.0}) | {:.2} | {:.1} | \
-                 {:.2} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.3} | {} | {}",
+                 {:.2} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.3} | {} | {} | {:.2}",
                 mean(|j| ms(j.total)),
                 mean(|j| ms(j.start_join)),
                 mean(|j| ms(j.finish)),
@@ -776,6 +794,7 @@ fn topology_changes_at_scale() {
                 ring.balance,
                 joins.iter().map(|j| j.retries).sum::<u32>(),
                 votes - votes_reported,
+                idle_cores,
             );
             votes_reported = votes;
             let status = cluster.nodes[0].metadata.status();
