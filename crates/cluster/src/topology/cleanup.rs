@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 use super::checkpoint;
-use super::plan::{complement, kept_ranges};
+use super::plan::{complement, kept_ranges, placed_replications};
 use super::{TopologyError, TopologyService};
 use crate::consistency::Replication;
 use crate::metadata::ClusterMetadata;
@@ -142,17 +142,13 @@ impl TopologyService {
         else {
             return true;
         };
-        let mut replications: Vec<Replication> = Vec::new();
-        for (_, replication) in self.tables.tables() {
-            if !matches!(replication, Replication::Local) && !replications.contains(&replication) {
-                replications.push(replication);
-            }
-        }
-        replications.iter().any(|replication| {
-            let held = kept_ranges(&ring_during, pending_during.as_ref(), self.local, replication);
-            let kept = kept_ranges(&ring_after, pending_after.as_ref(), self.local, replication);
-            !covers(&kept, &held)
-        })
+        placed_replications(&self.tables.tables())
+            .iter()
+            .any(|replication| {
+                let held = kept_ranges(&ring_during, pending_during.as_ref(), self.local, replication);
+                let kept = kept_ranges(&ring_after, pending_after.as_ref(), self.local, replication);
+                !covers(&kept, &held)
+            })
     }
 }
 

@@ -50,13 +50,7 @@ pub fn transfers(
     // How much of the ring (token span times tables) each node is first source of so far.
     let mut first_of: HashMap<HostId, u128> = HashMap::new();
     let mut out = Vec::new();
-    let mut replications: Vec<&Replication> = Vec::new();
-    for (_, r) in tables {
-        if !matches!(r, Replication::Local) && !replications.contains(&r) {
-            replications.push(r);
-        }
-    }
-    for replication in replications {
+    for replication in &placed_replications(tables) {
         let table_count = tables.iter().filter(|(_, r)| r == replication).count() as u128;
         let now = current.replica_map(replication);
         let then = pending.replica_map(replication);
@@ -155,6 +149,17 @@ pub fn complement(kept: &[TokenRange]) -> Vec<TokenRange> {
             start_exclusive: from,
             end_inclusive: Token::MAX,
         });
+    }
+    out
+}
+
+/// Each replication the ring places data by (every one but `LocalStrategy`'s), once.
+pub fn placed_replications(tables: &[(TableId, Replication)]) -> Vec<Replication> {
+    let mut out: Vec<Replication> = Vec::new();
+    for (_, r) in tables {
+        if !matches!(r, Replication::Local) && !out.contains(r) {
+            out.push(r.clone());
+        }
     }
     out
 }

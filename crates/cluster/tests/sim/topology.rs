@@ -315,16 +315,12 @@ async fn join(sim: &Rc<Sim>, spare: usize, replacing: Option<usize>, kill: bool)
             };
             match node.log.propose(command).await {
                 Ok(CommandResult::Refused(reason)) => {
-                    last = format!("the start was refused: {reason}");
-                    sim.log(format!("topology: {what}, try {attempt}: {last}"));
-                    sleep(RETRY_PAUSE).await;
+                    last = failed_try(sim, &what, attempt, format!("the start was refused: {reason}")).await;
                     continue;
                 }
                 Ok(_) => sim.log(format!("topology: {what} started")),
                 Err(e) => {
-                    last = format!("the start was not confirmed: {e}");
-                    sim.log(format!("topology: {what}, try {attempt}: {last}"));
-                    sleep(RETRY_PAUSE).await;
+                    last = failed_try(sim, &what, attempt, format!("the start was not confirmed: {e}")).await;
                     continue;
                 }
             }
@@ -339,16 +335,10 @@ async fn join(sim: &Rc<Sim>, spare: usize, replacing: Option<usize>, kill: bool)
                 sim.log(format!("topology: {what} finished"));
                 return Ok(());
             }
-            Err(e) => {
-                last = e.to_string();
-                sim.log(format!("topology: {what}, try {attempt}: {last}"));
-                sleep(RETRY_PAUSE).await;
-            }
+            Err(e) => last = failed_try(sim, &what, attempt, e.to_string()).await,
         }
     }
-    Err(format!(
-        "{what} did not finish after {TRIES_MAX} tries; the last: {last}"
-    ))
+    Err(gave_up(&what, &last))
 }
 
 async fn decommission(sim: &Rc<Sim>, node: usize, kill: bool) -> Result<(), String> {
@@ -373,16 +363,22 @@ async fn decommission(sim: &Rc<Sim>, node: usize, kill: bool) -> Result<(), Stri
                 sim.log(format!("topology: {what} finished"));
                 return Ok(());
             }
-            Err(e) => {
-                last = e.to_string();
-                sim.log(format!("topology: {what}, try {attempt}: {last}"));
-                sleep(RETRY_PAUSE).await;
-            }
+            Err(e) => last = failed_try(sim, &what, attempt, e.to_string()).await,
         }
     }
-    Err(format!(
-        "{what} did not finish after {TRIES_MAX} tries; the last: {last}"
-    ))
+    Err(gave_up(&what, &last))
+}
+
+/// Logs a failed try of `what` and pauses before the next; returns `reason`, to keep as the last.
+async fn failed_try(sim: &Sim, what: &str, attempt: usize, reason: String) -> String {
+    sim.log(format!("topology: {what}, try {attempt}: {reason}"));
+    sleep(RETRY_PAUSE).await;
+    reason
+}
+
+/// Why a change's driver stopped trying.
+fn gave_up(what: &str, last: &str) -> String {
+    format!("{what} did not finish after {TRIES_MAX} tries; the last: {last}")
 }
 
 /// Another member removes the dead `dead`; if `kill`, that driver is killed mid-stream.
@@ -407,16 +403,10 @@ async fn remove(sim: &Rc<Sim>, dead: usize, kill: bool) -> Result<(), String> {
                 sim.log(format!("topology: {what} finished: {done}"));
                 return Ok(());
             }
-            Err(e) => {
-                last = e.to_string();
-                sim.log(format!("topology: {what}, try {attempt}: {last}"));
-                sleep(RETRY_PAUSE).await;
-            }
+            Err(e) => last = failed_try(sim, &what, attempt, e.to_string()).await,
         }
     }
-    Err(format!(
-        "{what} did not finish after {TRIES_MAX} tries; the last: {last}"
-    ))
+    Err(gave_up(&what, &last))
 }
 
 /// Follows the log's leader: logs each change, checks that every key keeps its replicas on
