@@ -333,14 +333,12 @@ impl TopologyService {
             fetches
                 .entry(change)
                 .or_insert_with(|| {
-                    let (tx, rx) = tokio::sync::watch::channel(None);
-                    let fatal = Arc::new(std::sync::atomic::AtomicBool::new(false));
                     let job = Arc::new(FetchJob {
                         spans_total: spans.len() as u64,
-                        outcome: rx,
-                        fatal: fatal.clone(),
+                        outcome: Default::default(),
+                        fatal: std::sync::atomic::AtomicBool::new(false),
                     });
-                    let service = self.clone();
+                    let (service, running) = (self.clone(), job.clone());
                     tracing::info!(change, driver = %from, ranges = spans.len(), "{purpose}: taking ranges over");
                     tokio::spawn(async move {
                         let received = {
@@ -348,18 +346,16 @@ impl TopologyService {
                             service.receive(change, &purpose, spans).await
                         };
                         if let Err(e) = &received {
-                            fatal.store(true, Ordering::Relaxed);
+                            running.fatal.store(true, Ordering::Relaxed);
                             tracing::error!(change, "taking ranges over failed: {e}");
                         }
-                        let _ = tx.send(Some(received.map_err(|e| e.to_string())));
+                        running.finish(received.map_err(|e| e.to_string()));
                     });
                     job
                 })
                 .clone()
         };
-        let mut outcome = job.outcome.clone();
-        let waited = tokio::time::timeout(FETCH_POLL, outcome.wait_for(Option::is_some)).await;
-        match waited.ok().and_then(|r| r.ok().map(|v| v.clone())).flatten() {
+        match job.wait(FETCH_POLL).await {
             Some(Ok(())) => Answer::Fetched,
             Some(Err(reason)) => {
                 if !job.fatal.load(Ordering::Relaxed) {

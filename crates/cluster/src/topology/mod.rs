@@ -186,9 +186,44 @@ impl Mode {
 /// A fetch this node runs for another node's change (`Call::Fetch`).
 struct FetchJob {
     spans_total: u64,
-    outcome: watch::Receiver<Option<Result<(), String>>>,
+    outcome: Mutex<FetchOutcome>,
     /// True when the failure cannot be mended by trying again.
-    fatal: Arc<std::sync::atomic::AtomicBool>,
+    fatal: std::sync::atomic::AtomicBool,
+}
+
+/// How a fetch ended, or the calls waiting for it to end.
+#[derive(Default)]
+struct FetchOutcome {
+    done: Option<Result<(), String>>,
+    /// Answered in the order they came (not a `watch`, whose waiters tokio wakes in an order
+    /// it picks at random: the answers would leave in a different order on each run, and a
+    /// simulation's seed would not replay).
+    waiting: Vec<tokio::sync::oneshot::Sender<Result<(), String>>>,
+}
+
+impl FetchJob {
+    /// Records the end and answers every waiting call.
+    fn finish(&self, outcome: Result<(), String>) {
+        let mut o = self.outcome.lock().expect("fetch lock poisoned");
+        for waiter in o.waiting.drain(..) {
+            let _ = waiter.send(outcome.clone());
+        }
+        o.done = Some(outcome);
+    }
+
+    /// The end, once there is one, waiting at most `poll` for it.
+    async fn wait(&self, poll: std::time::Duration) -> Option<Result<(), String>> {
+        let rx = {
+            let mut o = self.outcome.lock().expect("fetch lock poisoned");
+            if let Some(done) = &o.done {
+                return Some(done.clone());
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            o.waiting.push(tx);
+            rx
+        };
+        tokio::time::timeout(poll, rx).await.ok().and_then(Result::ok)
+    }
 }
 
 /// One node's part in topology changes.

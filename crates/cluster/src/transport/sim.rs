@@ -1,12 +1,19 @@
 //! An in-process network for deterministic tests: every node's [`SimTransport`] hands messages
 //! to one [`SimNetwork`], which drops, delays, duplicates and partitions them as the test says,
-//! with every random choice drawn from one seeded generator.
+//! with every random choice drawn from a seeded generator of the message's channel (from, to,
+//! lane).
 //!
 //! Delivery runs on tokio's clock: each message gets a delivery instant, and one scheduler
-//! task delivers them in order of (instant, send order) with `sleep_until`. On a current-thread
-//! runtime with paused time (`#[tokio::test(start_paused = true)]`) the clock jumps straight
-//! to the next delivery, so a test that sends in the same order replays exactly, to the
-//! microsecond, from the same seed: print the seed when a test fails and run it again.
+//! task delivers them in order of (instant, channel, place on the channel) with `sleep_until`.
+//! On a current-thread runtime with paused time (`#[tokio::test(start_paused = true)]`) the
+//! clock jumps straight to the next delivery, so a test replays exactly, to the microsecond,
+//! from the same seed: print the seed when a test fails and run it again.
+//!
+//! The draws are per channel, not from one generator in send order, because tasks that wake
+//! at the same instant may run in either order: tokio spreads a `watch` channel's waiters over
+//! shards it picks at random, so two nodes that see a new ring at once may send first in
+//! either order. With a generator per channel, what each channel's n-th message meets does
+//! not depend on which node sent first.
 //!
 //! Messages are not copied through any encoding: the simulation tests what the coordinator does
 //! with messages, and `message`'s own tests cover the bytes.
@@ -75,7 +82,8 @@ impl Drop for Shared {
 
 struct State {
     seed: u64,
-    rng: StdRng,
+    /// Each channel's generator and how many messages it has carried.
+    channels: HashMap<Channel, (StdRng, u64)>,
     inboxes: HashMap<HostId, Arc<dyn Inbox>>,
     /// Ordered pairs (from, to) that cannot talk; a partition inserts both directions.
     cut: HashSet<(HostId, HostId)>,
@@ -88,22 +96,24 @@ struct State {
     /// In ordered mode, the latest delivery instant given per channel.
     last_due: HashMap<(HostId, HostId, Lane), Instant>,
     queue: BinaryHeap<Reverse<Pending>>,
-    next_seq: u64,
     stats: SimStats,
 }
 
+/// Messages from one node to another on one lane.
+type Channel = (HostId, HostId, Lane);
+
 struct Pending {
     due: Instant,
-    /// Send order: breaks ties between messages due at the same instant.
+    channel: Channel,
+    /// The message's place on its channel (a duplicate shares it, one higher): with the
+    /// channel, it breaks ties between messages due at the same instant.
     seq: u64,
-    from: HostId,
-    to: HostId,
     message: Message,
 }
 
 impl PartialEq for Pending {
     fn eq(&self, other: &Pending) -> bool {
-        (self.due, self.seq) == (other.due, other.seq)
+        (self.due, self.channel, self.seq) == (other.due, other.channel, other.seq)
     }
 }
 
@@ -117,7 +127,7 @@ impl PartialOrd for Pending {
 
 impl Ord for Pending {
     fn cmp(&self, other: &Pending) -> std::cmp::Ordering {
-        (self.due, self.seq).cmp(&(other.due, other.seq))
+        (self.due, self.channel, self.seq).cmp(&(other.due, other.channel, other.seq))
     }
 }
 
@@ -136,37 +146,57 @@ impl State {
             self.stats.dropped_partition += 1;
             return;
         }
-        if self.drop_probability > 0.0 && self.rng.random_bool(self.drop_probability) {
+        let channel = (from, to, lane);
+        let seed = self.seed;
+        let (rng, count) = self
+            .channels
+            .entry(channel)
+            .or_insert_with(|| (StdRng::seed_from_u64(channel_seed(seed, channel)), 0));
+        let seq = *count * 2;
+        *count += 1;
+        if self.drop_probability > 0.0 && rng.random_bool(self.drop_probability) {
             self.stats.dropped_random += 1;
             return;
         }
-        let duplicate = self.duplicate_probability > 0.0 && self.rng.random_bool(self.duplicate_probability);
+        let duplicate = self.duplicate_probability > 0.0 && rng.random_bool(self.duplicate_probability);
+        let delays = [
+            rng.random_range(self.delay_ms_min..=self.delay_ms_max),
+            rng.random_range(self.delay_ms_min..=self.delay_ms_max),
+        ];
         if duplicate {
             self.stats.duplicated += 1;
             let copy = message.clone();
-            self.schedule(from, to, lane, copy);
+            self.schedule(channel, seq + 1, delays[1], copy);
         }
-        self.schedule(from, to, lane, message);
+        self.schedule(channel, seq, delays[0], message);
     }
 
-    fn schedule(&mut self, from: HostId, to: HostId, lane: Lane, message: Message) {
-        let delay_ms = self.rng.random_range(self.delay_ms_min..=self.delay_ms_max);
+    fn schedule(&mut self, channel: Channel, seq: u64, delay_ms: u64, message: Message) {
         let mut due = Instant::now() + Duration::from_millis(delay_ms);
         if self.ordered {
-            let last = self.last_due.entry((from, to, lane)).or_insert(due);
+            let last = self.last_due.entry(channel).or_insert(due);
             due = due.max(*last);
             *last = due;
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
         self.queue.push(Reverse(Pending {
             due,
+            channel,
             seq,
-            from,
-            to,
             message,
         }));
     }
+}
+
+/// The seed of a channel's generator: the network's seed mixed with the channel (FNV-1a over
+/// its bytes, then SplitMix64's finaliser, so near channels get unrelated seeds).
+fn channel_seed(seed: u64, (from, to, lane): Channel) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+    for b in from.0.iter().chain(&to.0).chain(&[lane.tag()]) {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 impl SimNetwork {
@@ -176,7 +206,7 @@ impl SimNetwork {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 seed,
-                rng: StdRng::seed_from_u64(seed),
+                channels: HashMap::new(),
                 inboxes: HashMap::new(),
                 cut: HashSet::new(),
                 isolated: HashSet::new(),
@@ -187,7 +217,6 @@ impl SimNetwork {
                 ordered: false,
                 last_due: HashMap::new(),
                 queue: BinaryHeap::new(),
-                next_seq: 0,
                 stats: SimStats::default(),
             }),
             wake: Arc::new(Notify::new()),
@@ -319,12 +348,13 @@ async fn run_scheduler(network: Weak<Shared>, wake: Arc<Notify>) {
                     break;
                 };
                 // A partition that began while the message was on its way still cuts it.
-                match s.inboxes.get(&p.to).cloned() {
+                let (from, to, _) = p.channel;
+                match s.inboxes.get(&to).cloned() {
                     None => s.stats.dropped_unknown += 1,
-                    Some(_) if !s.reachable(p.from, p.to) => s.stats.dropped_partition += 1,
+                    Some(_) if !s.reachable(from, to) => s.stats.dropped_partition += 1,
                     Some(inbox) => {
                         s.stats.delivered += 1;
-                        due.push((inbox, p.from, p.message));
+                        due.push((inbox, from, p.message));
                     }
                 }
             }

@@ -43,7 +43,10 @@ impl LogFaults {
 }
 
 struct Shared {
-    rng: StdRng,
+    /// One generator per node: nodes that see a new state at the same instant may draw in
+    /// either order (tokio wakes a `watch` channel's waiters in an order it picks at random),
+    /// and what each node draws must not depend on it.
+    rngs: Vec<StdRng>,
     faults: LogFaults,
     /// Nodes that cannot reach the log (stopped or killed): they neither apply nor propose.
     cut: Vec<bool>,
@@ -64,7 +67,9 @@ impl SimLog {
         let initial = Arc::new(initial);
         Arc::new(SimLog {
             shared: Mutex::new(Shared {
-                rng: StdRng::seed_from_u64(seed),
+                rngs: (0..nodes as u64)
+                    .map(|n| StdRng::seed_from_u64(seed ^ (n + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+                    .collect(),
                 faults: LogFaults::NONE,
                 cut: vec![false; nodes],
             }),
@@ -119,7 +124,7 @@ impl SimLog {
         loop {
             let target = leader.borrow_and_update().clone();
             if self.views[node].borrow().epoch < target.epoch {
-                let lag = self.draw_lag();
+                let lag = self.draw_lag(node);
                 if !lag.is_zero() {
                     sleep(lag).await;
                 }
@@ -141,10 +146,14 @@ impl SimLog {
         }
     }
 
-    fn draw_lag(&self) -> Duration {
+    fn draw_lag(&self, node: usize) -> Duration {
         let mut s = self.shared();
         let max = s.faults.lag_ms_max;
-        Duration::from_millis(if max == 0 { 0 } else { s.rng.random_range(0..=max) })
+        Duration::from_millis(if max == 0 {
+            0
+        } else {
+            s.rngs[node].random_range(0..=max)
+        })
     }
 
     /// Appends `command` for node `node`: Raft's round trip, with its failures.
@@ -152,12 +161,13 @@ impl SimLog {
         let (refuse, lose, lag) = {
             let mut s = self.shared();
             let f = s.faults;
-            let refuse = s.rng.random_bool(f.refuse_probability);
-            let lose = s.rng.random_bool(f.lose_answer_probability);
+            let rng = &mut s.rngs[node];
+            let refuse = rng.random_bool(f.refuse_probability);
+            let lose = rng.random_bool(f.lose_answer_probability);
             let lag = if f.lag_ms_max == 0 {
                 0
             } else {
-                s.rng.random_range(0..=f.lag_ms_max / 2)
+                rng.random_range(0..=f.lag_ms_max / 2)
             };
             (refuse, lose, Duration::from_millis(lag))
         };
