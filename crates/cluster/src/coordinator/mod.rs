@@ -25,6 +25,7 @@ pub mod messaging;
 mod metrics;
 mod range;
 mod read;
+mod read_repair;
 pub mod service;
 pub mod topology;
 mod write;

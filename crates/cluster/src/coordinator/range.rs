@@ -5,15 +5,15 @@
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::merge::merge;
 use super::messaging::{Reply, Waiting};
 use super::metrics::add;
 use super::read::read_failure;
+use super::topology::Topology;
 use super::{Coordinator, CoordinatorError, ReadRequest, ReadResult};
 use crate::consistency::{block_for, ConsistencyLevel, Replication};
 use crate::message::{Message, ReadReply};
 use crate::node::HostId;
-use crate::replica::{read_local, RangeRead, RangeStart, ReadCommand, ReadResponse};
+use crate::replica::{read_local, Mutation, RangeRead, RangeStart, ReadCommand, ReadResponse};
 use crate::transport::Lane;
 
 impl Coordinator {
@@ -35,7 +35,8 @@ impl Coordinator {
         let mut pieces: Vec<(i64, Vec<HostId>)> = Vec::new();
         let mut plan = |end: i64, replicas: &[HostId]| -> Result<(), CoordinatorError> {
             self.check_live(&topology, replicas, cl, replication)?;
-            let candidates = self.candidates(&topology, replicas, cl);
+            let mut candidates = self.candidates(&topology, replicas, cl);
+            self.prefer_staying(&topology, replication, end, &mut candidates);
             let mut targets = self.contacts(&topology, &candidates, cl, replication, block_for);
             targets.sort_unstable();
             match pieces.last_mut() {
@@ -64,7 +65,9 @@ impl Coordinator {
                     end_token: end,
                     limit: range.limit - live,
                 };
-                let result = self.read_range_piece(cl, &targets, piece).await?;
+                let result = self
+                    .read_range_piece(&topology, replication, cl, &targets, piece)
+                    .await?;
                 live += result.rows.iter().filter(|r| r.row.is_live(now_s)).count();
                 let last = result.rows.last().map(|r| r.position());
                 out.rows.extend(result.rows);
@@ -88,6 +91,8 @@ impl Coordinator {
     /// Reads one piece of a token range from `targets`, the replicas the level needs.
     async fn read_range_piece(
         &self,
+        topology: &Topology,
+        replication: &Replication,
         cl: ConsistencyLevel,
         targets: &[HostId],
         piece: RangeRead,
@@ -156,14 +161,18 @@ impl Coordinator {
             }
         }
         let hosts: Vec<HostId> = responses.iter().map(|(h, _)| *h).collect();
-        let merged = merge(
+        let (merged, full) = self.merge_for_read(
+            topology,
+            replication,
             &command,
             responses.into_iter().map(|(_, r)| r).collect(),
-            self.clock.now_s(),
         );
-        if merged.repairs.iter().any(|r| !r.is_empty()) {
+        let repaired = merged.repairs.iter().any(|r| !r.is_empty());
+        let copies = self.pending_copies(topology, replication, cl, &hosts, repaired, full);
+        if repaired || !copies.is_empty() {
             add(&self.metrics.read_repairs, 1);
-            let repairs = hosts.into_iter().zip(merged.repairs).collect();
+            let mut repairs: Vec<(HostId, Vec<Mutation>)> = hosts.into_iter().zip(merged.repairs).collect();
+            repairs.extend(copies);
             let unacknowledged = self.repair(self.messaging.as_ref(), repairs, deadline).await;
             if unacknowledged > 0 {
                 add(&self.metrics.read_timeouts, 1);

@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::merge::merge;
 use super::messaging::{Reply, Waiting};
 use super::metrics::add;
 use super::topology::Topology;
@@ -16,7 +15,7 @@ use super::{check_read_level, Coordinator, CoordinatorError, ReadRequest, ReadRe
 use crate::consistency::{block_for, each_quorum_block_for, ConsistencyLevel, Replication};
 use crate::message::{digest, Message, ReadReply};
 use crate::node::HostId;
-use crate::replica::{read_local, ReadCommand, ReadResponse, ReplicaError};
+use crate::replica::{read_local, Mutation, ReadCommand, ReadResponse, ReplicaError};
 use crate::transport::Lane;
 
 impl Coordinator {
@@ -131,7 +130,8 @@ impl Coordinator {
             // One replica, and it is this node: nothing to compare.
             return read_here().await;
         }
-        let candidates = self.candidates(&topology, replicas, cl);
+        let mut candidates = self.candidates(&topology, replicas, cl);
+        self.prefer_staying(&topology, replication, p.token, &mut candidates);
         let targets = self.contacts(&topology, &candidates, cl, replication, block_for);
         if targets == [self.local] && request.speculative_retry != SpeculativeRetry::Always {
             // The level needs one answer and this node is a replica (a token-aware driver at
@@ -266,6 +266,18 @@ impl Coordinator {
         if digests.iter().all(|(_, d)| *d == data_digest) {
             // The same rows everywhere; but a replica that stopped at the limit may hold more
             // after them, even if the data replica has nothing more.
+            let read_from: Vec<HostId> = std::iter::once(data_from)
+                .chain(digests.iter().map(|(h, _)| *h))
+                .collect();
+            if self.read_gives_up(&topology, replication, p.token, &read_from) {
+                drop(waiting);
+                let (_, full) =
+                    self.merge_for_read(&topology, replication, &request.command, vec![data.clone()]);
+                let copies = self.pending_copies(&topology, replication, cl, &read_from, false, full);
+                if !self.copy_to_pending(copies, deadline).await {
+                    return Err(timeout(block_for.saturating_sub(1), true));
+                }
+            }
             let mut result = ReadResult::from(data);
             result.more |= digest_more;
             return Ok(result);
@@ -312,12 +324,16 @@ impl Coordinator {
             }
         }
         let hosts: Vec<HostId> = responses.iter().map(|(h, _)| *h).collect();
-        let merged = merge(
+        let (merged, full) = self.merge_for_read(
+            &topology,
+            replication,
             &request.command,
             responses.into_iter().map(|(_, r)| r).collect(),
-            self.clock.now_s(),
         );
-        let repairs = hosts.into_iter().zip(merged.repairs).collect();
+        let repaired = merged.repairs.iter().any(|r| !r.is_empty());
+        let copies = self.pending_copies(&topology, replication, cl, &hosts, repaired, full);
+        let mut repairs: Vec<(HostId, Vec<Mutation>)> = hosts.into_iter().zip(merged.repairs).collect();
+        repairs.extend(copies);
         drop(waiting);
         let unacknowledged = self.repair(self.messaging.as_ref(), repairs, deadline).await;
         if unacknowledged > 0 {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::messaging::{Messaging, Reply, Waiting};
+use super::messaging::{Reply, Waiting};
 use super::metrics::add;
 use super::topology::Topology;
 use super::{check_write_level, counts, Coordinator, CoordinatorError, WriteRequest, WriteType};
@@ -339,61 +339,6 @@ impl Coordinator {
             Some(h) => h.hint(host, mutations, now_us),
             None => false,
         }
-    }
-
-    /// Sends mutations to replicas that were behind (read repair) and waits until each has
-    /// acknowledged, or the deadline. Returns how many did not acknowledge.
-    pub(super) async fn repair(
-        &self,
-        messaging: Option<&Arc<Messaging>>,
-        repairs: Vec<(HostId, Vec<Mutation>)>,
-        deadline: Instant,
-    ) -> usize {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
-        let mut waiting = messaging.map(|m| Waiting::new(m.clone()));
-        let mut outstanding = 0usize;
-        let mut failed = 0usize;
-        for (host, mutations) in repairs {
-            if mutations.is_empty() {
-                continue;
-            }
-            add(&self.metrics.repaired_rows, mutations.len() as u64);
-            if host == self.local {
-                if let Err(e) = apply_local(&*self.replica, mutations).await {
-                    tracing::warn!("read repair on this node failed: {e}");
-                    failed += 1;
-                }
-                continue;
-            }
-            let sent = match (messaging, &mut waiting) {
-                (Some(m), Some(w)) => m
-                    .request(host, Lane::Requests, &tx, |id| Message::MutationRequest {
-                        id,
-                        mutations,
-                    })
-                    .map(|id| w.push(id))
-                    .is_some(),
-                _ => false,
-            };
-            if sent {
-                outstanding += 1;
-            } else {
-                failed += 1;
-            }
-        }
-        while outstanding > 0 {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some((_, Message::MutationResponse { result, .. }))) => {
-                    outstanding -= 1;
-                    if result.is_err() {
-                        failed += 1;
-                    }
-                }
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => return failed + outstanding,
-            }
-        }
-        failed
     }
 }
 
