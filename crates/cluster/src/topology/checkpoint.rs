@@ -1,8 +1,8 @@
 //! How far a node got receiving the ranges of one topology change, on disk, so that a
 //! receiver killed mid-stream resumes from its last chunk rather than from scratch.
 //!
-//! `<state dir>/change-<id>.json`, replaced whole (write, fsync, rename) at most once a second
-//! and at the end of each range, and only after the replica has made every chunk it counts
+//! `<state dir>/change-<id>.json`, replaced whole (write, fsync, rename) four times a second
+//! while chunks arrive and once when the receive ends, and only after the replica has made every chunk it counts
 //! durable (`Replica::sync`): a checkpoint never claims more than the device holds.
 //!
 //! ```json

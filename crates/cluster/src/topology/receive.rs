@@ -15,8 +15,10 @@ use crate::streaming::{fetch_range, FetchError, FetchRange, Inbound};
 
 /// Sources a receiver streams from at once (each one range at a time).
 const SOURCES_IN_PARALLEL_MAX: usize = 4;
-/// How often the checkpoint is written while chunks arrive.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the checkpoint is written while chunks arrive: what a resumed receive asks for
+/// again is at most this long of streaming (a second was a sixth of a 140 MB join at 34 MB/s,
+/// in bench/results/2026-12-01-topology).
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(250);
 /// Failed tries of one source before a range is asked of the next.
 const TRIES_PER_SOURCE: u32 = 3;
 /// The longest wait between two tries.
