@@ -101,6 +101,13 @@ fn main() -> ExitCode {
 fn run(config: Config) -> Result<(), String> {
     // First, so that a fault in the TLS files stops the node before it opens anything.
     let tls = connection::tls::Tls::load(&config.client_encryption)?;
+    // Before the engine and the cluster: a node whose CQL port is taken (another node, another
+    // cluster) stops here, before it has created a write buffer or gossiped with anyone, and
+    // says so, rather than joining a cluster it can then never serve.
+    let addr = config.cql_address();
+    let cql_listener = std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| format!("cannot listen for CQL on {addr}: {e} (is another node running there?)"))?;
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
         format!(
             "cannot create the data directory {}: {e}",
@@ -135,8 +142,26 @@ fn run(config: Config) -> Result<(), String> {
         .thread_name("hayate-service")
         .build()
         .map_err(|e| format!("cannot start the network runtime: {e}"))?;
-    let node = runtime.block_on(start(config, engine, local, roles))?;
-    let served = runtime.block_on(serve(node.clone(), tls));
+    let node = match runtime.block_on(start(config, engine.clone(), local, roles)) {
+        Ok(node) => node,
+        Err(e) => {
+            // A start that fails (a port taken, a join refused) leaves no write buffer behind
+            // in the RAM file system: the engine's last holder closes it once the tasks that
+            // held it are gone.
+            runtime.shutdown_timeout(Duration::from_secs(5));
+            match Arc::try_unwrap(engine) {
+                // Dropping the engine writes its open block and removes the buffer.
+                Ok(engine) => drop(engine),
+                Err(_) => tracing::warn!(
+                    "the storage engine is still in use after a failed start: its write buffer stays \
+                     for the next start to replay"
+                ),
+            }
+            return Err(e);
+        }
+    };
+    drop(engine);
+    let served = runtime.block_on(serve(node.clone(), cql_listener, tls));
     runtime.block_on(node.cluster.shutdown());
     runtime.shutdown_timeout(Duration::from_secs(5));
     served?;
@@ -314,12 +339,15 @@ fn close(node: Arc<Node>) -> Result<(), String> {
 }
 
 /// Accepts connections until SIGTERM or SIGINT.
-async fn serve(node: Arc<Node>, tls: Option<connection::tls::Tls>) -> Result<(), String> {
+async fn serve(
+    node: Arc<Node>,
+    listener: std::net::TcpListener,
+    tls: Option<connection::tls::Tls>,
+) -> Result<(), String> {
     use tokio::signal::unix::{signal, SignalKind};
     let addr = node.config.cql_address();
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen for CQL on {addr}: {e} (is another node running there?)"))?;
+    let listener =
+        TcpListener::from_std(listener).map_err(|e| format!("cannot listen for CQL on {addr}: {e}"))?;
     tracing::info!(
         "hayate {} listening for CQL clients on {} (data in {})",
         env!("CARGO_PKG_VERSION"),

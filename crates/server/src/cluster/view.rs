@@ -116,6 +116,9 @@ impl ClusterNode {
         json!({
             "cluster_name": cluster_name,
             "local": self.info.host_id.to_string(),
+            // With `local`, how `hayate local` tells the node it started from whatever else
+            // answers on the address.
+            "pid": std::process::id(),
             "nodes": nodes,
             "change": metadata.change.as_ref().map(|c| c.to_string()),
             "metadata": {

@@ -108,12 +108,22 @@ pub struct Cli {
     /// The internode port on the listen address (`[cluster] storage_port`).
     #[arg(long, value_name = "PORT")]
     pub storage_port: Option<u16>,
+    /// This node's data center, as NetworkTopologyStrategy counts replicas per data center
+    /// (`[cluster] data_center`; `datacenter1` by default).
     #[arg(long, value_name = "NAME")]
     pub data_center: Option<String>,
+    /// This node's rack within its data center: replicas of a range go to distinct racks where
+    /// there are enough (`[cluster] rack`; `rack1` by default).
     #[arg(long, value_name = "NAME")]
     pub rack: Option<String>,
+    /// How many tokens this node takes on the ring when it first joins (`[cluster] num_tokens`;
+    /// more tokens spread ranges more evenly; ignored after the first start).
     #[arg(long, value_name = "N")]
     pub num_tokens: Option<u32>,
+    /// The cluster this node belongs to (`cluster_name`): it refuses gossip, connections and
+    /// joins from nodes of any other name, so unrelated nodes never merge.
+    #[arg(long, value_name = "NAME")]
+    pub cluster_name: Option<String>,
     /// Start as the replacement of the dead node at this address: take its tokens and stream
     /// its data from the other replicas (`[cluster] replace_address`; first start only).
     #[arg(long, value_name = "IP")]
@@ -442,6 +452,9 @@ impl Config {
     }
 
     fn apply_flags(&mut self, cli: &Cli) {
+        if let Some(name) = &cli.cluster_name {
+            self.cluster_name = name.clone();
+        }
         if let Some(dir) = &cli.data_dir {
             self.data_dir = dir.clone();
         }

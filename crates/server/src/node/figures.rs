@@ -87,13 +87,16 @@ impl NodeFigures for Figures {
 
     fn status(&self) -> String {
         match (self.cluster.upgrade(), self.engine.upgrade()) {
-            (Some(cluster), Some(engine)) => cluster
-                .status(
+            (Some(cluster), Some(engine)) => {
+                let mut doc = cluster.status(
                     &self.cluster_name,
                     self.schema.current().version,
                     engine.stats().live_bytes,
-                )
-                .to_string(),
+                );
+                // False while the node joins: `hayate local` waits for true.
+                doc["serving"] = self.node().is_some().into();
+                doc.to_string()
+            }
             _ => "{\"nodes\": []}".to_owned(),
         }
     }

@@ -7,15 +7,34 @@ pub mod http;
 pub mod local;
 pub mod netstats;
 pub mod ops;
+pub mod ports;
 pub mod status;
 
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+
+/// `print!` for the tools: a reader that goes away (`hayate local start | head`) does not stop
+/// the command, which goes on with its work and its exit code, its output unread (`print!`
+/// panics on the closed pipe).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::tools::write_out(format_args!($($arg)*))
+    };
+}
+pub(crate) use say;
+
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe or a full disk: the output is lost, the command's work and exit code are not.
+    let _ = out.write_fmt(args).and_then(|()| out.flush());
+}
 
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum Tool {
     /// Runs a cluster of several nodes on this machine, one per loopback address
-    /// (127.0.0.1, 127.0.0.2, ...), each with its data, log and pid file under DIR/nodeK/.
+    /// (127.0.0.1, 127.0.0.2, ...), each with its data, log and pid file under DIR/nodeK/, and a
+    /// cluster name of its own (from DIR), so that it never merges with another cluster.
     Local {
         #[command(subcommand)]
         action: LocalAction,
@@ -73,11 +92,21 @@ pub enum Tool {
 
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum LocalAction {
-    /// Starts the nodes and returns once every node is up and the schema agrees.
+    /// Starts the nodes and returns once every node started is up (the very process started,
+    /// as the node itself reports) and agrees with the nodes that are up; a node that is not
+    /// running is reported, not waited for. A taken port is refused before anything starts,
+    /// naming the process that holds it. Exits non-zero, with the node's own last log lines,
+    /// when any node started is not up.
     Start {
-        /// How many nodes (the first start of DIR); nodes are 127.0.0.1 to 127.0.0.N.
+        /// How many nodes (the first start of DIR); nodes are 127.0.0.1 to 127.0.0.N, or on the
+        /// addresses of --address-prefix.
         #[arg(long)]
         nodes: Option<usize>,
+        /// The first three parts of the nodes' addresses, node K on PREFIX.K (the first start
+        /// of DIR; as ccm's -i): 127.0.1. runs a cluster beside a single node on 127.0.0.1, or
+        /// beside another local cluster.
+        #[arg(long, value_name = "PREFIX")]
+        address_prefix: Option<String>,
         /// Where the cluster's nodes keep their data, logs and pid files.
         #[arg(long)]
         dir: PathBuf,

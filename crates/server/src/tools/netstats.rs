@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::say;
 use super::status::human_bytes;
 
 const NETSTATS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -17,7 +18,7 @@ const BAR_WIDTH: usize = 30;
 pub fn run(addr: SocketAddr) -> Result<(), String> {
     let doc = fetch(addr)?;
     if !std::io::stdout().is_terminal() || !is_busy(&doc) {
-        print!("{}", render(&doc, false));
+        say!("{}", render(&doc, false));
         return Ok(());
     }
     let mut screen = Screen::default();

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::netstats::{self, Screen};
+use super::say;
 
 /// How long the node may take to start an operation (it proposes it to the metadata log).
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -24,7 +25,7 @@ type Verdict = Option<Result<String, String>>;
 
 pub fn decommission(addr: SocketAddr) -> Result<(), String> {
     let started = start(addr, "/decommission")?;
-    println!("{started}");
+    say!("{started}\n");
     let done = follow(addr, |doc| match doc {
         // The node stops once it has left the ring.
         None => Some(Ok("decommissioned: the node left the ring and stopped".to_owned())),
@@ -36,7 +37,7 @@ pub fn decommission(addr: SocketAddr) -> Result<(), String> {
         )),
         Some(_) => None,
     })?;
-    println!("{done}");
+    say!("{done}\n");
     Ok(())
 }
 
@@ -44,13 +45,13 @@ pub fn removenode(addr: SocketAddr, host_id: &str) -> Result<(), String> {
     if host_id == "status" {
         let doc = netstats::fetch(addr)?;
         match doc["change"]["kind"].as_str() {
-            Some("removenode") => print!("{}", netstats::render(&doc, false)),
-            _ => println!("RemovalStatus: No removals in process."),
+            Some("removenode") => say!("{}", netstats::render(&doc, false)),
+            _ => say!("RemovalStatus: No removals in process.\n"),
         }
         return Ok(());
     }
     let started = start(addr, &format!("/removenode?host={host_id}"))?;
-    println!("{started}");
+    say!("{started}\n");
     let done = follow(addr, |doc| match doc {
         None => Some(Err(
             "the node driving the removal stopped answering; run removenode again to resume".to_owned(),
@@ -60,14 +61,14 @@ pub fn removenode(addr: SocketAddr, host_id: &str) -> Result<(), String> {
         }
         Some(_) => None,
     })?;
-    println!("{done}");
+    say!("{done}\n");
     Ok(())
 }
 
 pub fn cleanup(addr: SocketAddr) -> Result<(), String> {
     match super::http::request(addr, "POST", "/cleanup", CLEANUP_TIMEOUT)? {
         (200, body) => {
-            println!("{}", body.trim());
+            say!("{}\n", body.trim());
             Ok(())
         }
         (_, body) => Err(body.trim().to_owned()),
@@ -97,7 +98,7 @@ pub fn follow(addr: SocketAddr, verdict: impl Fn(Option<&Value>) -> Verdict) -> 
             if terminal {
                 screen.draw(&netstats::render(doc, true));
             } else if last_plain.is_none_or(|t| t.elapsed() >= PLAIN_PROGRESS_INTERVAL) {
-                print!("{}", netstats::render(doc, false));
+                say!("{}", netstats::render(doc, false));
                 last_plain = Some(Instant::now());
             }
         }

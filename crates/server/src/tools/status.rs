@@ -13,13 +13,14 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use super::say;
 use serde_json::Value;
 
 const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(host: IpAddr, port: u16) -> Result<(), String> {
     let doc = fetch(SocketAddr::new(host, port))?;
-    print!("{}", render(&doc));
+    say!("{}", render(&doc));
     Ok(())
 }
 
