@@ -146,17 +146,11 @@ fn run(config: Config) -> Result<(), String> {
         Ok(node) => node,
         Err(e) => {
             // A start that fails (a port taken, a join refused) leaves no write buffer behind
-            // in the RAM file system: the engine's last holder closes it once the tasks that
-            // held it are gone.
+            // in the RAM file system.
             runtime.shutdown_timeout(Duration::from_secs(5));
-            match Arc::try_unwrap(engine) {
-                // Dropping the engine writes its open block and removes the buffer.
-                Ok(engine) => drop(engine),
-                Err(_) => tracing::warn!(
-                    "the storage engine is still in use after a failed start: its write buffer stays \
-                     for the next start to replay"
-                ),
-            }
+            // Parts of the cluster may still hold the engine (their threads end with the
+            // process): it is shut down here, which writes its open block and removes the buffer.
+            engine.shutdown();
             return Err(e);
         }
     };
@@ -287,6 +281,9 @@ async fn start(
     node.cluster
         .membership
         .set_schema_version(node.schema.current().version);
+    // At once, not at the first publish round: `hayate status` on another node shows this
+    // node's load from its first seconds rather than `?`.
+    node.cluster.membership.set_load(node.engine.stats().live_bytes);
     if !unfinished_batches.is_empty() {
         // Before clients connect: a reader after a restart sees all of each batch or none.
         let count = unfinished_batches.len();

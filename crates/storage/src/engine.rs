@@ -875,6 +875,13 @@ impl Engine {
         Ok(())
     }
 
+    /// Stops the background threads, writes the open block, syncs and removes the write buffer,
+    /// without an index snapshot: for a node that will not serve after all (its start failed)
+    /// while parts of it may still hold the engine. The engine must take no write after it.
+    pub fn shutdown(&self) {
+        self.shutdown_threads();
+    }
+
     fn shutdown_threads(&self) {
         let inner = &self.inner;
         if inner.stop.swap(true, Ordering::SeqCst) {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use chitchat::transport::UdpTransport;
 use chitchat::{
     spawn_chitchat, Chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig,
     ProtocolVersion,
@@ -103,7 +102,12 @@ fn run(
     runtime.block_on(async move {
         let address = config.local.storage_address();
         let initial = keys::initial_key_values(&config.local, config.status);
-        let handle = match spawn_chitchat(chitchat_config(&config), initial, &UdpTransport).await {
+        // Chitchat's UDP transport, which says so in the log when a node of another cluster name
+        // gossips with this one, or refuses its gossip.
+        let transport = super::named::NamedTransport {
+            cluster_name: config.cluster_name.clone(),
+        };
+        let handle = match spawn_chitchat(chitchat_config(&config), initial, &transport).await {
             Ok(handle) => handle,
             Err(source) => {
                 let _ = ready.send(Err(MembershipError::Bind {

@@ -54,6 +54,7 @@ mod error;
 mod gossip;
 mod keys;
 mod liveness;
+mod named;
 mod tracker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

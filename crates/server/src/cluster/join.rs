@@ -52,6 +52,11 @@ struct JoinRequest {
     /// Take the place of the dead member at this address, with its tokens.
     #[serde(default)]
     replace: Option<IpAddr>,
+    /// The joining node's `cluster_name`: a member of another name refuses it, as Cassandra
+    /// does. (The internode handshake refuses another name before a request is ever sent;
+    /// this keeps the join honest whatever carries it.) `None` from a node before this field.
+    #[serde(default)]
+    cluster_name: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -284,6 +289,7 @@ async fn request_join(
         info: node.info.clone(),
         num_tokens,
         replace,
+        cluster_name: Some(node.cluster_name.clone()),
     })
     .map_err(|e| e.to_string())?;
     let answer = rpc::call(&node.messaging, member, TAG_JOIN, &request, JOIN_REQUEST_TIMEOUT)
@@ -298,10 +304,17 @@ pub async fn handle_join(
     metadata: &Metadata,
     schema: &Arc<SchemaStore>,
     membership: &Membership,
+    cluster_name: &str,
     payload: &[u8],
 ) -> Vec<u8> {
     let answer = match serde_json::from_slice::<JoinRequest>(payload) {
-        Ok(request) => add(metadata, schema, membership, request).await,
+        Ok(request) => match other_cluster(&request, cluster_name) {
+            Some(reason) => {
+                tracing::warn!(node = %request.info.listen_address, "refusing a join: {reason}");
+                JoinAnswer::Refused { reason }
+            }
+            None => add(metadata, schema, membership, request).await,
+        },
         Err(e) => JoinAnswer::Refused {
             reason: format!(
                 "a join request this node cannot read (are the two nodes different releases?): {e}"
@@ -309,6 +322,18 @@ pub async fn handle_join(
         },
     };
     serde_json::to_vec(&answer).expect("an answer always serializes")
+}
+
+/// Why a join request from a node of another cluster name is refused; `None` for ours.
+fn other_cluster(request: &JoinRequest, ours: &str) -> Option<String> {
+    let theirs = request.cluster_name.as_deref()?;
+    (theirs != ours).then(|| {
+        format!(
+            "the node at {} is of cluster '{theirs}', this cluster is '{ours}': nodes of different cluster \
+             names never merge (check cluster_name and the seeds of both)",
+            request.info.listen_address
+        )
+    })
 }
 
 async fn add(
@@ -406,4 +431,40 @@ fn allocate(
         .max_by_key(|r| r.factor_in(dc))
         .unwrap_or(Replication::Simple { factor: 1 });
     allocate_tokens_for_replication(ring, &info.placement, num_tokens, &replication)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hayate_cluster::node::Placement;
+
+    fn request(cluster_name: Option<&str>) -> JoinRequest {
+        JoinRequest {
+            info: NodeInfo {
+                host_id: HostId([7; 16]),
+                placement: Placement {
+                    data_center: "datacenter1".to_owned(),
+                    rack: "rack1".to_owned(),
+                },
+                listen_address: "127.0.1.2".parse().expect("an address"),
+                storage_port: 7000,
+                cql_address: "127.0.1.2:9042".parse().expect("an address"),
+                release_version: "4.1.0".to_owned(),
+            },
+            num_tokens: 16,
+            replace: None,
+            cluster_name: cluster_name.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_join_from_another_cluster_name_is_refused_with_both_names() {
+        // Regression: two nodes of a local cluster joined a standalone node seeded at by
+        // mistake, which then could never run DDL again (1 of 3 voters).
+        let reason = other_cluster(&request(Some("local-c3")), "hayate").expect("refused");
+        assert!(reason.contains("'local-c3'") && reason.contains("'hayate'") && reason.contains("127.0.1.2"));
+        assert_eq!(other_cluster(&request(Some("hayate")), "hayate"), None);
+        // A node of a release before the field says nothing: the handshake checked its name.
+        assert_eq!(other_cluster(&request(None), "hayate"), None);
+    }
 }

@@ -30,6 +30,8 @@ use crate::schema::machine::SchemaMachine;
 /// The cluster pieces of one node.
 pub struct ClusterNode {
     pub info: NodeInfo,
+    /// `cluster_name`: a join request from a node of another name is refused.
+    pub cluster_name: String,
     pub messaging: Arc<Messaging>,
     pub transport: Arc<TcpTransport>,
     pub membership: Membership,
@@ -127,15 +129,17 @@ impl ClusterNode {
         let handler_metadata = metadata.clone();
         let handler_schema = schema.store().clone();
         let handler_membership = membership.clone();
+        let handler_cluster_name = config.cluster_name.clone();
         service.set_metadata_handler(Arc::new(move |from: HostId, payload: Vec<u8>| {
             let metadata = handler_metadata.clone();
             let schema = handler_schema.clone();
             let membership = handler_membership.clone();
+            let cluster_name = handler_cluster_name.clone();
             Box::pin(async move {
                 match payload.split_first() {
                     Some((&rpc::TAG_RAFT, rest)) => metadata.handle(from, rest).await,
                     Some((&rpc::TAG_JOIN, rest)) => {
-                        join::handle_join(&metadata, &schema, &membership, rest).await
+                        join::handle_join(&metadata, &schema, &membership, &cluster_name, rest).await
                     }
                     _ => Vec::new(),
                 }
@@ -143,6 +147,7 @@ impl ClusterNode {
         }));
         Ok(ClusterNode {
             info,
+            cluster_name: config.cluster_name.clone(),
             messaging,
             transport,
             membership,

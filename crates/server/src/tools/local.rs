@@ -535,7 +535,7 @@ fn bring_up(dir: &Path, cluster: &LocalCluster, started: &[Started], shown: usiz
         std::thread::sleep(POLL_INTERVAL);
     }
     let shown = if up.contains(&shown) { shown } else { up[0] };
-    let doc = super::status::fetch(cluster.metrics(shown))?;
+    let doc = super::status::fetch_fresh(cluster.metrics(shown))?;
     say!("{}", super::status::render(&doc));
     for k in members.iter().filter(|k| !up.contains(k)) {
         say!(

@@ -17,16 +17,56 @@ use super::say;
 use serde_json::Value;
 
 const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `hayate status` waits for each other node's own load: a node that is slow to
+/// answer keeps the load gossip gave.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn run(host: IpAddr, port: u16) -> Result<(), String> {
-    let doc = fetch(SocketAddr::new(host, port))?;
+    let doc = fetch_fresh(SocketAddr::new(host, port))?;
     say!("{}", render(&doc));
     Ok(())
 }
 
+/// A node's status document, with each node's load as that node reports it now.
+///
+/// A node publishes its load in gossip every two seconds, so one node's document shows the
+/// others' loads as of their last round (`0 B` or `?` right after the first writes). Asked
+/// directly (on the same port, at its address), each node that is up reports what it holds
+/// now; one that does not answer, or answers as another node, keeps gossip's figure.
+pub fn fetch_fresh(addr: SocketAddr) -> Result<Value, String> {
+    let mut doc = fetch(addr)?;
+    let local = doc["local"].clone();
+    for n in doc["nodes"].as_array_mut().into_iter().flatten() {
+        if n["state"] != "up" || n["host_id"] == local {
+            continue;
+        }
+        let Some(ip) = n["address"].as_str().and_then(|a| a.parse::<IpAddr>().ok()) else {
+            continue;
+        };
+        let Ok(theirs) = fetch_within(SocketAddr::new(ip, addr.port()), LOAD_TIMEOUT) else {
+            continue;
+        };
+        if theirs["local"] != n["host_id"] {
+            continue;
+        }
+        let own = theirs["nodes"]
+            .as_array()
+            .and_then(|list| list.iter().find(|m| m["host_id"] == n["host_id"]))
+            .map(|m| m["load_bytes"].clone());
+        if let Some(load) = own {
+            n["load_bytes"] = load;
+        }
+    }
+    Ok(doc)
+}
+
 /// A node's status document.
 pub fn fetch(addr: SocketAddr) -> Result<Value, String> {
-    let body = super::http::get(addr, "/status", STATUS_TIMEOUT).map_err(|e| {
+    fetch_within(addr, STATUS_TIMEOUT)
+}
+
+fn fetch_within(addr: SocketAddr, timeout: Duration) -> Result<Value, String> {
+    let body = super::http::get(addr, "/status", timeout).map_err(|e| {
         format!(
             "{e} (is a node running there, with its metrics endpoint on this port? see --host and --port)"
         )
