@@ -127,6 +127,10 @@ fn same_v4(a: IpAddr, b: IpAddr) -> bool {
 
 /// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6), as the kernel prints a socket's
 /// address: each 32-bit word of the address in the machine's byte order, the port in hex.
+#[expect(
+    clippy::host_endian_bytes,
+    reason = "the kernel prints each word of the address as a number in the machine's byte order"
+)]
 fn parse_local(field: &str) -> Option<(IpAddr, u16)> {
     let (ip_hex, port_hex) = field.split_once(':')?;
     let port = u16::from_str_radix(port_hex, 16).ok()?;
@@ -199,6 +203,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[expect(
+        clippy::host_endian_bytes,
+        reason = "the kernel's own byte order, as parse_local reads it"
+    )]
     fn the_kernels_socket_addresses_read_back() {
         let v4 = u32::from_ne_bytes([127, 0, 0, 2]);
         let field = format!("{v4:08X}:2352");
