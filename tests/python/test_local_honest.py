@@ -195,6 +195,16 @@ def test_restarting_node2_while_node3_is_down_reports_node3_and_succeeds(dirs):
     assert re.search(rf"node3 \({re.escape(prefix)}\.3\) is down", again.stdout), again.stdout
     assert re.search(rf"^UN\s+{re.escape(prefix)}\.2\s", again.stdout, re.M), again.stdout
     assert re.search(rf"^DN\s+{re.escape(prefix)}\.3\s", again.stdout, re.M), again.stdout
+    # A node that died on its own (its pid file outlived it) is not up: reported with its log,
+    # and the exit code says so.
+    node1 = pids(directory)[1]
+    os.kill(node1, signal.SIGKILL)
+    while alive(node1):
+        time.sleep(0.05)
+    crashed = run("local", "start", "--dir", str(directory), "--node", "2")
+    assert crashed.returncode != 0, crashed.stdout
+    assert f"node1 ({prefix}.1) is down: its process (pid {node1}) exited" in crashed.stderr, crashed.stderr
+    assert "already running" in crashed.stdout, crashed.stdout
     assert run("local", "stop", "--dir", str(directory)).returncode == 0
 
 

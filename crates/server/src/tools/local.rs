@@ -534,18 +534,39 @@ fn bring_up(dir: &Path, cluster: &LocalCluster, started: &[Started], shown: usiz
         }
         std::thread::sleep(POLL_INTERVAL);
     }
-    let shown = if up.contains(&shown) { shown } else { up[0] };
+    let shown = if up.contains(&shown) {
+        Some(shown)
+    } else {
+        up.first().copied()
+    };
+    let shown = shown.ok_or("no node of the cluster is running")?;
     let doc = super::status::fetch_fresh(cluster.metrics(shown))?;
     say!("{}", super::status::render(&doc));
-    for k in members.iter().filter(|k| !up.contains(k)) {
-        say!(
-            "node{k} ({}) is down (not running), as it was: not waited for; start it with \
-             `hayate local start --dir {} --node {k}`\n",
-            cluster.address(*k),
-            dir.display()
-        );
+    // A node stopped on purpose (`local stop`, decommission) has no pid file: it is reported and
+    // not waited for, as in a rolling restart. One whose pid file outlived its process died
+    // on its own: that is not up, and the exit code says so.
+    let mut crashed = Vec::new();
+    for &k in members.iter().filter(|k| !up.contains(k)) {
+        match recorded_pid(dir, k) {
+            None => say!(
+                "node{k} ({}) is down (stopped): not waited for; start it with \
+                 `hayate local start --dir {} --node {k}`\n",
+                cluster.address(k),
+                dir.display()
+            ),
+            Some(pid) => crashed.push(format!(
+                "node{k} ({}) is down: its process (pid {pid}) exited without `hayate local stop`; the \
+                 end of its log:\n{}",
+                cluster.address(k),
+                log_tail(dir, k)
+            )),
+        }
     }
-    Ok(())
+    if crashed.is_empty() {
+        Ok(())
+    } else {
+        Err(crashed.join("\n\n"))
+    }
 }
 
 /// What a starting node shows while it streams (a join or a replacement can take minutes).
@@ -666,7 +687,12 @@ fn agreement(dir: &Path, cluster: &LocalCluster, up: &[usize]) -> Result<(), Dis
         .collect();
     let mut versions = BTreeSet::new();
     for &k in up {
-        let pid = running_pid(dir, k).ok_or_else(|| Disagreement::Wrong(format!("node{k} stopped")))?;
+        let pid = running_pid(dir, k).ok_or_else(|| {
+            Disagreement::Wrong(format!(
+                "node{k} exited while the nodes were agreeing; the end of its log:\n{}",
+                log_tail(dir, k)
+            ))
+        })?;
         let doc = super::status::fetch(cluster.metrics(k)).map_err(Disagreement::Wait)?;
         identity(dir, k, pid, &doc).map_err(Disagreement::Wrong)?;
         if let Some(name) = &cluster.cluster_name {
@@ -751,12 +777,16 @@ fn stop(dir: &Path, only: Option<usize>) -> Result<(), String> {
 
 /// The pid of node K if its pid file names a live process.
 fn running_pid(dir: &Path, k: usize) -> Option<i32> {
-    let pid: i32 = fs::read_to_string(node_dir(dir, k).join("hayate.pid"))
+    recorded_pid(dir, k).filter(|&pid| alive(pid))
+}
+
+/// The pid in node K's pid file, alive or not (`stop` removes the file).
+fn recorded_pid(dir: &Path, k: usize) -> Option<i32> {
+    fs::read_to_string(node_dir(dir, k).join("hayate.pid"))
         .ok()?
         .trim()
         .parse()
-        .ok()?;
-    alive(pid).then_some(pid)
+        .ok()
 }
 
 fn alive(pid: i32) -> bool {
@@ -770,4 +800,81 @@ fn log_tail(dir: &Path, k: usize) -> String {
     let text = fs::read_to_string(node_dir(dir, k).join("node.log")).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_up_only_as_the_process_started_with_its_own_host_id() {
+        // Regression: `hayate local start` reported three healthy nodes when every one had died
+        // on `Address already in use`: whatever answered on 127.0.0.K passed for node K.
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let data = node_dir(dir.path(), 2).join("data");
+        fs::create_dir_all(&data).expect("created");
+        fs::write(
+            data.join("node.json"),
+            r#"{"host_id": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1], "generation": 3}"#,
+        )
+        .expect("written");
+        let ours = HostId([1; 16]).to_string();
+        let doc = |pid: i64, local: &str| serde_json::json!({"pid": pid, "local": local});
+        assert_eq!(identity(dir.path(), 2, 4242, &doc(4242, &ours)), Ok(()));
+        let impostor = identity(dir.path(), 2, 4242, &doc(777, &ours)).expect_err("another process");
+        assert!(
+            impostor.contains("pid 777") && impostor.contains("node2 (pid 4242)"),
+            "{impostor}"
+        );
+        let other = HostId([2; 16]).to_string();
+        let stranger = identity(dir.path(), 2, 4242, &doc(4242, &other)).expect_err("another data dir");
+        assert!(
+            stranger.contains(&other) && stranger.contains(&ours),
+            "{stranger}"
+        );
+        let silent = identity(dir.path(), 2, 4242, &serde_json::json!({"local": ours})).expect_err("no pid");
+        assert!(silent.contains("does not say its pid"), "{silent}");
+    }
+
+    #[test]
+    fn address_prefixes_are_loopback_and_three_parts() {
+        assert_eq!(parse_address_prefix("127.0.1."), Ok([127, 0, 1]));
+        assert_eq!(parse_address_prefix("127.5.6"), Ok([127, 5, 6]));
+        for bad in ["10.0.0.", "127.0.", "127.0.0.1.", "127.0.256.", "x"] {
+            assert!(parse_address_prefix(bad).is_err(), "{bad}");
+        }
+        let cluster = LocalCluster {
+            nodes: 3,
+            extra: Vec::new(),
+            decommissioned: Vec::new(),
+            data_centers: Vec::new(),
+            address_prefix: [127, 0, 1],
+            cluster_name: None,
+        };
+        assert_eq!(cluster.address(3).to_string(), "127.0.1.3");
+    }
+
+    #[test]
+    fn each_directory_names_its_own_cluster() {
+        let a = cluster_name_for(Path::new("/tmp/a/c3"));
+        let b = cluster_name_for(Path::new("/tmp/b/c3"));
+        assert!(
+            a.starts_with("local-c3-") && b.starts_with("local-c3-"),
+            "{a} {b}"
+        );
+        assert_ne!(a, b);
+        assert_eq!(a, cluster_name_for(Path::new("/tmp/a/c3")));
+        assert_eq!(
+            cluster_name_for(Path::new("/tmp/my cluster!")).split('-').nth(1),
+            Some("my_cluster_")
+        );
+    }
+
+    #[test]
+    fn a_cluster_file_from_before_names_and_prefixes_reads_with_the_old_defaults() {
+        let old: LocalCluster =
+            serde_json::from_str(r#"{"nodes": 3, "extra": []}"#).expect("an old cluster.json reads");
+        assert_eq!(old.address_prefix, [127, 0, 0]);
+        assert_eq!(old.cluster_name, None);
+    }
 }
