@@ -93,10 +93,10 @@ pub enum Tool {
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum LocalAction {
     /// Starts the nodes and returns once every node started is up (the very process started,
-    /// as the node itself reports) and agrees with the nodes that are up; a node that is not
-    /// running is reported, not waited for. A taken port is refused before anything starts,
+    /// as the node itself reports) and agrees with the nodes that are up; a node stopped on
+    /// purpose is reported, not waited for. A taken port is refused before anything starts,
     /// naming the process that holds it. Exits non-zero, with the node's own last log lines,
-    /// when any node started is not up.
+    /// when a node started is not up or a node died on its own.
     Start {
         /// How many nodes (the first start of DIR); nodes are 127.0.0.1 to 127.0.0.N, or on the
         /// addresses of --address-prefix.
