@@ -228,8 +228,14 @@ pub(super) async fn run_writer(shared: Arc<Shared>, peer: Arc<Peer>, lane: Lane)
                 // Once per outage at info; every retry after it only at debug, so a node that
                 // is down for an hour does not fill the log.
                 if failures_in_a_row == 1 {
-                    tracing::info!(peer = %peer.host, %address, %lane, error = %e,
-                        "cannot reach peer; retrying with backoff");
+                    if matches!(e, ConnectError::Handshake(_)) {
+                        // Another cluster name or release: a misconfiguration, not an outage.
+                        tracing::warn!(peer = %peer.host, %address, %lane, error = %e,
+                            "the peer refused this node's internode connection; retrying with backoff");
+                    } else {
+                        tracing::info!(peer = %peer.host, %address, %lane, error = %e,
+                            "cannot reach peer; retrying with backoff");
+                    }
                 } else {
                     tracing::debug!(peer = %peer.host, %address, %lane, error = %e, "reconnect failed");
                 }
