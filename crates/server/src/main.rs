@@ -103,10 +103,12 @@ fn run(config: Config) -> Result<(), String> {
     let tls = connection::tls::Tls::load(&config.client_encryption)?;
     // Before the engine and the cluster: a node whose CQL port is taken (another node, another
     // cluster) stops here, before it has created a write buffer or gossiped with anyone, and
-    // says so, rather than joining a cluster it can then never serve.
+    // says so, rather than joining a cluster it can then never serve. A check, not the bind:
+    // until the node serves, a connection to its CQL port is refused, which drivers and
+    // readiness checks take for "not yet" (a listener would accept and then say nothing for
+    // as long as a join streams).
     let addr = config.cql_address();
-    let cql_listener = std::net::TcpListener::bind(addr)
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+    std::net::TcpListener::bind(addr)
         .map_err(|e| format!("cannot listen for CQL on {addr}: {e} (is another node running there?)"))?;
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
         format!(
@@ -155,11 +157,14 @@ fn run(config: Config) -> Result<(), String> {
         }
     };
     drop(engine);
-    let served = runtime.block_on(serve(node.clone(), cql_listener, tls));
+    let served = runtime.block_on(serve(node.clone(), tls));
     runtime.block_on(node.cluster.shutdown());
     runtime.shutdown_timeout(Duration::from_secs(5));
+    // Closed whether or not it served (its CQL port taken since the check): the engine writes
+    // its open block and removes its write buffer either way.
+    let closed = close(node);
     served?;
-    close(node)
+    closed
 }
 
 /// Joins the cluster and builds the node.
@@ -336,15 +341,12 @@ fn close(node: Arc<Node>) -> Result<(), String> {
 }
 
 /// Accepts connections until SIGTERM or SIGINT.
-async fn serve(
-    node: Arc<Node>,
-    listener: std::net::TcpListener,
-    tls: Option<connection::tls::Tls>,
-) -> Result<(), String> {
+async fn serve(node: Arc<Node>, tls: Option<connection::tls::Tls>) -> Result<(), String> {
     use tokio::signal::unix::{signal, SignalKind};
     let addr = node.config.cql_address();
-    let listener =
-        TcpListener::from_std(listener).map_err(|e| format!("cannot listen for CQL on {addr}: {e}"))?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen for CQL on {addr}: {e} (is another node running there?)"))?;
     tracing::info!(
         "hayate {} listening for CQL clients on {} (data in {})",
         env!("CARGO_PKG_VERSION"),
