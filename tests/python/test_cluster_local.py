@@ -92,15 +92,21 @@ def test_local_start_status_stop(local_dir):
     assert sorted(r[1] for r in rows) == HOSTS, f"hayate status printed:\n{status.stdout}"
 
     # A driver through the first node finds the three.
+    from cassandra import ConsistencyLevel
     from cassandra.cluster import Cluster
+    from cassandra.query import SimpleStatement
     cluster = Cluster(["127.0.0.1"], port=9042, protocol_version=4, connect_timeout=5)
     try:
         session = cluster.connect()
         assert sorted(h.address for h in cluster.metadata.all_hosts()) == HOSTS
         session.execute("CREATE KEYSPACE lc WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
         session.execute("CREATE TABLE lc.t (k int PRIMARY KEY, v int)")
-        session.execute("INSERT INTO lc.t (k, v) VALUES (1, 1)")
-        assert session.execute("SELECT v FROM lc.t WHERE k = 1").one().v == 1
+        # At QUORUM: at the driver's default (LOCAL_ONE) the read may reach a replica the write
+        # has not reached yet, which is eventual consistency, not a fault.
+        quorum = ConsistencyLevel.QUORUM
+        session.execute(SimpleStatement("INSERT INTO lc.t (k, v) VALUES (1, 1)", consistency_level=quorum))
+        row = session.execute(SimpleStatement("SELECT v FROM lc.t WHERE k = 1", consistency_level=quorum)).one()
+        assert row is not None and row.v == 1, row
     finally:
         cluster.shutdown()
 
