@@ -16,6 +16,35 @@
 //!
 //! This crate knows nothing of CQL or the network: keys and values are bytes, columns are
 //! numbers, and the API is synchronous (callers keep device I/O off their network threads).
+//!
+//! # Crate map
+//!
+//! Each module, and the modules of this crate it uses. Read from the bottom up: every module
+//! leans only on modules below it, except the circle marked at the top.
+//!
+//! ```text
+//! engine           Engine (the public API), Inner (one namespace's state) and the read and
+//!                  write paths: -> everything below, and defrag, expiry, recovery, snapshot
+//! ┌ defrag          moves live records out of emptying blocks   -> engine (Inner), recovery
+//! │ expiry          drops expired rows and old tombstones       -> engine (Inner)
+//! │ snapshot        saves and loads the RAM index               -> engine (Inner), recovery
+//! │ recovery        rebuilds the index at open                  -> engine (ChunkOwners), snapshot
+//! │ writer          the open write block, sealing, flushing     -> write_buffer, cache, blocks
+//! │ write_buffer    blocks not yet on the device, in a RAM file -> recovery (read_header)
+//! └ config          a namespace's settings                      -> write_buffer (SLOTS_MAX)
+//!   (the eight modules above make one import circle through engine and recovery)
+//! stream           export and import of a token range          -> engine (Inner), writer, format
+//! read_ahead       device reads started ahead                  -> device, index, stats
+//! deltas           updates written without reading the row    -> format, index, row
+//! blocks           the block table and the device set          -> device, index
+//! cache            the post-write cache                        -> device
+//! error            the error of each operation                 -> format
+//! format           blocks, records, chunks, stream chunks      -> range_tombstones, row, token
+//! range_tombstones a partition's range tombstones              -> row
+//! index            the RAM index                               -> (nothing)
+//! device           files, memory, aligned buffers, io_uring    -> (nothing)
+//! row, token, clock, files, stats, token_vectors               -> (nothing)
+//! ```
 
 pub mod blocks;
 pub mod cache;
