@@ -9,7 +9,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::device::Device;
+use crate::device::{AlignedBuf, Device, IO_ALIGN_BYTES};
+use crate::format::block::{BlockHeader, HeaderError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -253,5 +254,41 @@ impl BlockTable {
 
     pub fn total_live_bytes(&self) -> u64 {
         (0..self.len()).map(|b| self.live_bytes(b)).sum()
+    }
+}
+
+/// Reads block `b`'s header; `None` if it is unreadable, damaged or was never used. A free
+/// block's header comes back with `free` set.
+pub(crate) fn read_header(devices: &DeviceSet, b: u32) -> Option<BlockHeader> {
+    let (device, offset) = devices.locate(b);
+    let mut buf = AlignedBuf::zeroed(IO_ALIGN_BYTES);
+    if let Err(e) = device.read_at(&mut buf, offset) {
+        tracing::error!(
+            "block {b} on {} at offset {offset}: header unreadable ({e}); the block is skipped",
+            device.name()
+        );
+        return None;
+    }
+    match BlockHeader::decode(&buf) {
+        Ok(h) if h.block_index == b && h.block_size_bytes == devices.block_size_bytes() => Some(h),
+        Ok(h) => {
+            tracing::warn!(
+                "block {b} on {} at offset {offset}: header belongs to block {} of {} bytes; \
+                 the block is skipped (were device files reordered or resized?)",
+                device.name(),
+                h.block_index,
+                h.block_size_bytes
+            );
+            None
+        }
+        Err(HeaderError::Free) => None,
+        Err(e) => {
+            tracing::warn!(
+                "block {b} on {} at offset {offset}: damaged header ({e:?}); the block is skipped \
+                 and its records are lost on this node (repair restores them from replicas)",
+                device.name()
+            );
+            None
+        }
     }
 }

@@ -11,8 +11,8 @@ use crate::blocks::{BlockState, Claim};
 use crate::device::{read_in_pieces, AlignedBuf};
 use crate::engine::{decode_found, Inner};
 use crate::error::WriteError;
+use crate::format::block::{walk_block, WalkEnd};
 use crate::index::{IndexKey, Location};
-use crate::recovery::{walk_block, WalkEnd};
 use crate::token::clustering_prefix;
 
 /// Blocks looked at per pass; the next pass takes the next emptiest.

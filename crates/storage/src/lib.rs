@@ -25,21 +25,22 @@
 //! ```text
 //! engine           Engine (the public API), Inner (one namespace's state) and the read and
 //!                  write paths: -> everything below, and defrag, expiry, recovery, snapshot
-//! ┌ defrag          moves live records out of emptying blocks   -> engine (Inner), recovery
+//! ┌ defrag          moves live records out of emptying blocks   -> engine (Inner)
 //! │ expiry          drops expired rows and old tombstones       -> engine (Inner)
 //! │ snapshot        saves and loads the RAM index               -> engine (Inner), recovery
-//! │ recovery        rebuilds the index at open                  -> engine (ChunkOwners), snapshot
-//! │ writer          the open write block, sealing, flushing     -> write_buffer, cache, blocks
-//! │ write_buffer    blocks not yet on the device, in a RAM file -> recovery (read_header)
-//! └ config          a namespace's settings                      -> write_buffer (SLOTS_MAX)
-//!   (the eight modules above make one import circle through engine and recovery)
+//! └ recovery        rebuilds the index at open                  -> engine (ChunkOwners), snapshot
+//!   (the five modules above make one import circle through engine)
+//! writer           the open write block, sealing, flushing     -> write_buffer, cache, blocks
+//! write_buffer     blocks not yet on the device, in a RAM file -> blocks
+//! config           a namespace's settings                      -> write_buffer (SLOTS_MAX)
 //! stream           export and import of a token range          -> engine (Inner), writer, format
 //! read_ahead       device reads started ahead                  -> device, index, stats
 //! deltas           updates written without reading the row    -> format, index, row
-//! blocks           the block table and the device set          -> device, index
+//! blocks           the block table and the device set          -> device, format, index
 //! cache            the post-write cache                        -> device
 //! error            the error of each operation                 -> format
-//! format           blocks, records, chunks, stream chunks      -> range_tombstones, row, token
+//! format           blocks (and their walk), records, chunks,   -> range_tombstones, row, token
+//!                  stream chunks
 //! range_tombstones a partition's range tombstones              -> row
 //! index            the RAM index                               -> (nothing)
 //! device           files, memory, aligned buffers, io_uring    -> (nothing)

@@ -11,16 +11,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::blocks::{BlockState, BlockTable, DeviceSet};
+use crate::blocks::{read_header, BlockState, BlockTable, DeviceSet};
 use crate::cache::PostWriteCache;
 use crate::config::NamespaceConfig;
 use crate::deltas::{Delta, Deltas};
-use crate::device::{AlignedBuf, IO_ALIGN_BYTES};
+use crate::device::AlignedBuf;
 use crate::engine::ChunkOwners;
-use crate::format::block::{BlockHeader, HeaderError, BLOCK_HEADER_BYTES};
+use crate::format::block::{walk_block, WalkEnd};
 use crate::format::chunks::ChunkList;
-use crate::format::record::{decode_record, RecordView, RECORD_ALIGN_BYTES};
-use crate::format::DecodeError;
+use crate::format::record::{decode_record, RecordView};
 use crate::index::{
     Entry, IndexKey, Location, Offer, TableIndex, FLAG_DELTA, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER,
     FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
@@ -34,34 +33,6 @@ pub(crate) struct Recovered {
 }
 
 type Tables = RwLock<HashMap<u32, Arc<TableIndex>>>;
-
-/// How the walk of a block's records ended.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum WalkEnd {
-    /// At zeros (the terminator the writer always leaves) or the end of the block.
-    Clean,
-    /// At bytes that are not a valid record of this block.
-    Damaged { offset: usize, detail: DecodeError },
-}
-
-/// Calls `f(offset, record)` for each valid record of a block, in order.
-pub(crate) fn walk_block(buf: &[u8], sequence: u64, mut f: impl FnMut(usize, &RecordView<'_>)) -> WalkEnd {
-    let mut offset = BLOCK_HEADER_BYTES;
-    while offset + RECORD_ALIGN_BYTES <= buf.len() {
-        let rest = &buf[offset..];
-        if rest[..RECORD_ALIGN_BYTES].iter().all(|&b| b == 0) {
-            return WalkEnd::Clean;
-        }
-        match decode_record(rest, sequence) {
-            Ok(view) => {
-                f(offset, &view);
-                offset += view.record_bytes;
-            }
-            Err(detail) => return WalkEnd::Damaged { offset, detail },
-        }
-    }
-    WalkEnd::Clean
-}
 
 pub(crate) fn entry_for(view: &RecordView<'_>, location: Location) -> Entry {
     Entry {
@@ -85,42 +56,6 @@ pub(crate) fn entry_for(view: &RecordView<'_>, location: Location) -> Entry {
                 0
             }
             | if view.meta.chunked { FLAG_CHUNKED } else { 0 },
-    }
-}
-
-/// Reads block `b`'s header; `None` if it is unreadable, damaged or was never used. A free
-/// block's header comes back with `free` set.
-pub(crate) fn read_header(devices: &DeviceSet, b: u32) -> Option<BlockHeader> {
-    let (device, offset) = devices.locate(b);
-    let mut buf = AlignedBuf::zeroed(IO_ALIGN_BYTES);
-    if let Err(e) = device.read_at(&mut buf, offset) {
-        tracing::error!(
-            "block {b} on {} at offset {offset}: header unreadable ({e}); the block is skipped",
-            device.name()
-        );
-        return None;
-    }
-    match BlockHeader::decode(&buf) {
-        Ok(h) if h.block_index == b && h.block_size_bytes == devices.block_size_bytes() => Some(h),
-        Ok(h) => {
-            tracing::warn!(
-                "block {b} on {} at offset {offset}: header belongs to block {} of {} bytes; \
-                 the block is skipped (were device files reordered or resized?)",
-                device.name(),
-                h.block_index,
-                h.block_size_bytes
-            );
-            None
-        }
-        Err(HeaderError::Free) => None,
-        Err(e) => {
-            tracing::warn!(
-                "block {b} on {} at offset {offset}: damaged header ({e:?}); the block is skipped \
-                 and its records are lost on this node (repair restores them from replicas)",
-                device.name()
-            );
-            None
-        }
     }
 }
 

@@ -26,11 +26,11 @@ use crate::files::{sync_dir, tmp_path};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use crate::blocks::{BlockState, BlockTable, DeviceSet};
+use crate::blocks::{read_header, BlockState, BlockTable, DeviceSet};
 use crate::deltas::{Delta, Deltas};
 use crate::engine::Inner;
 use crate::index::{Entry, IndexKey, Location, TableIndex, PARTITIONS};
-use crate::recovery::{read_header, Recovered};
+use crate::recovery::Recovered;
 
 const MAGIC: [u8; 4] = *b"HYIX";
 /// Version 2 added the deltas (`deltas.rs`); a version 1 file, which has none, still loads.

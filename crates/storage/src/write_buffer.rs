@@ -135,7 +135,7 @@ pub fn replay(path: &Path, device: &Path, devices: &DeviceSet) -> Result<Replaye
         }
         // A later use of the block on the device (or its free header, which keeps the
         // sequence) means this copy was written and then replaced: never bring it back.
-        let on_device = crate::recovery::read_header(devices, block);
+        let on_device = crate::blocks::read_header(devices, block);
         if on_device.is_some_and(|h| h.sequence > sequence || (h.sequence == sequence && h.free)) {
             replayed.skipped += 1;
             continue;

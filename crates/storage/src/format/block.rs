@@ -23,7 +23,8 @@
 //! Flag bit 1 (chunk) marks a block that holds one piece of a row larger than a block
 //! ([`super::chunks`]) from byte 64 on, instead of records.
 
-use super::{read_u16, read_u32, read_u64};
+use super::record::{decode_record, RecordView, RECORD_ALIGN_BYTES};
+use super::{read_u16, read_u32, read_u64, DecodeError};
 
 pub const BLOCK_MAGIC: [u8; 4] = *b"HYWB";
 pub const BLOCK_VERSION: u16 = 1;
@@ -101,6 +102,35 @@ impl BlockHeader {
             chunk: read_u16(b, OFFSET_FLAGS) & FLAG_CHUNK != 0,
         })
     }
+}
+
+/// How the walk of a block's records ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum WalkEnd {
+    /// At zeros (the terminator the writer always leaves) or the end of the block.
+    Clean,
+    /// At bytes that are not a valid record of this block.
+    Damaged { offset: usize, detail: DecodeError },
+}
+
+/// Calls `f(offset, record)` for each valid record of a block, in order (cold start and
+/// defragmentation walk blocks with it).
+pub(crate) fn walk_block(buf: &[u8], sequence: u64, mut f: impl FnMut(usize, &RecordView<'_>)) -> WalkEnd {
+    let mut offset = BLOCK_HEADER_BYTES;
+    while offset + RECORD_ALIGN_BYTES <= buf.len() {
+        let rest = &buf[offset..];
+        if rest[..RECORD_ALIGN_BYTES].iter().all(|&b| b == 0) {
+            return WalkEnd::Clean;
+        }
+        match decode_record(rest, sequence) {
+            Ok(view) => {
+                f(offset, &view);
+                offset += view.record_bytes;
+            }
+            Err(detail) => return WalkEnd::Damaged { offset, detail },
+        }
+    }
+    WalkEnd::Clean
 }
 
 #[cfg(test)]
