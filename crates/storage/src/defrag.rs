@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use crate::blocks::{BlockState, Claim};
 use crate::device::{read_in_pieces, AlignedBuf};
-use crate::engine::{decode_found, Inner};
 use crate::error::WriteError;
 use crate::format::block::{walk_block, WalkEnd};
 use crate::index::{IndexKey, Location};
+use crate::namespace::{decode_found, Namespace};
 use crate::token::clustering_prefix;
 
 /// Blocks looked at per pass; the next pass takes the next emptiest.
@@ -20,7 +20,7 @@ const BLOCKS_PER_PASS_MAX: usize = 256;
 /// How often the defragmenter looks for work when it found none.
 const IDLE_PERIOD: Duration = Duration::from_millis(200);
 
-pub(crate) fn spawn(inner: Arc<Inner>) -> JoinHandle<()> {
+pub(crate) fn spawn(inner: Arc<Namespace>) -> JoinHandle<()> {
     thread::Builder::new()
         .name("hayate-defrag".into())
         .spawn(move || loop {
@@ -33,24 +33,24 @@ pub(crate) fn spawn(inner: Arc<Inner>) -> JoinHandle<()> {
 }
 
 /// Defragments the emptiest blocks below the low-water mark; returns how many were freed.
-pub(crate) fn pass(inner: &Inner) -> usize {
-    let block_size = u64::from(inner.config.block_size_bytes);
-    let lwm_bytes = block_size * u64::from(inner.config.defrag_lwm_pct) / 100;
+pub(crate) fn pass(inner: &Namespace) -> usize {
+    let block_size = u64::from(inner.config().block_size_bytes);
+    let lwm_bytes = block_size * u64::from(inner.config().defrag_lwm_pct) / 100;
     let mut freed = 0;
-    for b in inner.blocks.defrag_candidates(lwm_bytes, BLOCKS_PER_PASS_MAX) {
-        if inner.stop.load(std::sync::atomic::Ordering::Relaxed) {
+    for b in inner.blocks().defrag_candidates(lwm_bytes, BLOCKS_PER_PASS_MAX) {
+        if inner.is_stopping() {
             break;
         }
         if !inner
-            .blocks
+            .blocks()
             .transition(b, BlockState::Sealed, BlockState::Defragging)
         {
             continue;
         }
         match defrag_block(inner, b) {
             Ok(true) => {
-                inner.writer.free_when_durable(b);
-                inner.stats.add_defrag_block();
+                inner.writer().free_when_durable(b);
+                inner.stats().add_defrag_block();
                 freed += 1;
             }
             // Left in the Defragging state, so it is neither retried nor freed; logged below.
@@ -59,28 +59,28 @@ pub(crate) fn pass(inner: &Inner) -> usize {
                 if !matches!(e, WriteError::DeviceFull { .. }) {
                     tracing::warn!("defragmenting block {b}: {e}; will retry");
                 }
-                inner.blocks.set_state(b, BlockState::Sealed);
+                inner.blocks().set_state(b, BlockState::Sealed);
                 break;
             }
         }
-        if inner.config.defrag_sleep_us > 0 {
-            thread::sleep(Duration::from_micros(inner.config.defrag_sleep_us));
+        if inner.config().defrag_sleep_us > 0 {
+            thread::sleep(Duration::from_micros(inner.config().defrag_sleep_us));
         }
     }
     freed
 }
 
 /// Moves every live record out of block `b`. Ok(false) if some live data could not be reached.
-fn defrag_block(inner: &Inner, b: u32) -> Result<bool, WriteError> {
-    let sequence = inner.blocks.sequence(b);
-    if let Some(cached) = inner.cache.get(b, sequence) {
+fn defrag_block(inner: &Namespace, b: u32) -> Result<bool, WriteError> {
+    let sequence = inner.blocks().sequence(b);
+    if let Some(cached) = inner.cache().get(b, sequence) {
         return move_live_records(inner, b, sequence, &cached);
     }
-    let (device, offset) = inner.devices.locate(b);
+    let (device, offset) = inner.devices().locate(b);
     // Read whole, so none of a spare's old bytes are left.
-    let len = inner.config.block_size_bytes as usize;
+    let len = inner.config().block_size_bytes as usize;
     let mut read = inner
-        .cache
+        .cache()
         .take_spare(len)
         .unwrap_or_else(|| AlignedBuf::zeroed(len));
     read_in_pieces(device, &mut read, offset).map_err(|source| WriteError::Io {
@@ -88,12 +88,12 @@ fn defrag_block(inner: &Inner, b: u32) -> Result<bool, WriteError> {
         source,
     })?;
     let moved = move_live_records(inner, b, sequence, &read);
-    inner.cache.give_spare(read);
+    inner.cache().give_spare(read);
     moved
 }
 
 /// Moves every live record out of block `b`, whose bytes at `sequence` are `buf`.
-fn move_live_records(inner: &Inner, b: u32, sequence: u64, buf: &[u8]) -> Result<bool, WriteError> {
+fn move_live_records(inner: &Namespace, b: u32, sequence: u64, buf: &[u8]) -> Result<bool, WriteError> {
     let mut failure = None;
     let end = walk_block(buf, sequence, |offset, view| {
         if failure.is_some() {
@@ -113,9 +113,9 @@ fn move_live_records(inner: &Inner, b: u32, sequence: u64, buf: &[u8]) -> Result
         let record = &buf[offset..offset + view.record_bytes];
         if view.meta.delta {
             // Live only as the row's current delta: moved as it is.
-            if inner.deltas.location(table, &key) == Some(here) {
+            if inner.deltas().location(table, &key) == Some(here) {
                 failure = move_record(inner, b, here, record, |moved| {
-                    inner.deltas.relocate(table, &key, here, moved)
+                    inner.deltas().relocate(table, &key, here, moved)
                 })
                 .err();
             }
@@ -132,7 +132,7 @@ fn move_live_records(inner: &Inner, b: u32, sequence: u64, buf: &[u8]) -> Result
                 .and_then(|found| inner.fold_in_defrag(table, &index, &e, found));
             match folded {
                 Ok(true) => {
-                    inner.stats.add_defrag_bytes(u64::from(here.len()));
+                    inner.stats().add_defrag_bytes(u64::from(here.len()));
                     return;
                 }
                 Ok(false) => {}
@@ -143,7 +143,7 @@ fn move_live_records(inner: &Inner, b: u32, sequence: u64, buf: &[u8]) -> Result
         failure = move_record(inner, b, here, record, |moved| {
             let moved_it = index.relocate(&key, here, moved);
             if moved_it && e.has_delta() {
-                inner.deltas.rebase(table, &key, here, moved);
+                inner.deltas().rebase(table, &key, here, moved);
             }
             moved_it
         })
@@ -152,9 +152,9 @@ fn move_live_records(inner: &Inner, b: u32, sequence: u64, buf: &[u8]) -> Result
     if let Some(e) = failure {
         return Err(e);
     }
-    let left = inner.blocks.live_bytes(b);
+    let left = inner.blocks().live_bytes(b);
     if left > 0 {
-        let (device, offset) = inner.devices.locate(b);
+        let (device, offset) = inner.devices().locate(b);
         let why = match end {
             WalkEnd::Damaged { offset: at, detail } => {
                 format!("a record at block offset {at} does not verify ({detail})")
@@ -174,18 +174,18 @@ fn move_live_records(inner: &Inner, b: u32, sequence: u64, buf: &[u8]) -> Result
 /// Copies a live record out of block `b` to the open block; `relocate` points its owner at the
 /// copy, or says the record died meanwhile (then the copy is dead instead).
 fn move_record(
-    inner: &Inner,
+    inner: &Namespace,
     b: u32,
     here: Location,
     record: &[u8],
     relocate: impl FnOnce(Location) -> bool,
 ) -> Result<(), WriteError> {
-    let (moved, _) = inner.writer.append(record, Claim::Defrag)?;
+    let (moved, _) = inner.writer().append(record, Claim::Defrag)?;
     if relocate(moved) {
-        inner.blocks.sub_live(b, here.len());
+        inner.blocks().sub_live(b, here.len());
     } else {
-        inner.blocks.sub_live(moved.block(), moved.len());
+        inner.blocks().sub_live(moved.block(), moved.len());
     }
-    inner.stats.add_defrag_bytes(u64::from(here.len()));
+    inner.stats().add_defrag_bytes(u64::from(here.len()));
     Ok(())
 }

@@ -13,22 +13,22 @@
 //! deletion, which the row merge purges at once together with the data it shadowed. Only then
 //! is the tombstones record dropped, so no shadowed row outlives the tombstone that hid it.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use std::ops::Bound;
 
-use crate::engine::{Inner, RowKey, TableId};
 use crate::index::{Entry, IndexKey, TableIndex, FLAG_TOMBSTONE, PARTITIONS};
+use crate::keys::{RowKey, TableId};
+use crate::namespace::Namespace;
 use crate::row::Row;
 
-pub(crate) fn spawn(inner: Arc<Inner>) -> JoinHandle<()> {
+pub(crate) fn spawn(inner: Arc<Namespace>) -> JoinHandle<()> {
     thread::Builder::new()
         .name("hayate-expiry".into())
         .spawn(move || loop {
-            if inner.sleep(Duration::from_millis(inner.config.expiry_period_ms.max(10))) {
+            if inner.sleep(Duration::from_millis(inner.config().expiry_period_ms.max(10))) {
                 return;
             }
             pass(&inner);
@@ -46,16 +46,16 @@ enum Action {
 }
 
 /// One pass over every table; returns the entries removed.
-pub(crate) fn pass(inner: &Inner) -> usize {
-    let now_s = inner.clock.now_s();
-    let oldest_in_use = inner.blocks.oldest_sequence_in_use();
+pub(crate) fn pass(inner: &Namespace) -> usize {
+    let now_s = inner.now_s();
+    let oldest_in_use = inner.blocks().oldest_sequence_in_use();
     let decide = |e: &Entry, grace_s: u32| {
         // Bug fixed here: this compared with `>`, which can never hold, since the entry's own
         // block is in use; an overwritten row's tombstone (every delete of an existing row) was
         // never dropped, nor its space reclaimed. Older versions of the row sit in older blocks
         // or earlier in the entry's own block, which a cold start reads together with the entry's
         // record, so the newest still wins there; once no older block is in use, none can return.
-        let older_gone = !e.has_older() || oldest_in_use >= inner.blocks.sequence(e.location.block());
+        let older_gone = !e.has_older() || oldest_in_use >= inner.blocks().sequence(e.location.block());
         if e.is_tombstone() {
             if now_s >= e.expiry_s.saturating_add(grace_s) && older_gone {
                 Action::Remove
@@ -73,19 +73,13 @@ pub(crate) fn pass(inner: &Inner) -> usize {
             Action::Keep
         }
     };
-    let tables: Vec<_> = inner
-        .tables
-        .read()
-        .expect("tables lock poisoned")
-        .iter()
-        .map(|(id, index)| (*id, Arc::clone(index)))
-        .collect();
+    let tables = inner.tables();
     let mut removed = 0;
     for (table, index) in tables {
         let grace_s = inner.tombstone_grace_s(&index);
         let decide = |e: &Entry| decide(e, grace_s);
         for p in 0..PARTITIONS {
-            if inner.stop.load(Ordering::Relaxed) {
+            if inner.is_stopping() {
                 return removed;
             }
             for e in index.partition_select(p, |e| !matches!(decide(e), Action::Keep)) {
@@ -98,7 +92,7 @@ pub(crate) fn pass(inner: &Inner) -> usize {
                             continue;
                         }
                         if inner.remove_entry(table, &index, &e) {
-                            inner.stats.add_expired();
+                            inner.stats().add_expired();
                             removed += 1;
                         }
                     }
@@ -118,7 +112,7 @@ pub(crate) fn pass(inner: &Inner) -> usize {
 /// Writes each deletion of the tombstones record `e` into the rows of its partition that it
 /// still shadows (the row merge purges both, the grace period being over); returns true when
 /// every such row was rewritten and the record may go.
-fn fold_tombstones(inner: &Inner, table: TableId, index: &TableIndex, e: &Entry) -> bool {
+fn fold_tombstones(inner: &Namespace, table: TableId, index: &TableIndex, e: &Entry) -> bool {
     let (partition, tombstones) = match inner.read_tombstones_entry(index, e) {
         Ok(Some(found)) => found,
         // The record moved or went while we looked: the next pass sees it again.
@@ -128,7 +122,7 @@ fn fold_tombstones(inner: &Inner, table: TableId, index: &TableIndex, e: &Entry)
             return false;
         }
     };
-    let now_s = inner.clock.now_s();
+    let now_s = inner.now_s();
     let token = e.key.token;
     let mut cursor = Bound::Included(IndexKey {
         token,

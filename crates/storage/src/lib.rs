@@ -60,6 +60,8 @@ pub(crate) mod expiry;
 pub mod files;
 pub mod format;
 pub mod index;
+mod keys;
+pub(crate) mod namespace;
 pub mod range_tombstones;
 pub mod read_ahead;
 pub(crate) mod recovery;
@@ -73,11 +75,12 @@ pub mod writer;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{DeviceConfig, NamespaceConfig};
-pub use engine::{
-    Engine, RowKey, RowsFrom, RowsPage, ScanFrom, ScanPosition, StoredRow, TableId, KEY_MAX_BYTES,
-    ROW_MAX_BYTES, TOMBSTONES_PER_READ_MAX,
-};
+pub use engine::Engine;
 pub use error::{OpenError, ReadError, WriteError};
+pub use keys::{
+    RowKey, RowsFrom, RowsPage, ScanFrom, ScanPosition, StoredRow, TableId, KEY_MAX_BYTES, ROW_MAX_BYTES,
+    TOMBSTONES_PER_READ_MAX,
+};
 pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 pub use read_ahead::{Installed, ReadsAhead, ReadsDone};
 pub use row::{Cell, CellValue, Deletion, Liveness, Row};

@@ -16,7 +16,6 @@ use crate::cache::PostWriteCache;
 use crate::config::NamespaceConfig;
 use crate::deltas::{Delta, Deltas};
 use crate::device::AlignedBuf;
-use crate::engine::ChunkOwners;
 use crate::format::block::{walk_block, WalkEnd};
 use crate::format::chunks::ChunkList;
 use crate::format::record::{decode_record, RecordView};
@@ -25,12 +24,8 @@ use crate::index::{
     FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
 };
 use crate::index::{FLAG_CHUNKED, PARTITIONS};
+use crate::namespace::{ChunkOwners, Recovered};
 use crate::token::clustering_prefix;
-
-pub(crate) struct Recovered {
-    pub next_sequence: u64,
-    pub chunks: ChunkOwners,
-}
 
 type Tables = RwLock<HashMap<u32, Arc<TableIndex>>>;
 

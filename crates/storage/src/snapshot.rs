@@ -28,9 +28,8 @@ use std::sync::{Arc, RwLock};
 
 use crate::blocks::{read_header, BlockState, BlockTable, DeviceSet};
 use crate::deltas::{Delta, Deltas};
-use crate::engine::Inner;
 use crate::index::{Entry, IndexKey, Location, TableIndex, PARTITIONS};
-use crate::recovery::Recovered;
+use crate::namespace::{Namespace, Recovered};
 
 const MAGIC: [u8; 4] = *b"HYIX";
 /// Version 2 added the deltas (`deltas.rs`); a version 1 file, which has none, still loads.
@@ -69,20 +68,14 @@ impl<W: Write> Write for CrcWriter<W> {
 }
 
 /// Saves the index. Call only after the writer has stopped and synced.
-pub(crate) fn save(inner: &Inner, path: &Path) -> io::Result<()> {
-    let blocks = &inner.blocks;
+pub(crate) fn save(inner: &Namespace, path: &Path) -> io::Result<()> {
+    let blocks = &inner.blocks();
     let holding: Vec<(u32, u64)> = (0..blocks.len())
         .filter(|&b| blocks.state(b) != BlockState::Free)
         .map(|b| (b, blocks.sequence(b)))
         .collect();
-    let next_sequence = inner.writer.next_sequence();
-    let tables: Vec<(u32, Arc<TableIndex>)> = inner
-        .tables
-        .read()
-        .expect("tables lock poisoned")
-        .iter()
-        .map(|(id, t)| (*id, Arc::clone(t)))
-        .collect();
+    let next_sequence = inner.writer().next_sequence();
+    let tables: Vec<(u32, Arc<TableIndex>)> = inner.tables();
     let tmp = tmp_path(path);
     let file = File::create(&tmp)?;
     let mut w = CrcWriter {
@@ -91,7 +84,7 @@ pub(crate) fn save(inner: &Inner, path: &Path) -> io::Result<()> {
     };
     w.write_all(&MAGIC)?;
     w.write_all(&VERSION.to_le_bytes())?;
-    w.write_all(&inner.config.block_size_bytes.to_le_bytes())?;
+    w.write_all(&inner.config().block_size_bytes.to_le_bytes())?;
     w.write_all(&blocks.len().to_le_bytes())?;
     w.write_all(&next_sequence.to_le_bytes())?;
     w.write_all(&fingerprint(holding.into_iter()).to_le_bytes())?;
@@ -112,7 +105,7 @@ pub(crate) fn save(inner: &Inner, path: &Path) -> io::Result<()> {
             }
         }
     }
-    let deltas = inner.deltas.all();
+    let deltas = inner.deltas().all();
     w.write_all(&(deltas.len() as u64).to_le_bytes())?;
     for (table, key, d) in deltas {
         w.write_all(&table.to_le_bytes())?;

@@ -39,11 +39,12 @@ use std::ops::{Bound, Range};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::device::{align_down, align_up, read_in_pieces, AlignedBuf};
-use crate::engine::{Inner, ScanFrom, ScanPosition, TableId};
 use crate::error::ReadError;
 use crate::format::record::{decode_body, decode_record, encode_body, encode_tombstones_body};
 use crate::format::stream::{ChunkEncoder, RecordKind, CHUNK_DATA_BYTES_MAX, RECORDS_PER_CHUNK_MAX};
 use crate::index::{Entry, IndexKey, TableIndex};
+use crate::keys::{ScanFrom, ScanPosition, TableId};
+use crate::namespace::Namespace;
 use crate::row::Row;
 
 use super::{stored_bytes, ExportedChunk};
@@ -112,7 +113,7 @@ struct Run {
 }
 
 pub(crate) fn export(
-    inner: &Inner,
+    inner: &Namespace,
     table: TableId,
     from: ScanFrom,
     end_token: i64,
@@ -185,7 +186,7 @@ pub(crate) fn export(
 /// The entries from `start` on, in index order, until their bytes on the device reach the
 /// budget (at least one entry).
 fn plan(
-    inner: &Inner,
+    inner: &Namespace,
     table: TableId,
     index: &TableIndex,
     start: Bound<IndexKey>,
@@ -216,7 +217,7 @@ fn plan(
 }
 
 fn read_in_index_order(
-    inner: &Inner,
+    inner: &Namespace,
     index: &TableIndex,
     plan: &[Planned],
 ) -> Result<Vec<Exported>, ReadError> {
@@ -228,7 +229,7 @@ fn read_in_index_order(
 }
 
 fn read_in_device_order(
-    inner: &Inner,
+    inner: &Namespace,
     table: TableId,
     index: &TableIndex,
     plan: &[Planned],
@@ -265,7 +266,7 @@ fn read_in_device_order(
             }
         };
         if let Some(buf) = buf {
-            inner.cache.give_spare(buf);
+            inner.cache().give_spare(buf);
         }
         result
     };
@@ -316,7 +317,7 @@ fn runs(sorted: &[&Planned], gap_bytes: usize) -> Vec<Run> {
 /// Reads one run's records: from the post-write cache if the block is there, as one-row reads
 /// if it is the open block, else with one device read of the run's span.
 fn read_run(
-    inner: &Inner,
+    inner: &Namespace,
     table: TableId,
     index: &TableIndex,
     run: &Run,
@@ -324,31 +325,31 @@ fn read_run(
     buf: &mut Option<AlignedBuf>,
     out: &mut Vec<Exported>,
 ) -> Result<(), ReadError> {
-    let sequence = inner.blocks.sequence(run.block);
-    if let Some(cached) = inner.cache.get(run.block, sequence) {
-        inner.stats.add_cache_hit();
+    let sequence = inner.blocks().sequence(run.block);
+    if let Some(cached) = inner.cache().get(run.block, sequence) {
+        inner.stats().add_cache_hit();
         return decode_run(inner, table, index, entries, &cached, 0, sequence, out);
     }
-    if inner.writer.is_open(sequence) {
+    if inner.writer().is_open(sequence) {
         for p in entries {
             out.extend(read_one(inner, index, p)?);
         }
         return Ok(());
     }
-    let block_bytes = inner.config.block_size_bytes as usize;
+    let block_bytes = inner.config().block_size_bytes as usize;
     let buf = buf.get_or_insert_with(|| {
         inner
-            .cache
+            .cache()
             .take_spare(block_bytes)
             .unwrap_or_else(|| AlignedBuf::zeroed(block_bytes))
     });
     let span = &mut buf[..run.end - run.start];
-    let (device, block_offset) = inner.devices.locate(run.block);
+    let (device, block_offset) = inner.devices().locate(run.block);
     read_in_pieces(device, span, block_offset + run.start as u64).map_err(|source| ReadError::Io {
         device: device.name(),
         source,
     })?;
-    inner.stats.add_device_read();
+    inner.stats().add_device_read();
     decode_run(inner, table, index, entries, span, run.start, sequence, out)
 }
 
@@ -356,7 +357,7 @@ fn read_run(
 /// entry whose record is not there as planned is read again as a one-row read.
 #[expect(clippy::too_many_arguments, reason = "one run's parts, from its one caller")]
 fn decode_run(
-    inner: &Inner,
+    inner: &Namespace,
     table: TableId,
     index: &TableIndex,
     entries: &[&Planned],
@@ -371,7 +372,7 @@ fn decode_run(
         let record = &bytes[from..from + loc.len() as usize];
         match decode_in_place(inner, table, p, record, sequence) {
             Some(r) => {
-                inner.stats.add_record_read(u64::from(loc.len()));
+                inner.stats().add_record_read(u64::from(loc.len()));
                 out.push(r);
             }
             // Moved, rewritten or folded since the plan, or damaged: the one-row read looks
@@ -387,7 +388,7 @@ fn decode_run(
 /// the record's checksum vouches for it, and the receiver decodes every body before it applies
 /// anything.
 fn decode_in_place(
-    inner: &Inner,
+    inner: &Namespace,
     table: TableId,
     p: &Planned,
     record: &[u8],
@@ -407,7 +408,7 @@ fn decode_in_place(
     let (base_timestamp_us, body) = if e.has_delta() {
         let pending = inner.delta_cells(table, &e.key, Some(e.location)).ok()??;
         let mut row = decode_body(view.body, meta.write_timestamp_us).ok()?;
-        row.merge(pending.cells, inner.clock.now_s(), 0);
+        row.merge(pending.cells, inner.now_s(), 0);
         encoded_row(&row)
     } else {
         (meta.write_timestamp_us, view.body.to_vec())
@@ -429,7 +430,7 @@ fn decode_in_place(
 
 /// The record of `p` as a one-row read reads it (from memory, or one device read; a chunked
 /// row's blocks; a delta merged); `None` if the row is gone.
-fn read_one(inner: &Inner, index: &TableIndex, p: &Planned) -> Result<Option<Exported>, ReadError> {
+fn read_one(inner: &Namespace, index: &TableIndex, p: &Planned) -> Result<Option<Exported>, ReadError> {
     let e = &p.entry;
     if e.is_range_tombstones() {
         let Some((partition_key, t)) = inner.read_tombstones_entry(index, e)? else {

@@ -15,11 +15,12 @@ mod measure;
 use std::fmt;
 use std::ops::RangeInclusive;
 
-use crate::engine::{Inner, RowKey, ScanFrom, ScanPosition, TableId};
 use crate::error::{ReadError, WriteError};
 use crate::format::stream::{decode_chunk, Contents, CHUNK_HEADER_BYTES};
 use crate::format::DecodeError;
 use crate::index::{partition_of, Entry, TableIndex};
+use crate::keys::{RowKey, ScanFrom, ScanPosition, TableId};
+use crate::namespace::Namespace;
 use crate::writer::Position;
 use crate::Engine;
 
@@ -186,7 +187,7 @@ impl Engine {
     }
 }
 
-fn import(inner: &Inner, expected: Option<TableId>, chunk: &[u8]) -> Result<ImportStats, ImportError> {
+fn import(inner: &Namespace, expected: Option<TableId>, chunk: &[u8]) -> Result<ImportStats, ImportError> {
     let decoded = decode_chunk(chunk).map_err(|detail| ImportError::Decode { detail })?;
     let table = decoded.table;
     if let Some(expected) = expected.filter(|&t| t != table) {
@@ -216,8 +217,8 @@ fn import(inner: &Inner, expected: Option<TableId>, chunk: &[u8]) -> Result<Impo
         last = last.max(Some(pos));
     }
     // One group commit for the whole chunk: every write of it ends at or before the last.
-    if let Some(pos) = last.filter(|_| inner.config.commit_to_device) {
-        inner.writer.wait_durable(pos).map_err(ImportError::Write)?;
+    if let Some(pos) = last.filter(|_| inner.config().commit_to_device) {
+        inner.writer().wait_durable(pos).map_err(ImportError::Write)?;
     }
     Ok(ImportStats {
         records,
@@ -247,7 +248,7 @@ fn for_each_in_range(index: &TableIndex, start_exclusive: i64, end_inclusive: i6
 }
 
 /// Removes the row `e` names, in whatever version the index holds now; false if it is gone.
-fn remove_current(inner: &Inner, table: TableId, index: &TableIndex, mut e: Entry) -> bool {
+fn remove_current(inner: &Namespace, table: TableId, index: &TableIndex, mut e: Entry) -> bool {
     for _ in 0..REMOVE_ATTEMPTS_MAX {
         if inner.remove_entry(table, index, &e) {
             return true;
@@ -262,17 +263,17 @@ fn remove_current(inner: &Inner, table: TableId, index: &TableIndex, mut e: Entr
 
 /// The bytes an entry's row takes on the device, as `remove_entry` counts them dead: its
 /// record, its pending delta's record, and the whole blocks of a row written in chunks.
-pub(crate) fn stored_bytes(inner: &Inner, table: TableId, e: &Entry) -> u64 {
+pub(crate) fn stored_bytes(inner: &Namespace, table: TableId, e: &Entry) -> u64 {
     let mut bytes = u64::from(e.location.len());
     if e.has_delta() {
         bytes += inner
-            .deltas
+            .deltas()
             .location(table, &e.key)
             .map_or(0, |d| u64::from(d.len()));
     }
     if e.is_chunked() {
         let blocks = inner.lock_chunks().get(&(table, e.key)).map_or(0, Vec::len);
-        bytes += blocks as u64 * u64::from(inner.config.block_size_bytes);
+        bytes += blocks as u64 * u64::from(inner.config().block_size_bytes);
     }
     bytes
 }
