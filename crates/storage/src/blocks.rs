@@ -130,10 +130,6 @@ impl BlockTable {
         self.meta.len() as u32
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.meta.is_empty()
-    }
-
     pub fn free_blocks(&self) -> u64 {
         self.free_count.load(Ordering::Relaxed)
     }
@@ -246,10 +242,6 @@ impl BlockTable {
             .map(|b| self.sequence(b))
             .min()
             .unwrap_or(u64::MAX)
-    }
-
-    pub fn used_blocks(&self) -> u64 {
-        u64::from(self.len()) - self.free_blocks()
     }
 
     pub fn total_live_bytes(&self) -> u64 {

@@ -47,15 +47,15 @@
 //! row, token, clock, files, stats, token_vectors               -> (nothing)
 //! ```
 
-pub mod blocks;
-pub mod cache;
-pub mod clock;
+pub(crate) mod blocks;
+pub(crate) mod cache;
+pub(crate) mod clock;
 pub mod config;
 pub(crate) mod defrag;
 pub(crate) mod deltas;
 pub mod device;
 mod engine;
-pub mod error;
+pub(crate) mod error;
 pub(crate) mod expiry;
 pub mod files;
 pub mod format;
@@ -63,7 +63,7 @@ pub mod index;
 mod keys;
 pub(crate) mod namespace;
 pub mod range_tombstones;
-pub mod read_ahead;
+pub(crate) mod read_ahead;
 pub(crate) mod recovery;
 pub mod row;
 pub(crate) mod snapshot;
@@ -71,7 +71,7 @@ mod stats;
 mod stream;
 pub mod token;
 pub mod write_buffer;
-pub mod writer;
+pub(crate) mod writer;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{DeviceConfig, NamespaceConfig};
