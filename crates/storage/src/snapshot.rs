@@ -19,6 +19,7 @@
 //! All little-endian.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 
@@ -28,6 +29,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::blocks::{read_header, BlockState, BlockTable, DeviceSet};
 use crate::deltas::{Delta, Deltas};
+use crate::format::{Cursor, DecodeError};
 use crate::index::{Entry, IndexKey, Location, TableIndex, PARTITIONS};
 use crate::namespace::{Namespace, Recovered};
 
@@ -178,28 +180,26 @@ fn parse(
     tables: &RwLock<HashMap<u32, Arc<TableIndex>>>,
     deltas: &Deltas,
     chunk_blocks: &mut Vec<u32>,
-) -> Result<Recovered, String> {
+) -> Result<Recovered, Unusable> {
     if bytes.len() < HEADER_BYTES + 4 {
-        return Err("file too short".into());
+        return Err(Unusable::TooShort);
     }
     let (body, trailer) = bytes.split_at(bytes.len() - 4);
     let mut stored = [0u8; 4];
     stored.copy_from_slice(trailer);
     if crc32c::crc32c(body) != u32::from_le_bytes(stored) {
-        return Err("checksum mismatch".into());
+        return Err(Unusable::Checksum);
     }
-    let mut r = Reader { b: body };
+    let mut r = Cursor::new(body);
     if r.take(4)? != MAGIC {
-        return Err("not an index snapshot".into());
+        return Err(Unusable::NotASnapshot);
     }
     let version = r.u32()?;
     if !(1..=VERSION).contains(&version) {
-        return Err(format!(
-            "index snapshot version {version}, not one this build reads"
-        ));
+        return Err(Unusable::Version(version));
     }
     if r.u32()? != devices.block_size_bytes() || r.u32()? != blocks.len() {
-        return Err("block size or device size changed".into());
+        return Err(Unusable::Geometry);
     }
     let next_sequence = r.u64()?;
     let expected = r.u64()?;
@@ -219,7 +219,7 @@ fn parse(
         }
     }
     if fingerprint(holding.iter().copied()) != expected {
-        return Err("the devices changed after it was written".into());
+        return Err(Unusable::DevicesChanged);
     }
     for &(b, seq) in &holding {
         blocks.mark_holding(b, seq);
@@ -232,8 +232,8 @@ fn parse(
     for _ in 0..table_count {
         let id = r.u32()?;
         let n = r.u64()?;
-        if n > (r.b.len() / ENTRY_BYTES) as u64 {
-            return Err("entry count exceeds the file".into());
+        if n > (r.remaining() / ENTRY_BYTES) as u64 {
+            return Err(Unusable::EntryCount);
         }
         let index = Arc::new(TableIndex::new());
         for _ in 0..n {
@@ -250,7 +250,7 @@ fn parse(
             };
             let b = e.location.block();
             if b >= blocks.len() || !is_holding[b as usize] {
-                return Err(format!("an entry points into block {b}, which holds no data"));
+                return Err(Unusable::EntryInFreeBlock { block: b });
             }
             blocks.add_live(b, e.location.len());
             index.upsert(e);
@@ -272,11 +272,11 @@ fn parse(
         let body = r.take(len)?.into();
         let b = location.block();
         if b >= blocks.len() || !is_holding[b as usize] {
-            return Err(format!("a delta points into block {b}, which holds no data"));
+            return Err(Unusable::DeltaInFreeBlock { block: b });
         }
         let whole = map.get(&table).and_then(|t| t.get(&key));
         if whole.is_none_or(|e| !e.has_delta() || e.location != base) {
-            return Err("a delta does not match its row's entry".into());
+            return Err(Unusable::DeltaWithoutEntry);
         }
         blocks.add_live(b, location.len());
         deltas.insert(
@@ -290,8 +290,8 @@ fn parse(
             },
         );
     }
-    if !r.b.is_empty() {
-        return Err("bytes left after the last section".into());
+    if !r.is_empty() {
+        return Err(Unusable::TrailingBytes);
     }
     for b in 0..blocks.len() {
         if !is_holding[b as usize] {
@@ -304,27 +304,54 @@ fn parse(
     })
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
+/// Why a snapshot file was not used (the engine then scans the devices).
+#[derive(Debug, PartialEq, Eq)]
+enum Unusable {
+    TooShort,
+    Checksum,
+    NotASnapshot,
+    Version(u32),
+    Geometry,
+    DevicesChanged,
+    /// A section ends past the end of the file.
+    CutShort,
+    EntryCount,
+    EntryInFreeBlock {
+        block: u32,
+    },
+    DeltaInFreeBlock {
+        block: u32,
+    },
+    DeltaWithoutEntry,
+    TrailingBytes,
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.b.len() < n {
-            return Err("file cut short".into());
+impl From<DecodeError> for Unusable {
+    /// The cursor's only failure on fixed-width fields is running out of bytes.
+    fn from(_: DecodeError) -> Unusable {
+        Unusable::CutShort
+    }
+}
+
+impl fmt::Display for Unusable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unusable::TooShort => write!(f, "file too short"),
+            Unusable::Checksum => write!(f, "checksum mismatch"),
+            Unusable::NotASnapshot => write!(f, "not an index snapshot"),
+            Unusable::Version(v) => write!(f, "index snapshot version {v}, not one this build reads"),
+            Unusable::Geometry => write!(f, "block size or device size changed"),
+            Unusable::DevicesChanged => write!(f, "the devices changed after it was written"),
+            Unusable::CutShort => write!(f, "file cut short"),
+            Unusable::EntryCount => write!(f, "entry count exceeds the file"),
+            Unusable::EntryInFreeBlock { block } => {
+                write!(f, "an entry points into block {block}, which holds no data")
+            }
+            Unusable::DeltaInFreeBlock { block } => {
+                write!(f, "a delta points into block {block}, which holds no data")
+            }
+            Unusable::DeltaWithoutEntry => write!(f, "a delta does not match its row's entry"),
+            Unusable::TrailingBytes => write!(f, "bytes left after the last section"),
         }
-        let (h, t) = self.b.split_at(n);
-        self.b = t;
-        Ok(h)
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        let mut x = [0u8; 4];
-        x.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(x))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        let mut x = [0u8; 8];
-        x.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(x))
     }
 }

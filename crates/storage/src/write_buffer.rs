@@ -41,6 +41,7 @@ use crate::blocks::DeviceSet;
 use crate::device::{AlignedBuf, IO_ALIGN_BYTES};
 use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
 use crate::format::record::RECORD_ALIGN_BYTES;
+use crate::format::{read_u32, read_u64};
 
 const MAGIC: [u8; 8] = *b"HYWBUF01";
 const PAGE: usize = IO_ALIGN_BYTES;
@@ -118,12 +119,12 @@ pub fn replay(path: &Path, device: &Path, devices: &DeviceSet) -> Result<Replaye
     let mut buf = AlignedBuf::zeroed(header.block_size);
     for slot in 0..header.slots {
         let e = SLOT_TABLE_OFFSET + slot * SLOT_ENTRY_BYTES;
-        let state = u32::from_le_bytes(page[e..e + 4].try_into().expect("4 bytes"));
+        let state = read_u32(&page, e);
         if state != IN_USE {
             continue;
         }
-        let block = u32::from_le_bytes(page[e + 4..e + 8].try_into().expect("4 bytes"));
-        let sequence = u64::from_le_bytes(page[e + 8..e + 16].try_into().expect("8 bytes"));
+        let block = read_u32(&page, e + 4);
+        let sequence = read_u64(&page, e + 8);
         file.read_exact_at(&mut buf, (PAGE + slot * header.block_size) as u64)
             .map_err(what)?;
         let valid = BlockHeader::decode(&buf[..BLOCK_HEADER_BYTES])
@@ -196,7 +197,7 @@ struct Header {
 
 impl Header {
     fn decode(page: &[u8]) -> Header {
-        let u32_at = |o: usize| u32::from_le_bytes(page[o..o + 4].try_into().expect("4 bytes")) as usize;
+        let u32_at = |o: usize| read_u32(page, o) as usize;
         let path_len = u32_at(16).min(PATH_MAX_BYTES);
         let device = std::ffi::OsStr::from_bytes(&page[20..20 + path_len]);
         Header {

@@ -96,7 +96,8 @@ pub(crate) fn read_i64(b: &[u8], at: usize) -> i64 {
     read_u64(b, at) as i64
 }
 
-/// A reader over untrusted bytes that consumes from the front.
+/// A reader over untrusted bytes that consumes from the front: the crate's one byte cursor
+/// (records, stream chunks, the index snapshot), little-endian throughout.
 pub(crate) struct Cursor<'a> {
     rest: &'a [u8],
 }
@@ -133,6 +134,10 @@ impl<'a> Cursor<'a> {
 
     pub(crate) fn i64(&mut self) -> Result<i64, DecodeError> {
         Ok(read_i64(self.take(8)?, 0))
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(read_u64(self.take(8)?, 0))
     }
 
     /// Bytes not yet consumed.
