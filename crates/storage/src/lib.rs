@@ -19,33 +19,45 @@
 //!
 //! # Crate map
 //!
-//! Each module, and the modules of this crate it uses. Read from the bottom up: every module
-//! leans only on modules below it, except the circle marked at the top.
+//! Each module, and the modules of this crate it uses. Every module leans only on modules below
+//! it: there is no import circle. The namespace core (`namespace/`) holds one namespace's state
+//! behind methods; the engine above it opens, serves and closes, and the background work,
+//! recovery, the index snapshot and streaming call the core without the core knowing them.
 //!
 //! ```text
-//! engine           Engine (the public API), Inner (one namespace's state) and the read and
-//!                  write paths: -> everything below, and defrag, expiry, recovery, snapshot
-//! ┌ defrag          moves live records out of emptying blocks   -> engine (Inner)
-//! │ expiry          drops expired rows and old tombstones       -> engine (Inner)
-//! │ snapshot        saves and loads the RAM index               -> engine (Inner), recovery
-//! └ recovery        rebuilds the index at open                  -> engine (ChunkOwners), snapshot
-//!   (the five modules above make one import circle through engine)
-//! writer           the open write block, sealing, flushing     -> write_buffer, cache, blocks
-//! write_buffer     blocks not yet on the device, in a RAM file -> blocks
-//! config           a namespace's settings                      -> write_buffer (SLOTS_MAX)
-//! stream           export and import of a token range          -> engine (Inner), writer, format
-//! read_ahead       device reads started ahead                  -> device, index, stats
-//! deltas           updates written without reading the row    -> format, index, row
-//! blocks           the block table and the device set          -> device, format, index
-//! cache            the post-write cache                        -> device
-//! error            the error of each operation                 -> format
-//! format           blocks (and their walk), records, chunks,   -> range_tombstones, row, token
-//!                  stream chunks
-//! range_tombstones a partition's range tombstones              -> row
-//! index            the RAM index                               -> (nothing)
-//! device           files, memory, aligned buffers, io_uring    -> (nothing)
-//! row, token, clock, files, stats, token_vectors               -> (nothing)
+//! engine/           Engine: open and close (open.rs), the public reads and writes (mod.rs)
+//!                     -> defrag, expiry, recovery, snapshot, namespace, keys, and below
+//! defrag            moves live records out of emptying blocks  -> namespace, blocks, format
+//! expiry            drops expired rows and old tombstones      -> namespace, keys, index
+//! recovery          rebuilds the index at open                 -> snapshot, namespace, blocks,
+//!                                                                 cache, deltas, format
+//! snapshot          saves and loads the RAM index              -> namespace, blocks, deltas,
+//!                                                                 format, files
+//! stream/           export and import of a token range         -> namespace, keys, writer, format
+//! namespace/        the core: one namespace's state and its    -> writer, read_ahead, deltas,
+//!                   read (read.rs), write (write.rs) and range    cache, blocks, index, keys,
+//!                   (scan.rs) paths                               format, range_tombstones
+//! keys              row keys, scan positions, pages, limits    -> index, row, token
+//! writer            the open write block, sealing, flushing    -> write_buffer, cache, blocks
+//! write_buffer      blocks not yet on the device, in a RAM file -> blocks, format
+//! config            a namespace's settings                     -> write_buffer (SLOTS_MAX)
+//! read_ahead        device reads started ahead                 -> device, index, stats
+//! deltas            updates written without reading the row   -> format, index, row
+//! blocks            the block table and the device set         -> device, format, index
+//! cache             the post-write cache                       -> device
+//! error             the error of each operation                -> format
+//! format/           blocks (and their walk), records, chunks,  -> range_tombstones, row, token
+//!                   stream chunks; the crate's byte cursor
+//! range_tombstones  a partition's range tombstones             -> row
+//! index/            the RAM index                              -> (nothing)
+//! device/           files, memory, aligned buffers, io_uring   -> (nothing)
+//! row, token, clock, files, stats                              -> (nothing)
 //! ```
+//!
+//! The public API is what the crate root re-exports, and the modules other crates, the tests,
+//! the examples and the fuzz targets name: `config`, `device`, `files`, `format`, `index`,
+//! `range_tombstones`, `row`, `token` and `write_buffer` (for its path, in a crash test). The
+//! rest is `pub(crate)` or private.
 
 pub(crate) mod blocks;
 pub(crate) mod cache;
