@@ -338,14 +338,14 @@ pub fn reseal_header(b: &mut [u8]) {
     }
 }
 
-/// How a walk of a block ended, as cold start's `recovery::walk_block` reports it.
+/// How a walk of a block ended, as cold start's `format::block::walk_block` reports it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WalkEnd {
     Clean,
     Damaged { offset: usize },
 }
 
-/// Walks a block's records the way cold start does (`recovery::walk_block` is private to the
+/// Walks a block's records the way cold start does (`format::block::walk_block` is private to the
 /// storage crate, so this copies its loop onto the public decoders; keep the two in step): from
 /// the end of the header, stop cleanly at 16 zero bytes or the end of the block, stop as damaged
 /// at the first record that does not decode, otherwise step over the record. With `reseal`, each
