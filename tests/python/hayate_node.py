@@ -85,6 +85,15 @@ def _bindable(host: str, port: int) -> bool:
     return True
 
 
+def pid_alive(pid: int) -> bool:
+    """True if process `pid` runs (a zombie or a dead process does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(") ", 1)[1][:1] not in ("Z", "X")
+
+
 def free_ports(hosts: list[str], count: int, rng: random.Random | None = None) -> list[int]:
     """`count` distinct ports that are free (TCP and UDP) on every one of `hosts`."""
     rng = rng or _port_rng

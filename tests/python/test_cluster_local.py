@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hayate_node import _bindable
-from hayate_node import HAYATE_BIN, NODES_ROOT
+from hayate_node import HAYATE_BIN, NODES_ROOT, pid_alive as alive
 
 NODES = 3
 HOSTS = [f"127.0.0.{k}" for k in range(1, NODES + 1)]
@@ -38,14 +38,6 @@ def node_pids(directory: Path) -> dict[int, int]:
         except (OSError, ValueError):
             pass
     return out
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(") ", 1)[1][:1] not in ("Z", "X")
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from hayate_cluster import next_block
-from hayate_node import HAYATE_BIN, NODES_ROOT
+from hayate_node import HAYATE_BIN, NODES_ROOT, pid_alive as alive
 
 COMMAND_TIMEOUT_S = 60
 DEVICE = ("--", "--device-size", "64MiB")
@@ -34,14 +34,6 @@ WRITE_BUFFER_DIR = Path("/dev/shm")
 def run(*args: str, timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
     return subprocess.run([str(HAYATE_BIN), *args], capture_output=True, text=True, timeout=timeout_s,
                           env={**os.environ, "NO_COLOR": "1"})
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(") ", 1)[1][:1] not in ("Z", "X")
 
 
 def pids(directory: Path) -> dict[int, int]:

@@ -189,6 +189,18 @@ mod scenarios {
         }
     }
 
+    /// Three nodes in one data center, SimpleStrategy with `factor` replicas.
+    fn three_nodes(factor: usize) -> Layout {
+        Layout {
+            node_dcs: vec!["dc1".to_string(); 3],
+            spare_dcs: Vec::new(),
+            replication: Replication::Simple { factor },
+            tokens_per_node: 4,
+            token_offset: 0,
+            config: CoordinatorConfig::default(),
+        }
+    }
+
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -498,14 +510,7 @@ mod scenarios {
     #[test]
     fn a_range_delete_shadows_a_row_that_arrives_after_it() {
         runtime().block_on(async {
-            let layout = Layout {
-                node_dcs: vec!["dc1".to_string(); 3],
-                spare_dcs: Vec::new(),
-                replication: Replication::Simple { factor: 3 },
-                tokens_per_node: 4,
-                token_offset: 0,
-                config: CoordinatorConfig::default(),
-            };
+            let layout = three_nodes(3);
             let dir = tempfile::tempdir().expect("a temporary folder");
             let cluster = Cluster::new(&layout, 1, dir.path());
             let replication = &cluster.replication;
@@ -577,14 +582,7 @@ mod scenarios {
     #[test]
     fn a_quorum_read_after_a_replica_missed_a_range_delete_does_not_resurrect() {
         runtime().block_on(async {
-            let layout = Layout {
-                node_dcs: vec!["dc1".to_string(); 3],
-                spare_dcs: Vec::new(),
-                replication: Replication::Simple { factor: 3 },
-                tokens_per_node: 4,
-                token_offset: 0,
-                config: CoordinatorConfig::default(),
-            };
+            let layout = three_nodes(3);
             let dir = tempfile::tempdir().expect("a temporary folder");
             let cluster = Cluster::new(&layout, 1, dir.path());
             let replication = &cluster.replication;
@@ -674,14 +672,7 @@ mod scenarios {
     #[test]
     fn a_tombstone_shadows_a_row_only_another_replica_holds() {
         runtime().block_on(async {
-            let layout = Layout {
-                node_dcs: vec!["dc1".to_string(); 3],
-                spare_dcs: Vec::new(),
-                replication: Replication::Simple { factor: 3 },
-                tokens_per_node: 4,
-                token_offset: 0,
-                config: CoordinatorConfig::default(),
-            };
+            let layout = three_nodes(3);
             let dir = tempfile::tempdir().expect("a temporary folder");
             let cluster = Cluster::new(&layout, 1, dir.path());
             let replication = &cluster.replication;
@@ -775,14 +766,7 @@ mod scenarios {
     #[test]
     fn a_read_that_asks_a_leaving_replica_copies_to_the_pending_one() {
         runtime().block_on(async {
-            let layout = Layout {
-                node_dcs: vec!["dc1".to_string(); 3],
-                spare_dcs: Vec::new(),
-                replication: Replication::Simple { factor: 2 },
-                tokens_per_node: 4,
-                token_offset: 0,
-                config: CoordinatorConfig::default(),
-            };
+            let layout = three_nodes(2);
             let dir = tempfile::tempdir().expect("a temporary folder");
             let cluster = Cluster::new(&layout, 1, dir.path());
             let replication = &cluster.replication;
