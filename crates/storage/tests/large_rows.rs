@@ -34,10 +34,11 @@ fn used_blocks(e: &Engine) -> u64 {
     s.total_blocks - s.free_blocks
 }
 
-/// Blocks in use, once it reaches `want` or 10 s have passed: replaced chunk blocks are freed
-/// by the flusher just after the sync that makes their replacement durable.
+/// Blocks in use, once it reaches `want` or 30 s have passed: replaced chunk blocks are freed
+/// by the flusher just after the sync that makes their replacement durable (10 s was not
+/// always enough with both cores busy).
 fn settled_used_blocks(e: &Engine, want: u64) -> u64 {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let used = used_blocks(e);
         if used == want || std::time::Instant::now() > deadline {
