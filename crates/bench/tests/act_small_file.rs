@@ -27,7 +27,8 @@ fn act(config: &Path, extra: &[&str]) -> Output {
 #[test]
 fn a_short_run_on_a_file_prints_the_table_and_a_verdict() {
     let dir = scratch("act-small-file");
-    let device = dir.join("device.bin");
+    // In a folder that does not exist yet: the tool makes it, as it makes the file.
+    let device = dir.join("not-yet").join("device.bin");
     let config = dir.join("act.conf");
     std::fs::write(
         &config,

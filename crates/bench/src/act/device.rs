@@ -235,11 +235,16 @@ fn open_direct(path: &Path, flags: i32, create: bool) -> Result<File, DeviceErro
 /// file to size, but reads of a sparse file (or of preallocated, unwritten extents) are
 /// answered by the file system without touching the disk, which would flatter the device.
 fn prepare_file(path: &Path, size_bytes: u64, progress: &mut dyn FnMut(&str)) -> Result<(), DeviceError> {
-    let file = open_direct(path, libc::O_DIRECT, true)?;
     let io = |what: &'static str| {
         let path = path.to_path_buf();
         move |source| DeviceError::Io { path, what, source }
     };
+    // The file is the tool's to make, and so is its folder (bench/act/act-file.conf names one
+    // under target/ that a fresh checkout does not have).
+    if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(folder).map_err(io("creating the file's folder"))?;
+    }
+    let file = open_direct(path, libc::O_DIRECT, true)?;
     let existing_bytes = file.metadata().map_err(io("reading metadata"))?.len();
     if existing_bytes >= size_bytes {
         progress(&format!(
