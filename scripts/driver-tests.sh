@@ -21,7 +21,8 @@
 # target/pyenv with the pinned packages of tests/python/requirements.txt (reinstalled when that
 # file changes), and Maven fetches the Java drivers into ~/.m2 on the first run. Node data and
 # logs go to target/test-nodes/ (removed at the start of each run). Ends with one line,
-# `driver-tests: N passed, M failed`, and exits non-zero if anything failed.
+# `driver-tests: N passed, M failed, K skipped` (after a line per reason for a skip), and exits
+# non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -122,8 +123,14 @@ suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
 total = sum(int(s.get("tests", 0)) for s in suites)
 failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
 skipped = sum(int(s.get("skipped", 0)) for s in suites)
-if skipped:
-    print(f"driver-tests: {skipped} skipped or expected to fail (see pytest's short summary above)")
-print(f"driver-tests: {total - failed - skipped} passed, {failed} failed")
+# Why each was skipped, grouped by reason (pytest's "Skipped: " prefix dropped).
+reasons = {}
+for case in root.iter("testcase"):
+    for skip in case.findall("skipped"):
+        reason = (skip.get("message") or "no reason given").removeprefix("Skipped: ").strip()
+        reasons.setdefault(reason, []).append(case.get("name", "?"))
+for reason, names in sorted(reasons.items(), key=lambda r: -len(r[1])):
+    print(f"driver-tests: skipped {len(names)} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}): {reason}")
+print(f"driver-tests: {total - failed - skipped} passed, {failed} failed, {skipped} skipped")
 PY
 exit "$status"
