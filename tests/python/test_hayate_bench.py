@@ -123,7 +123,7 @@ def test_load_then_run_workloada_with_a_run_directory(node, usertable, tmp_path)
     with open(run_dir / "timeseries.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0].keys()) == [
-        "elapsed_s", "operation", "count", "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "max_us",
+        "elapsed_s", "operation", "count", "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "max_us", "length_s",
     ]
     seconds = sorted({int(r["elapsed_s"]) for r in rows})
     assert seconds == list(range(1, len(seconds) + 1)) and 3 <= len(seconds) <= 21, seconds
@@ -137,6 +137,13 @@ def test_load_then_run_workloada_with_a_run_directory(node, usertable, tmp_path)
             p50, p95, p99, p999, mx = (int(r[k]) for k in ("p50_us", "p95_us", "p99_us", "p999_us", "max_us"))
             assert 0 < p50 <= p95 <= p99 <= p999 <= mx, r
     assert sum(int(r["count"]) for r in rows if r["operation"] == "ALL") == ops
+    # Every second is whole but the last, which says how much of it the run had.
+    for r in rows:
+        length = float(r["length_s"])
+        if int(r["elapsed_s"]) < seconds[-1]:
+            assert length == 1.0, r
+        else:
+            assert 0.0 < length <= 1.0, r
     assert sum(int(r["count"]) for r in rows if r["operation"] == "READ") == reads
 
     # meta.json: what the report and the harness need to know about the run.

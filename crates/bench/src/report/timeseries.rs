@@ -1,13 +1,15 @@
 //! `timeseries.csv`: one row per second per operation, written by `hayate-bench run`.
 //!
 //! ```text
-//! elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us
-//! 1,READ,4980,812.3,640,1900,3100,7000,12000
+//! elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us,length_s
+//! 1,READ,4980,812.3,640,1900,3100,7000,12000,1.000
 //! 1,ALL,9950,...
-//! 2,INSERT,0,,,,,,          <- a second without operations has no latencies
+//! 2,INSERT,0,,,,,,,1.000     <- a second without operations has no latencies
+//! 3,ALL,2100,...,0.250      <- the run's last second, a quarter of it run
 //! ```
 //!
-//! Columns are found by name, so added columns or a different order do not break the report.
+//! Columns are found by name, so added columns or a different order do not break the report;
+//! a file without `length_s` (written before it existed) counts every row as a whole second.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +20,8 @@ pub const ROWS_MAX: usize = 10_000_000;
 pub struct Point {
     pub elapsed_s: f64,
     pub count: u64,
+    /// The seconds the row covers: 1, except for a run's last, partial second.
+    pub length_s: f64,
     pub latency_us_p95: Option<f64>,
     pub latency_us_p99: Option<f64>,
 }
@@ -63,6 +67,7 @@ impl TimeSeries {
         let count = column("count")?;
         let p95 = column("p95_us")?;
         let p99 = column("p99_us")?;
+        let length = column("length_s").ok();
         let mut series = TimeSeries::default();
         let mut rows = 0;
         for (index, line) in lines {
@@ -93,9 +98,18 @@ impl TimeSeries {
                     .map_err(|_| bad(format!("'{text}' is not a number")))?;
                 Ok(value.is_finite().then_some(value))
             };
+            let length_s = match length.map(field).filter(|t| !t.is_empty()) {
+                None => 1.0,
+                Some(text) => text
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|l| *l > 0.0 && *l <= 1.0)
+                    .ok_or_else(|| bad(format!("length_s '{text}' is not a number in (0, 1]")))?,
+            };
             let point = Point {
                 elapsed_s,
                 count,
+                length_s,
                 latency_us_p95: optional(p95)?,
                 latency_us_p99: optional(p99)?,
             };
@@ -117,20 +131,25 @@ impl TimeSeries {
         if let Some(all) = self.operations.get("ALL") {
             return all.clone();
         }
-        let mut by_second: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut by_second: BTreeMap<i64, (u64, f64)> = BTreeMap::new();
         for (name, points) in &self.operations {
             if name.starts_with("Intended-") {
                 continue;
             }
             for point in points {
-                *by_second.entry(point.elapsed_s.round() as i64).or_default() += point.count;
+                let (count, length_s) = by_second
+                    .entry(point.elapsed_s.round() as i64)
+                    .or_insert((0, 1.0));
+                *count += point.count;
+                *length_s = length_s.min(point.length_s);
             }
         }
         by_second
             .into_iter()
-            .map(|(second, count)| Point {
+            .map(|(second, (count, length_s))| Point {
                 elapsed_s: second as f64,
                 count,
+                length_s,
                 latency_us_p95: None,
                 latency_us_p99: None,
             })
@@ -176,10 +195,12 @@ pub fn resample(points: &[Point], window_s: f64) -> Vec<Sample> {
         let mut weighted = [0.0f64; 2];
         let mut weight = 0u64;
         let mut last = window_start;
+        let mut partial = false;
         while i < points.len() && points[i].elapsed_s <= window_end {
             let point = &points[i];
             count += point.count;
-            seconds += 1.0;
+            seconds += point.length_s;
+            partial |= point.length_s < 1.0;
             last = point.elapsed_s;
             if let (Some(p95), Some(p99)) = (point.latency_us_p95, point.latency_us_p99) {
                 if point.count > 0 {
@@ -191,14 +212,15 @@ pub fn resample(points: &[Point], window_s: f64) -> Vec<Sample> {
             i += 1;
         }
         // A window cut short by the end of the run counts only the seconds it has.
-        let covered_s = if last < window_end {
+        let covered_s = if last < window_end || partial {
             seconds
         } else {
             window_s.max(seconds)
         };
         samples.push(Sample {
             elapsed_s: (window_start + last.min(window_end)) / 2.0,
-            ops_per_sec: count as f64 / covered_s.max(1.0),
+            // A run's last second may be a fraction of one: its rate is its count over that.
+            ops_per_sec: count as f64 / covered_s.max(f64::MIN_POSITIVE),
             latency_us_p95: (weight > 0).then(|| weighted[0] / weight as f64),
             latency_us_p99: (weight > 0).then(|| weighted[1] / weight as f64),
         });
@@ -226,6 +248,7 @@ elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us
             .map(|&(elapsed_s, count, p95)| Point {
                 elapsed_s,
                 count,
+                length_s: 1.0,
                 latency_us_p95: p95,
                 latency_us_p99: p95.map(|v| v * 2.0),
             })
@@ -270,6 +293,7 @@ elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us
             .map(|s| Point {
                 elapsed_s: s as f64,
                 count: 100,
+                length_s: 1.0,
                 latency_us_p95: Some(1.0),
                 latency_us_p99: Some(2.0),
             })
@@ -303,5 +327,33 @@ elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us
         assert_eq!(raw.len(), 2);
         assert_eq!(raw[0].latency_us_p95, None);
         assert_eq!(raw[1].ops_per_sec, 9.0);
+    }
+
+    /// The run's last second, cut short, is plotted at its rate, not as a whole second that
+    /// seems to drop at the end of every run.
+    #[test]
+    fn a_last_partial_second_counts_at_its_length() {
+        let csv = "elapsed_s,operation,count,p95_us,p99_us,length_s\n\
+                   1,ALL,1000,1,2,1.000\n2,ALL,1000,1,2,1.000\n3,ALL,250,1,2,0.250\n";
+        let total = TimeSeries::parse(csv).unwrap_or_default().total();
+        assert_eq!(total[2].length_s, 0.25);
+        let per_second = resample(&total, 1.0);
+        assert_eq!(per_second.len(), 3);
+        assert!(
+            per_second.iter().all(|s| (s.ops_per_sec - 1000.0).abs() < 1e-9),
+            "{per_second:?}"
+        );
+        // In a window the run fills to its end: 2,250 operations in 2.25 s.
+        let window = resample(&total, 3.0);
+        assert_eq!(window.len(), 1);
+        assert!((window[0].ops_per_sec - 1000.0).abs() < 1e-9, "{window:?}");
+        // An older file, without the column: every row a whole second.
+        let old = "elapsed_s,operation,count,p95_us,p99_us\n1,ALL,1000,1,2\n";
+        assert_eq!(
+            TimeSeries::parse(old).unwrap_or_default().total()[0].length_s,
+            1.0
+        );
+        let bad = TimeSeries::parse("elapsed_s,operation,count,p95_us,p99_us,length_s\n1,ALL,1,1,2,0\n");
+        assert!(matches!(bad, Err(CsvError::BadRow { line: 2, .. })), "{bad:?}");
     }
 }

@@ -3,11 +3,13 @@
 //!
 //! ```text
 //! DIR/summary.txt       the YCSB summary block, as printed at the end
-//! DIR/timeseries.csv    elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us
+//! DIR/timeseries.csv    elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us,
+//!                       length_s
 //!                       one row per second of the phase (1, 2, … the end of that second) per
 //!                       operation of the workload, plus ALL, plus Intended-… with -target;
 //!                       latency fields empty when count is 0; `-FAILED` rows only in seconds
-//!                       that had failures
+//!                       that had failures; length_s the seconds the row covers (1, except the
+//!                       run's last, partial second)
 //! DIR/histogram.hlog    HdrHistogram interval log (HistogramLogProcessor's format), one interval
 //!                       per second per operation, tagged with the operation's name
 //! DIR/meta.json         label, phase, argv, effective properties, threads, target, times, hosts
@@ -22,7 +24,8 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
 
-pub const TIMESERIES_HEADER: &str = "elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us";
+pub const TIMESERIES_HEADER: &str =
+    "elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us,length_s";
 
 /// The run directory could not be written.
 #[derive(Debug)]
@@ -92,9 +95,15 @@ impl RunDir {
         })
     }
 
-    /// One second's row for one series.
-    pub fn row(&mut self, elapsed_s: u64, name: &str, h: &Histogram<u64>) -> Result<(), RunDirError> {
-        let line = timeseries_row(elapsed_s, name, h);
+    /// One second's row for one series; `length` is how much of the second the run lasted.
+    pub fn row(
+        &mut self,
+        elapsed_s: u64,
+        length: Duration,
+        name: &str,
+        h: &Histogram<u64>,
+    ) -> Result<(), RunDirError> {
+        let line = timeseries_row(elapsed_s, length, name, h);
         let path = self.dir.join("timeseries.csv");
         writeln!(self.timeseries, "{line}").map_err(at(&path))
     }
@@ -132,13 +141,14 @@ impl RunDir {
     }
 }
 
-/// `elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us`.
-pub fn timeseries_row(elapsed_s: u64, name: &str, h: &Histogram<u64>) -> String {
+/// `elapsed_s,operation,count,mean_us,p50_us,p95_us,p99_us,p999_us,max_us,length_s`.
+pub fn timeseries_row(elapsed_s: u64, length: Duration, name: &str, h: &Histogram<u64>) -> String {
+    let length_s = length.as_secs_f64().min(1.0);
     if h.is_empty() {
-        return format!("{elapsed_s},{name},0,,,,,,");
+        return format!("{elapsed_s},{name},0,,,,,,,{length_s:.3}");
     }
     format!(
-        "{elapsed_s},{name},{},{},{},{},{},{},{}",
+        "{elapsed_s},{name},{},{},{},{},{},{},{},{length_s:.3}",
         h.len(),
         h.mean().round() as u64,
         h.value_at_quantile(0.5),
@@ -159,13 +169,19 @@ mod tests {
     #[test]
     fn timeseries_rows() {
         let mut h = new_histogram();
-        assert_eq!(timeseries_row(3, "READ", &h), "3,READ,0,,,,,,");
+        let second = Duration::from_secs(1);
+        assert_eq!(timeseries_row(3, second, "READ", &h), "3,READ,0,,,,,,,1.000");
         for v in 1..=1000u64 {
             h.record(v).expect("record");
         }
         assert_eq!(
-            timeseries_row(4, "ALL", &h),
-            "4,ALL,1000,501,500,950,990,999,1000"
+            timeseries_row(4, second, "ALL", &h),
+            "4,ALL,1000,501,500,950,990,999,1000,1.000"
+        );
+        // The run's last second, cut short: the row says how much of it the run had.
+        assert_eq!(
+            timeseries_row(5, Duration::from_millis(250), "ALL", &h),
+            "5,ALL,1000,501,500,950,990,999,1000,0.250"
         );
     }
 
@@ -185,7 +201,7 @@ mod tests {
             &h,
         )
         .expect("interval");
-        rd.row(1, "READ", &h).expect("row");
+        rd.row(1, Duration::from_secs(1), "READ", &h).expect("row");
         rd.flush().expect("flush");
         let log = std::fs::read(dir.join("histogram.hlog")).expect("read");
         let text = String::from_utf8_lossy(&log);

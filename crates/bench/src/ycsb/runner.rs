@@ -506,7 +506,7 @@ impl Reporter {
             let name = m.name();
             let start = Duration::from_secs(second - 1);
             let result = rd
-                .row(second, &name, h)
+                .row(second, length, &name, h)
                 .and_then(|()| rd.interval(start, length, &name, h));
             if let Err(e) = result {
                 // Keep running: the summary matters more than the file. Report it once.
