@@ -27,6 +27,13 @@ const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(10);
 const SIZES_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a range whose sources are all down says it is still waiting.
 const WAITING_LOG_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a receive waits for a range's preferred source to be seen up before it asks
+/// another: a node that has just started may not have heard from every peer yet, and the
+/// preferred source (the replica that gives the range up, or one in this data center) is the
+/// one that keeps consistency and saves traffic.
+const PREFERRED_SOURCE_PATIENCE: Duration = Duration::from_secs(10);
+/// How often, meanwhile, it looks again.
+const PREFERRED_SOURCE_POLL: Duration = Duration::from_millis(250);
 
 type State = Arc<Mutex<BTreeMap<Span, SpanState>>>;
 
@@ -93,6 +100,7 @@ impl TopologyService {
                 }
             }))
         });
+        let patience = tokio::time::Instant::now() + PREFERRED_SOURCE_PATIENCE;
         let limit = Arc::new(tokio::sync::Semaphore::new(SOURCES_IN_PARALLEL_MAX));
         let mut jobs = JoinSet::new();
         for (_, list) in by_source {
@@ -111,7 +119,17 @@ impl TopologyService {
                     .expect("the semaphore is never closed");
                 for s in list {
                     service
-                        .receive_span(change, &purpose, &s, &state, &sessions, &sizes)
+                        .receive_span(
+                            &s,
+                            Receiving {
+                                change,
+                                purpose: &purpose,
+                                state: &state,
+                                sessions: &sessions,
+                                sizes: &sizes,
+                                patience,
+                            },
+                        )
                         .await?;
                 }
                 Ok::<(), TopologyError>(())
@@ -137,18 +155,25 @@ impl TopologyService {
     }
 
     /// Streams one span, trying its sources in order until one sends it all.
-    async fn receive_span(
-        &self,
-        change: u64,
-        purpose: &str,
-        s: &SpanFrom,
-        state: &State,
-        sessions: &Arc<Mutex<BTreeMap<HostId, Arc<Inbound>>>>,
-        sizes: &Arc<HashMap<Span, (u64, u64)>>,
-    ) -> Result<(), TopologyError> {
+    async fn receive_span(&self, s: &SpanFrom, receiving: Receiving<'_>) -> Result<(), TopologyError> {
+        let Receiving {
+            change,
+            purpose,
+            state,
+            sessions,
+            sizes,
+            patience,
+        } = receiving;
         let mut failures = 0u32;
         let mut last_waiting_log = None::<tokio::time::Instant>;
         loop {
+            if failures == 0
+                && !self.liveness.is_alive(s.sources[0])
+                && tokio::time::Instant::now() < patience
+            {
+                tokio::time::sleep(PREFERRED_SOURCE_POLL).await;
+                continue;
+            }
             let live: Vec<HostId> = s
                 .sources
                 .iter()
@@ -255,6 +280,18 @@ impl TopologyService {
             Err(e) => tracing::warn!(change, "could not save the stream checkpoint: {e}"),
         }
     }
+}
+
+/// What every range of one receive shares.
+#[derive(Clone, Copy)]
+struct Receiving<'a> {
+    change: u64,
+    purpose: &'a str,
+    state: &'a State,
+    sessions: &'a Arc<Mutex<BTreeMap<HostId, Arc<Inbound>>>>,
+    sizes: &'a Arc<HashMap<Span, (u64, u64)>>,
+    /// Until when a range waits for its preferred source to be seen up.
+    patience: tokio::time::Instant,
 }
 
 /// A task that ends with its handle.
