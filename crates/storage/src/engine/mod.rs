@@ -39,6 +39,11 @@ impl Engine {
     /// row: `deltas.rs`) and, with `commit_to_device`, returns once it is durable.
     pub fn write(&self, key: RowKey<'_>, update: Row) -> Result<(), WriteError> {
         let pos = self.inner.write_row(key, update)?;
+        self.durable_if_committing(pos)
+    }
+
+    /// With `commit_to_device`, waits until what was appended up to `pos` is durable.
+    fn durable_if_committing(&self, pos: crate::writer::Position) -> Result<(), WriteError> {
         if self.inner.config().commit_to_device {
             self.inner.writer().wait_durable(pos)?;
         }
@@ -70,10 +75,7 @@ impl Engine {
         let tombstones =
             PartitionTombstones::of(start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec), deletion);
         let pos = self.inner.write_tombstones(table, partition, tombstones)?;
-        if self.inner.config().commit_to_device {
-            self.inner.writer().wait_durable(pos)?;
-        }
-        Ok(())
+        self.durable_if_committing(pos)
     }
 
     /// The range and partition tombstones a partition holds now (for tests and tools).

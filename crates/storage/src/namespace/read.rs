@@ -10,8 +10,8 @@ use crate::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
 use crate::format::chunks::ChunkList;
 use crate::format::record::{decode_body, decode_record, decode_tombstones_body, RecordView};
 use crate::format::DecodeError;
-use crate::index::{Entry, Location, TableIndex};
-use crate::keys::{RowKey, ROW_MAX_BYTES};
+use crate::index::{Entry, IndexKey, Location, TableIndex};
+use crate::keys::{RowKey, ScanPosition, StoredRow, ROW_MAX_BYTES};
 use crate::range_tombstones::PartitionTombstones;
 use crate::read_ahead::{ReadsAhead, Span};
 use crate::row::Row;
@@ -32,6 +32,20 @@ pub(crate) struct Found {
     pub row: Row,
     /// The row had a delta, merged into `row`: the whole version read, and the delta's record.
     pub delta: Option<(Location, Location)>,
+}
+
+impl Found {
+    /// The row as a scan returns it, `row` in place of the one read (which the caller made
+    /// visible as of now, or kept as it was), resuming after index entry `key`.
+    pub fn stored(self, row: Row, key: IndexKey) -> StoredRow {
+        StoredRow {
+            token: self.token,
+            partition_key: self.partition_key,
+            clustering_key: self.clustering_key,
+            row,
+            position: ScanPosition(key),
+        }
+    }
 }
 
 impl Namespace {

@@ -6,7 +6,7 @@ use std::ops::Bound;
 use super::{Found, Namespace};
 use crate::error::ReadError;
 use crate::index::{IndexKey, TableIndex};
-use crate::keys::{RowsPage, ScanPosition, StoredRow};
+use crate::keys::{RowsPage, StoredRow};
 use crate::range_tombstones::PartitionTombstones;
 use crate::token::{clustering_prefix, token};
 
@@ -38,13 +38,8 @@ impl Namespace {
                 };
                 if keep(&found) {
                     shadows.apply(&mut found, now_s)?;
-                    out.push(StoredRow {
-                        token: found.token,
-                        partition_key: found.partition_key,
-                        clustering_key: found.clustering_key,
-                        row: found.row,
-                        position: ScanPosition(e.key),
-                    });
+                    let row = std::mem::take(&mut found.row);
+                    out.push(found.stored(row, e.key));
                 }
             }
             match entries.last() {
@@ -101,15 +96,9 @@ impl Namespace {
                     continue;
                 }
                 shadows.apply(&mut found, now_s)?;
-                let row = found.row.into_visible(now_s);
+                let row = std::mem::take(&mut found.row).into_visible(now_s);
                 if row.is_live(now_s) {
-                    out.push(StoredRow {
-                        token: found.token,
-                        partition_key: found.partition_key,
-                        clustering_key: found.clustering_key,
-                        row,
-                        position: ScanPosition(e.key),
-                    });
+                    out.push(found.stored(row, e.key));
                 }
             }
             match entries.last() {
@@ -197,13 +186,13 @@ impl Namespace {
                 if e.is_range_tombstones() || (!keep_dead && !e.is_visible(now_s)) {
                     continue;
                 }
-                let Some(found) = self.read_entry(index, e)? else {
+                let Some(mut found) = self.read_entry(index, e)? else {
                     continue;
                 };
                 if found.partition_key != partition || !in_bounds(&found.clustering_key, start, end) {
                     continue;
                 }
-                let mut row = found.row;
+                let mut row = std::mem::take(&mut found.row);
                 if let Some(t) = &tombstones {
                     t.shadow(&found.clustering_key, &mut row, now_s);
                 }
@@ -212,13 +201,7 @@ impl Namespace {
                     continue;
                 }
                 live += usize::from(is_live);
-                rows.push(StoredRow {
-                    token: found.token,
-                    partition_key: found.partition_key,
-                    clustering_key: found.clustering_key,
-                    row,
-                    position: ScanPosition(e.key),
-                });
+                rows.push(found.stored(row, e.key));
             }
             match entries.last() {
                 Some(last) if entries.len() == batch => cursor = last.key,
