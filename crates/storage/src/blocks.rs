@@ -4,9 +4,14 @@
 //! A block moves Free -> Open (the writer fills it) -> Sealed (full, queued or written) ->
 //! Defragging (its live records are being moved) -> PendingFree (empty, waiting until what
 //! replaced its records is durable and its header is wiped) -> Free.
+//!
+//! A table snapshot (`snapshots/`) pins the blocks its rows are in: a pinned block that would
+//! be freed is Held instead (its header and records stay on the device, and a cold start reads
+//! them as it reads any block, the newest version of each row winning), and goes back to
+//! Sealed, with nothing live, once no snapshot pins it, for defragmentation to free.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::device::{AlignedBuf, Device, IO_ALIGN_BYTES};
@@ -22,6 +27,8 @@ pub enum BlockState {
     PendingFree = 4,
     /// Holds a chunk of a row larger than a block: never defragmented, freed with its row.
     Chunk = 5,
+    /// Freed by the data, kept for a snapshot that pins it.
+    Held = 6,
 }
 
 impl BlockState {
@@ -32,7 +39,8 @@ impl BlockState {
             2 => BlockState::Sealed,
             3 => BlockState::Defragging,
             4 => BlockState::PendingFree,
-            _ => BlockState::Chunk,
+            5 => BlockState::Chunk,
+            _ => BlockState::Held,
         }
     }
 }
@@ -41,6 +49,8 @@ struct BlockMeta {
     sequence: AtomicU64,
     live_bytes: AtomicU64,
     state: AtomicU8,
+    /// The snapshots that hold records in this block.
+    pins: AtomicU32,
 }
 
 /// The devices of a namespace seen as one array of blocks.
@@ -108,6 +118,9 @@ pub struct BlockTable {
     free_count: AtomicU64,
     /// Client writes may not take the last `reserve_blocks` free blocks.
     reserve_blocks: u64,
+    /// Snapshots being taken: while one is, no block is freed (each is Held), since the
+    /// snapshot may have copied an index entry that points into it and not yet pinned it.
+    taking: AtomicU32,
 }
 
 impl BlockTable {
@@ -118,11 +131,13 @@ impl BlockTable {
                     sequence: AtomicU64::new(0),
                     live_bytes: AtomicU64::new(0),
                     state: AtomicU8::new(BlockState::Free as u8),
+                    pins: AtomicU32::new(0),
                 })
                 .collect(),
             free: Mutex::new(VecDeque::new()),
             free_count: AtomicU64::new(0),
             reserve_blocks: (u64::from(blocks) * u64::from(stop_writes_free_pct)).div_ceil(100),
+            taking: AtomicU32::new(0),
         }
     }
 
@@ -156,9 +171,15 @@ impl BlockTable {
         Some(block)
     }
 
-    /// Puts a block on the free list (at open time, or once it is wiped).
+    /// Puts a block on the free list (at open time, or once it is wiped); a pinned block is
+    /// Held instead, with nothing live.
     pub fn release(&self, block: u32) {
         let m = &self.meta[block as usize];
+        if self.is_pinned(block) {
+            m.live_bytes.store(0, Ordering::Relaxed);
+            m.state.store(BlockState::Held as u8, Ordering::Release);
+            return;
+        }
         m.state.store(BlockState::Free as u8, Ordering::Release);
         m.live_bytes.store(0, Ordering::Relaxed);
         let mut free = self.free.lock().expect("free list lock poisoned");
@@ -222,10 +243,11 @@ impl BlockTable {
         );
     }
 
-    /// Sealed blocks with fewer than `lwm_bytes` live, emptiest first, at most `max`.
+    /// Sealed blocks with fewer than `lwm_bytes` live, emptiest first, at most `max`. A pinned
+    /// block is left alone: moving its records out would free nothing.
     pub fn defrag_candidates(&self, lwm_bytes: u64, max: usize) -> Vec<u32> {
         let mut c: Vec<(u64, u32)> = (0..self.len())
-            .filter(|&b| self.state(b) == BlockState::Sealed)
+            .filter(|&b| self.state(b) == BlockState::Sealed && !self.is_pinned(b))
             .map(|b| (self.live_bytes(b), b))
             .filter(|&(live, _)| live < lwm_bytes)
             .collect();
@@ -242,6 +264,70 @@ impl BlockTable {
             .map(|b| self.sequence(b))
             .min()
             .unwrap_or(u64::MAX)
+    }
+
+    /// True while a snapshot pins `block`, or one is being taken.
+    pub fn is_pinned(&self, block: u32) -> bool {
+        self.taking.load(Ordering::Acquire) > 0 || self.meta[block as usize].pins.load(Ordering::Acquire) > 0
+    }
+
+    /// True if a snapshot pins `block` (not counting one being taken).
+    pub fn pinned_by_a_snapshot(&self, block: u32) -> bool {
+        self.meta[block as usize].pins.load(Ordering::Acquire) > 0
+    }
+
+    /// A snapshot starts copying the index: from now until [`BlockTable::end_taking`], no block
+    /// is freed.
+    pub fn begin_taking(&self) {
+        self.taking.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The snapshot being taken has pinned what it copied: blocks Held meanwhile that no
+    /// snapshot pins go back to Sealed, for defragmentation to free.
+    pub fn end_taking(&self) {
+        self.taking.fetch_sub(1, Ordering::AcqRel);
+        self.unhold();
+    }
+
+    pub fn pin(&self, block: u32) {
+        self.meta[block as usize].pins.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Takes a snapshot's pin off each of `blocks`; those left Held and unpinned go back to
+    /// Sealed, with nothing live, for defragmentation to free.
+    pub fn unpin(&self, blocks: impl IntoIterator<Item = u32>) {
+        for b in blocks {
+            let pins = &self.meta[b as usize].pins;
+            // Never below zero, whatever a damaged file says.
+            let _ = pins.fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| p.checked_sub(1));
+        }
+        self.unhold();
+    }
+
+    fn unhold(&self) {
+        for b in 0..self.len() {
+            if !self.is_pinned(b) {
+                self.transition(b, BlockState::Held, BlockState::Sealed);
+            }
+        }
+    }
+
+    /// Blocks pinned by snapshots, and of them those Held (kept only for a snapshot).
+    pub fn pinned_and_held(&self) -> (u64, u64) {
+        let mut pinned = 0;
+        let mut held = 0;
+        for b in 0..self.len() {
+            if self.pinned_by_a_snapshot(b) {
+                pinned += 1;
+                held += u64::from(self.state(b) == BlockState::Held);
+            }
+        }
+        (pinned, held)
+    }
+
+    /// Free blocks beyond the stop-writes reserve: what client writes may still fill.
+    pub fn free_beyond_reserve(&self) -> u64 {
+        self.free_blocks().saturating_sub(self.reserve_blocks)
     }
 
     pub fn total_live_bytes(&self) -> u64 {

@@ -52,6 +52,8 @@ pub struct NamespaceConfig {
     pub direct_io: bool,
     /// Where a clean shutdown saves the index for a fast restart; `None` disables it.
     pub index_snapshot_path: Option<PathBuf>,
+    /// Where table snapshots live, one directory each (`snapshots/`); `None`: none are taken.
+    pub snapshots_dir: Option<PathBuf>,
     /// A directory on a RAM file system for the write buffer: a copy of the blocks not yet on
     /// the device that survives a process crash ([`crate::write_buffer`]). `None` (or
     /// `commit_to_device`, which does not need it) goes without: a process crash may then lose
@@ -81,6 +83,7 @@ impl NamespaceConfig {
                 size_bytes,
             }],
             index_snapshot_path: Some(dir.join(format!("{name}.index"))),
+            snapshots_dir: Some(dir.join("snapshots")),
             write_buffer_dir: Some(PathBuf::from(WRITE_BUFFER_DIR_DEFAULT)),
             // Bug fixed here: this inherited `data_in_memory = true` from `in_memory`, so every
             // file namespace kept all its blocks in RAM, never evicted them and never read the
@@ -109,6 +112,7 @@ impl NamespaceConfig {
             expiry_period_ms: 60_000,
             direct_io: true,
             index_snapshot_path: None,
+            snapshots_dir: None,
             write_buffer_dir: None,
             write_buffer_blocks: 8,
             io_uring: true,

@@ -114,7 +114,7 @@ impl Deltas {
         self.bytes.load(Relaxed) + bytes <= limit
     }
 
-    #[cfg(test)]
+    /// A copy of the row's delta, if it has one.
     pub fn get(&self, table: TableId, key: &IndexKey) -> Option<Delta> {
         self.shard(&(table, *key)).get(&(table, *key)).cloned()
     }

@@ -33,6 +33,8 @@
 //!                                                                 cache, deltas, format
 //! snapshot          saves and loads the RAM index              -> namespace, blocks, deltas,
 //!                                                                 format, files
+//! snapshots/        table snapshots: index entries saved,      -> snapshot, namespace, blocks,
+//!                   blocks pinned (Cassandra's snapshots)         format, files
 //! stream/           export and import of a token range         -> namespace, keys, writer, format
 //! namespace/        the core: one namespace's state and its    -> writer, read_ahead, deltas,
 //!                   read (read.rs), write (write.rs) and range    cache, blocks, index, keys,
@@ -79,6 +81,7 @@ pub(crate) mod read_ahead;
 pub(crate) mod recovery;
 pub mod row;
 pub(crate) mod snapshot;
+mod snapshots;
 mod stats;
 mod stream;
 pub mod token;
@@ -96,5 +99,8 @@ pub use keys::{
 pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 pub use read_ahead::{Installed, ReadsAhead, ReadsDone};
 pub use row::{Cell, CellValue, Deletion, Liveness, Row};
+pub use snapshots::{
+    valid_tag as valid_snapshot_tag, Snapshot, SnapshotError, SnapshotRecord, SnapshotSpace, SnapshotSummary,
+};
 pub use stats::{Stats, StatsSnapshot};
 pub use stream::{ExportedChunk, ImportError, ImportStats, RangeSize};

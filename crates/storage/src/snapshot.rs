@@ -37,7 +37,7 @@ const MAGIC: [u8; 4] = *b"HYIX";
 /// Version 2 added the deltas (`deltas.rs`); a version 1 file, which has none, still loads.
 const VERSION: u32 = 2;
 const HEADER_BYTES: usize = 40;
-const ENTRY_BYTES: usize = 48;
+pub(crate) const ENTRY_BYTES: usize = 48;
 
 /// A checksum of which blocks hold data and at which sequence.
 fn fingerprint(blocks: impl Iterator<Item = (u32, u64)>) -> u64 {
@@ -53,9 +53,44 @@ fn fingerprint(blocks: impl Iterator<Item = (u32, u64)>) -> u64 {
     u64::from(hi) << 32 | u64::from(lo)
 }
 
-struct CrcWriter<W: Write> {
-    inner: W,
-    crc: u32,
+/// A writer that keeps the crc32c of what went through it.
+pub(crate) struct CrcWriter<W: Write> {
+    pub inner: W,
+    pub crc: u32,
+}
+
+/// An index entry as the index file (and a table snapshot's) holds it: `ENTRY_BYTES` bytes.
+pub(crate) fn write_entry(w: &mut impl Write, e: &Entry) -> io::Result<()> {
+    write_key(w, &e.key)?;
+    w.write_all(&e.location.to_raw().to_le_bytes())?;
+    w.write_all(&e.write_timestamp_us.to_le_bytes())?;
+    w.write_all(&e.expiry_s.to_le_bytes())?;
+    w.write_all(&e.flags.to_le_bytes())
+}
+
+pub(crate) fn read_entry(r: &mut Cursor<'_>) -> Result<Entry, DecodeError> {
+    Ok(Entry {
+        key: read_key(r)?,
+        location: Location::from_raw(r.u64()?),
+        write_timestamp_us: r.u64()? as i64,
+        expiry_s: r.u32()?,
+        flags: r.u32()?,
+    })
+}
+
+/// An index key: token, clustering prefix, digest (24 bytes).
+pub(crate) fn write_key(w: &mut impl Write, key: &IndexKey) -> io::Result<()> {
+    w.write_all(&key.token.to_le_bytes())?;
+    w.write_all(&key.clustering_prefix.to_le_bytes())?;
+    w.write_all(&key.digest.to_le_bytes())
+}
+
+pub(crate) fn read_key(r: &mut Cursor<'_>) -> Result<IndexKey, DecodeError> {
+    Ok(IndexKey {
+        token: r.u64()? as i64,
+        clustering_prefix: r.u64()?,
+        digest: r.u64()?,
+    })
 }
 
 impl<W: Write> Write for CrcWriter<W> {
@@ -97,13 +132,7 @@ pub(crate) fn save(inner: &Namespace, path: &Path) -> io::Result<()> {
         w.write_all(&(t.len() as u64).to_le_bytes())?;
         for p in 0..PARTITIONS {
             for e in t.partition_select(p, |_| true) {
-                w.write_all(&e.key.token.to_le_bytes())?;
-                w.write_all(&e.key.clustering_prefix.to_le_bytes())?;
-                w.write_all(&e.key.digest.to_le_bytes())?;
-                w.write_all(&e.location.to_raw().to_le_bytes())?;
-                w.write_all(&e.write_timestamp_us.to_le_bytes())?;
-                w.write_all(&e.expiry_s.to_le_bytes())?;
-                w.write_all(&e.flags.to_le_bytes())?;
+                write_entry(&mut w, &e)?;
             }
         }
     }
@@ -111,9 +140,7 @@ pub(crate) fn save(inner: &Namespace, path: &Path) -> io::Result<()> {
     w.write_all(&(deltas.len() as u64).to_le_bytes())?;
     for (table, key, d) in deltas {
         w.write_all(&table.to_le_bytes())?;
-        w.write_all(&key.token.to_le_bytes())?;
-        w.write_all(&key.clustering_prefix.to_le_bytes())?;
-        w.write_all(&key.digest.to_le_bytes())?;
+        write_key(&mut w, &key)?;
         w.write_all(&d.base.to_raw().to_le_bytes())?;
         w.write_all(&d.location.to_raw().to_le_bytes())?;
         w.write_all(&d.write_timestamp_us.to_le_bytes())?;
@@ -237,17 +264,7 @@ fn parse(
         }
         let index = Arc::new(TableIndex::new());
         for _ in 0..n {
-            let e = Entry {
-                key: IndexKey {
-                    token: r.u64()? as i64,
-                    clustering_prefix: r.u64()?,
-                    digest: r.u64()?,
-                },
-                location: Location::from_raw(r.u64()?),
-                write_timestamp_us: r.u64()? as i64,
-                expiry_s: r.u32()?,
-                flags: r.u32()?,
-            };
+            let e = read_entry(&mut r)?;
             let b = e.location.block();
             if b >= blocks.len() || !is_holding[b as usize] {
                 return Err(Unusable::EntryInFreeBlock { block: b });
@@ -260,11 +277,7 @@ fn parse(
     let delta_count = if version >= 2 { r.u64()? } else { 0 };
     for _ in 0..delta_count {
         let table = r.u32()?;
-        let key = IndexKey {
-            token: r.u64()? as i64,
-            clustering_prefix: r.u64()?,
-            digest: r.u64()?,
-        };
+        let key = read_key(&mut r)?;
         let base = Location::from_raw(r.u64()?);
         let location = Location::from_raw(r.u64()?);
         let write_timestamp_us = r.u64()? as i64;

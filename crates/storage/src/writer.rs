@@ -615,6 +615,11 @@ impl Writer {
         let mut header = AlignedBuf::zeroed(IO_ALIGN_BYTES);
         let mut wiped = Vec::with_capacity(ready.len());
         for &block in &ready {
+            if self.blocks.is_pinned(block) {
+                // A snapshot keeps its records: not wiped, Held (`blocks.rs`).
+                self.blocks.release(block);
+                continue;
+            }
             let (device, offset) = self.devices.locate(block);
             // A free header keeps the block's sequence, so that a restart never reuses a
             // sequence number that records on the device may still carry.

@@ -16,6 +16,7 @@ use crate::namespace::Namespace;
 use crate::range_tombstones::PartitionTombstones;
 use crate::read_ahead::ReadsAhead;
 use crate::row::Row;
+use crate::snapshots::{Snapshot, SnapshotError, SnapshotRecord, SnapshotSpace, SnapshotSummary};
 use crate::stats::StatsSnapshot;
 use crate::token::token;
 
@@ -400,6 +401,59 @@ impl Engine {
     /// Runs one expiry pass now; returns the entries it removed.
     pub fn expire_now(&self) -> usize {
         crate::expiry::pass(&self.inner)
+    }
+
+    /// Takes snapshot `tag` of `tables` (`snapshots/`): their index entries saved, the blocks
+    /// they point into pinned. Refused when the blocks it would newly pin exceed the free
+    /// blocks beyond the stop-writes reserve, unless `force`.
+    pub fn take_snapshot(
+        &self,
+        tag: &str,
+        tables: &[TableId],
+        force: bool,
+    ) -> Result<SnapshotSummary, SnapshotError> {
+        crate::snapshots::take(&self.inner, tag, tables, force)
+    }
+
+    /// The directory of snapshot `tag` (the caller may keep its own files there).
+    pub fn snapshot_dir(&self, tag: &str) -> Result<std::path::PathBuf, SnapshotError> {
+        crate::snapshots::dir_of(&self.inner, tag)
+    }
+
+    /// Where this namespace's snapshots live, if it keeps any.
+    pub fn snapshots_root(&self) -> Option<&std::path::Path> {
+        self.inner.config().snapshots_dir.as_deref()
+    }
+
+    /// Opens snapshot `tag` for reading ([`Engine::read_snapshot`]).
+    pub fn open_snapshot(&self, tag: &str) -> Result<Snapshot, SnapshotError> {
+        crate::snapshots::open(&self.inner, tag)
+    }
+
+    /// Up to `max` records of `table` in `snapshot` from the `from`th; and the next `from`.
+    pub fn read_snapshot(
+        &self,
+        snapshot: &Snapshot,
+        table: TableId,
+        from: usize,
+        max: usize,
+    ) -> Result<(Vec<SnapshotRecord>, Option<usize>), SnapshotError> {
+        crate::snapshots::read(&self.inner, snapshot, table, from, max)
+    }
+
+    /// Deletes snapshot `tag` and gives its blocks back.
+    pub fn clear_snapshot(&self, tag: &str) -> Result<(), SnapshotError> {
+        crate::snapshots::clear(&self.inner, tag)
+    }
+
+    /// Device space pinned and held for snapshots.
+    pub fn snapshot_space(&self) -> SnapshotSpace {
+        let (pinned_blocks, held_blocks) = self.inner.blocks().pinned_and_held();
+        SnapshotSpace {
+            pinned_blocks,
+            held_blocks,
+            block_size_bytes: self.inner.config().block_size_bytes,
+        }
     }
 
     /// Makes everything written so far durable (what `commit_to_device` does per write).

@@ -114,6 +114,11 @@ impl Engine {
             )));
         }
         let blocks = Arc::new(BlockTable::new(devices.blocks(), config.stop_writes_free_pct));
+        // Before recovery, which would otherwise free blocks only snapshots still need.
+        let pins = match &config.snapshots_dir {
+            Some(root) => crate::snapshots::pin_all(root, &blocks),
+            None => Vec::new(),
+        };
         let cache = Arc::new(PostWriteCache::new(
             config.post_write_cache_bytes,
             !config.data_in_memory,
@@ -166,6 +171,7 @@ impl Engine {
             crate::recovery::recover(&config, &devices, &blocks, &cache, &tables, &deltas)
         };
 
+        crate::snapshots::check_pins(&pins, &blocks);
         let buffer = match &buffer_at {
             None => None,
             Some(at) => Some(

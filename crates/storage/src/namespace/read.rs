@@ -144,27 +144,7 @@ impl Namespace {
         for _ in 0..READ_ATTEMPTS_MAX {
             let loc = entry.location;
             let sequence = self.blocks.sequence(loc.block());
-            // Decoded straight from where the bytes are (the cache or the read buffer).
-            let key = entry.key;
-            // A chunked row's head comes back as bytes, to be read on once the buffer it sits
-            // in is let go.
-            let decoded = self.with_record_bytes(loc, sequence, direct, |bytes| {
-                let view = decode_record(bytes, sequence)?;
-                if view.meta.digest != key.digest || view.meta.token != key.token {
-                    return Err(DecodeError::OtherKey);
-                }
-                if view.meta.chunked {
-                    return Ok(Err(bytes[..view.record_bytes].to_vec()));
-                }
-                decode(&view).map(Ok)
-            });
-            let decoded = match decoded {
-                Ok(Ok(Err(head))) => self.read_chunked(loc, &head, sequence, &decode),
-                Ok(Ok(Ok(found))) => Ok(found),
-                Ok(Err(detail)) => Err(self.corrupt(loc, detail)),
-                Err(e) => Err(e),
-            };
-            match decoded {
+            match self.decode_at(&entry, sequence, direct, &decode) {
                 Ok(found) => {
                     self.stats.add_record_read(u64::from(loc.len()));
                     return Ok(Some((entry, found)));
@@ -189,6 +169,39 @@ impl Namespace {
         self.stats.add_read_error();
         tracing::error!("{err}");
         Err(err)
+    }
+
+    /// Reads the record of `entry` in its block at `sequence` and decodes it with `decode`
+    /// (a chunked row's chunks read too). Nothing here looks at the index: a record a snapshot
+    /// pins is read the same way.
+    pub(crate) fn decode_at<T>(
+        &self,
+        entry: &Entry,
+        sequence: u64,
+        direct: bool,
+        decode: impl Fn(&RecordView<'_>) -> Result<T, DecodeError>,
+    ) -> Result<T, ReadError> {
+        let loc = entry.location;
+        // Decoded straight from where the bytes are (the cache or the read buffer).
+        let key = entry.key;
+        // A chunked row's head comes back as bytes, to be read on once the buffer it sits in
+        // is let go.
+        let decoded = self.with_record_bytes(loc, sequence, direct, |bytes| {
+            let view = decode_record(bytes, sequence)?;
+            if view.meta.digest != key.digest || view.meta.token != key.token {
+                return Err(DecodeError::OtherKey);
+            }
+            if view.meta.chunked {
+                return Ok(Err(bytes[..view.record_bytes].to_vec()));
+            }
+            decode(&view).map(Ok)
+        });
+        match decoded {
+            Ok(Ok(Err(head))) => self.read_chunked(loc, &head, sequence, &decode),
+            Ok(Ok(Ok(found))) => Ok(found),
+            Ok(Err(detail)) => Err(self.corrupt(loc, detail)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads the chunks a chunked row's head names and decodes the row they make up.
