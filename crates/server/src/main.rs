@@ -25,6 +25,7 @@ mod query;
 mod requests;
 mod roles;
 mod schema;
+mod snapshots;
 mod system;
 mod tools;
 mod trace;

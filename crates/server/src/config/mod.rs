@@ -218,6 +218,10 @@ pub struct StorageConfig {
     pub direct_io: bool,
     /// Save the index on clean shutdown (`<data_dir>/hayate.index`) for a fast restart.
     pub index_snapshot: bool,
+    /// Take a snapshot of a table (`<data_dir>/snapshots/dropped-<n>-...` or `truncated-...`)
+    /// before DROP TABLE, DROP KEYSPACE or TRUNCATE forgets its rows, as Cassandra's
+    /// `auto_snapshot` (on by default there too). Off, those statements lose the rows for good.
+    pub auto_snapshot: bool,
 }
 
 /// One entry of `[[storage.devices]]`.
@@ -372,6 +376,7 @@ impl Default for StorageConfig {
             expiry_period_ms: engine.expiry_period_ms,
             direct_io: engine.direct_io,
             index_snapshot: true,
+            auto_snapshot: true,
         }
     }
 }

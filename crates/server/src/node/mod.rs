@@ -129,8 +129,17 @@ impl crate::system::ClusterView for Node {
 pub struct NodeSchemaEffects(pub Weak<Node>);
 
 impl SchemaEffects for NodeSchemaEffects {
-    fn table_dropped(&self, table: TableId) {
+    fn table_dropped(
+        &self,
+        table: TableId,
+        was: Option<(&Arc<crate::schema::Keyspace>, &Arc<crate::schema::Table>)>,
+        truncated: bool,
+        index: u64,
+    ) {
         if let Some(node) = self.0.upgrade() {
+            if let (Some((keyspace, t)), true) = (was, node.config.storage.auto_snapshot) {
+                crate::snapshots::before_drop(&node.engine, keyspace, t, truncated, index);
+            }
             let rows = node.coordinator.drop_local_table(table);
             tracing::info!(
                 table_id = table,

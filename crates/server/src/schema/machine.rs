@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ddl;
 use super::store::{version_at, SchemaStore};
+use super::{Keyspace, Table};
 use crate::error::{invalid, syntax, QueryError, QueryResult};
 
 /// One entry of the schema's log.
@@ -76,8 +77,15 @@ enum ErrorRecord {
 
 /// What a node does when the schema changes, besides changing it.
 pub trait SchemaEffects: Send + Sync {
-    /// A table was dropped or truncated: forget its rows on this node.
-    fn table_dropped(&self, table: TableId);
+    /// A table was dropped or truncated (`truncated`) by the log's entry `index`: forget its
+    /// rows on this node. `was` is the table and its keyspace as they were just before.
+    fn table_dropped(
+        &self,
+        table: TableId,
+        was: Option<(&Arc<Keyspace>, &Arc<Table>)>,
+        truncated: bool,
+        index: u64,
+    );
     /// The schema changed: tell prepared statements, registered connections and gossip.
     fn schema_changed(&self, change: &SchemaChange, version: [u8; 16]);
     /// The set of tables or their options may have changed (any applied change, TRUNCATE and a
@@ -172,6 +180,7 @@ impl SchemaMachine {
         let keyspace_of =
             |name: &QualifiedName| super::keyspace_in(session_keyspace, name).map(str::to_owned);
         let store = &self.store;
+        let before = store.current();
         let mut dropped: Vec<TableId> = Vec::new();
         let change = match &parsed.statement {
             Statement::CreateKeyspace {
@@ -243,8 +252,12 @@ impl SchemaMachine {
             other => return Err(invalid(format!("{} is not a schema statement", other.kind()))),
         };
         if let Some(effects) = self.effects.get() {
+            let truncated = matches!(parsed.statement, Statement::Truncate { .. });
             for id in dropped {
-                effects.table_dropped(id);
+                let was = before
+                    .user_keyspaces()
+                    .find_map(|ks| ks.tables.values().find(|t| t.storage_id == id).map(|t| (ks, t)));
+                effects.table_dropped(id, was, truncated, index);
             }
             if let Some(change) = &change {
                 effects.schema_changed(change, store.current().version);

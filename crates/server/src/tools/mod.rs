@@ -1,13 +1,15 @@
 //! The `hayate` commands that are not the node itself: a local cluster in one command
 //! ([`local`], as `ccm` gives Cassandra users), the cluster's status ([`status`], as
-//! `nodetool status`), streams ([`netstats`]) and the topology operations ([`ops`]:
-//! decommission, removenode, cleanup).
+//! `nodetool status`), streams ([`netstats`]), the topology operations ([`ops`]:
+//! decommission, removenode, cleanup) and snapshots ([`snapshot`]: snapshot, listsnapshots,
+//! clearsnapshot, restore).
 
 pub mod http;
 pub mod local;
 pub mod netstats;
 pub mod ops;
 pub mod ports;
+pub mod snapshot;
 pub mod status;
 
 use std::io::Write;
@@ -83,6 +85,78 @@ pub enum Tool {
     /// Drops the records of ranges the node no longer holds. A node does this by itself after a
     /// topology change moves ranges away from it; this forces it.
     Cleanup {
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        #[arg(long, default_value_t = 9180)]
+        port: u16,
+    },
+    /// Takes a snapshot of tables on the node, as `nodetool snapshot`: every user table, a
+    /// keyspace's, or the ones named. Instant whatever the data size: it saves the tables'
+    /// index entries and pins the write blocks their rows are in, which then stay on the device
+    /// until the snapshot is cleared (up to the pinned size, shown). Refused when the blocks it
+    /// would newly pin exceed the free space beyond the stop-writes reserve.
+    Snapshot {
+        /// The keyspace (all user keyspaces if none).
+        keyspace: Option<String>,
+        /// Tables of the keyspace (all of them if none).
+        tables: Vec<String>,
+        /// The snapshot's name (default: the time in milliseconds).
+        #[arg(short = 't', long)]
+        tag: Option<String>,
+        /// Take it on every node of the cluster, with the same tag.
+        #[arg(long)]
+        all_nodes: bool,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        #[arg(long, default_value_t = 9180)]
+        port: u16,
+    },
+    /// Lists the node's snapshots (those taken by hand and the automatic ones before DROP and
+    /// TRUNCATE), their tables and the device space they pin, as `nodetool listsnapshots`.
+    Listsnapshots {
+        #[arg(long)]
+        all_nodes: bool,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        #[arg(long, default_value_t = 9180)]
+        port: u16,
+    },
+    /// Deletes a snapshot (or all of them) and gives its blocks back to defragmentation, as
+    /// `nodetool clearsnapshot`.
+    Clearsnapshot {
+        #[arg(short = 't', long)]
+        tag: Option<String>,
+        /// Every snapshot on the node.
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        all_nodes: bool,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        #[arg(long, default_value_t = 9180)]
+        port: u16,
+    },
+    /// Puts a snapshot's rows back into the cluster, as `sstableloader` does: each row to its
+    /// current replicas (at ALL by default), with its timestamps, TTLs and tombstones. A table
+    /// that is gone (the automatic snapshot of a DROP) is created again from the snapshot, its
+    /// keyspace too. Each node holds a snapshot of its own replicas: use --all-nodes for the
+    /// cluster. Running it again is harmless.
+    Restore {
+        /// The snapshot's tag (`hayate listsnapshots`).
+        #[arg(long)]
+        snapshot: String,
+        /// Only this keyspace's tables.
+        keyspace: Option<String>,
+        /// Only this table.
+        table: Option<String>,
+        /// Load the table into KEYSPACE.TABLE instead (created like the original if missing).
+        #[arg(long)]
+        to_table: Option<String>,
+        /// The consistency of the writes (default ALL).
+        #[arg(long)]
+        consistency: Option<String>,
+        #[arg(long)]
+        all_nodes: bool,
         #[arg(long, default_value = "127.0.0.1")]
         host: IpAddr,
         #[arg(long, default_value_t = 9180)]
@@ -165,6 +239,52 @@ pub fn run(tool: &Tool) -> std::process::ExitCode {
         Tool::Decommission { host, port } => ops::decommission(SocketAddr::new(*host, *port)),
         Tool::Removenode { target, host, port } => ops::removenode(SocketAddr::new(*host, *port), target),
         Tool::Cleanup { host, port } => ops::cleanup(SocketAddr::new(*host, *port)),
+        Tool::Snapshot {
+            keyspace,
+            tables,
+            tag,
+            all_nodes,
+            host,
+            port,
+        } => snapshot::snapshot(
+            SocketAddr::new(*host, *port),
+            keyspace.as_deref(),
+            tables,
+            tag.as_deref(),
+            *all_nodes,
+        ),
+        Tool::Listsnapshots {
+            all_nodes,
+            host,
+            port,
+        } => snapshot::listsnapshots(SocketAddr::new(*host, *port), *all_nodes),
+        Tool::Clearsnapshot {
+            tag,
+            all,
+            all_nodes,
+            host,
+            port,
+        } => snapshot::clearsnapshot(SocketAddr::new(*host, *port), tag.as_deref(), *all, *all_nodes),
+        Tool::Restore {
+            snapshot,
+            keyspace,
+            table,
+            to_table,
+            consistency,
+            all_nodes,
+            host,
+            port,
+        } => snapshot::restore(
+            SocketAddr::new(*host, *port),
+            &snapshot::RestoreArgs {
+                snapshot,
+                keyspace: keyspace.as_deref(),
+                table: table.as_deref(),
+                to_table: to_table.as_deref(),
+                consistency: consistency.as_deref(),
+                all_nodes: *all_nodes,
+            },
+        ),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,201 @@
+//! The snapshot operations on the node's HTTP endpoint, which `hayate snapshot`,
+//! `listsnapshots`, `clearsnapshot` and `restore --snapshot` ask:
+//!
+//! - `POST /snapshot?tag=T&keyspace=K&tables=a,b`: takes a snapshot on this node;
+//! - `GET /snapshots`: the snapshots on this node and the device space they hold;
+//! - `POST /clearsnapshot?tag=T` (or `all=1`);
+//! - `POST /restore?tag=T&keyspace=K&table=t&to_table=ks.t&consistency=ALL` starts a restore,
+//!   and `GET /restore` shows how far it is.
+//!
+//! Each answers a JSON document, or a line saying why not. Like the topology operations, they
+//! are taken only from the node's own machine.
+
+use serde_json::json;
+
+use std::sync::{Arc, Mutex};
+
+use super::restore::{Progress, RestoreRequest};
+use crate::node::Node;
+
+type Answer = (String, String);
+
+const PATHS: [&str; 4] = ["/snapshot", "/snapshots", "/clearsnapshot", "/restore"];
+
+/// The answer to a snapshot request, or `None` if `path` is not one.
+pub fn answer(
+    node: Option<Arc<Node>>,
+    method: &str,
+    path: &str,
+    query: &str,
+    from_loopback: bool,
+) -> Option<Answer> {
+    if !PATHS.contains(&path) {
+        return None;
+    }
+    let wanted = match path {
+        "/snapshots" => "GET",
+        "/restore" if method == "GET" => "GET",
+        _ => "POST",
+    };
+    if method != wanted {
+        return Some(("405 Method Not Allowed".to_owned(), format!("use {wanted}\n")));
+    }
+    if !from_loopback {
+        return Some((
+            "403 Forbidden".to_owned(),
+            "snapshot operations are taken only from the node's own machine: run hayate there (or \
+             through ssh)\n"
+                .to_owned(),
+        ));
+    }
+    let Some(node) = node else {
+        return Some((
+            "409 Conflict".to_owned(),
+            "refused: this node is still joining the cluster; wait until it is normal\n".to_owned(),
+        ));
+    };
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let result = match path {
+        "/snapshot" => take(&node, param("tag"), param("keyspace"), param("tables")),
+        "/snapshots" => Ok(list(&node)),
+        "/clearsnapshot" => match (param("tag"), param("all")) {
+            (Some(tag), _) => super::clear(&node.engine, Some(&tag)),
+            (None, Some(_)) => super::clear(&node.engine, None),
+            (None, None) => Err("name the snapshot (tag=T), or ask for all=1".to_owned()),
+        }
+        .map(|cleared| json!({ "cleared": cleared })),
+        _ if method == "GET" => Ok(json!(RESTORE
+            .lock()
+            .expect("restore progress lock poisoned")
+            .clone())),
+        _ => restore(&node, param),
+    };
+    Some(match result {
+        Ok(doc) => ("200 OK".to_owned(), doc.to_string() + "\n"),
+        Err(e) => ("409 Conflict".to_owned(), e + "\n"),
+    })
+}
+
+fn take(
+    node: &Node,
+    tag: Option<String>,
+    keyspace: Option<String>,
+    tables: Option<String>,
+) -> Result<serde_json::Value, String> {
+    // Cassandra's default tag: the time in milliseconds.
+    let tag = tag.unwrap_or_else(|| super::now_ms().to_string());
+    let tables: Vec<String> = tables
+        .map(|t| t.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    if !tables.is_empty() && keyspace.is_none() {
+        return Err("tables are named within a keyspace: give the keyspace too".to_owned());
+    }
+    let schema = node.schema.current();
+    let chosen = super::select(&schema, keyspace.as_deref(), &tables)?;
+    if chosen.is_empty() {
+        return Err("no table to snapshot".to_owned());
+    }
+    let (manifest, summary) = super::take(&node.engine, &tag, &chosen, "snapshot", false)?;
+    tracing::info!(
+        "took snapshot {tag} of {} tables ({} blocks pinned) in {:?}",
+        manifest.tables.len(),
+        summary.pinned_blocks,
+        summary.took
+    );
+    Ok(json!({
+        "tag": tag,
+        "tables": manifest.tables.iter().map(|t| json!({
+            "keyspace": t.keyspace, "table": t.table, "entries": t.entries,
+        })).collect::<Vec<_>>(),
+        "pinned_bytes": summary.pinned_bytes(),
+        "newly_pinned_bytes": summary.newly_pinned_blocks * u64::from(summary.block_size_bytes),
+        "took_ms": summary.took.as_secs_f64() * 1000.0,
+    }))
+}
+
+fn list(node: &Node) -> serde_json::Value {
+    let space = node.engine.snapshot_space();
+    let block = u64::from(space.block_size_bytes);
+    json!({
+        "snapshots": super::list(&node.engine),
+        "pinned_bytes": space.pinned_blocks * block,
+        "held_bytes": space.held_blocks * block,
+    })
+}
+
+fn restore(node: &Arc<Node>, param: impl Fn(&str) -> Option<String>) -> Result<serde_json::Value, String> {
+    let tag = param("tag").ok_or("name the snapshot to restore from (tag=T)")?;
+    let to_table = match param("to_table") {
+        None => None,
+        Some(t) => Some(
+            t.split_once('.')
+                .map(|(k, t)| (k.to_owned(), t.to_owned()))
+                .ok_or_else(|| format!("--to-table {t}: give it as KEYSPACE.TABLE"))?,
+        ),
+    };
+    let consistency = match param("consistency") {
+        None => None,
+        Some(c) => {
+            use hayate_cluster::consistency::ConsistencyLevel as Cl;
+            let levels = [
+                Cl::Any,
+                Cl::One,
+                Cl::Two,
+                Cl::Three,
+                Cl::Quorum,
+                Cl::All,
+                Cl::LocalQuorum,
+            ];
+            let level = levels.into_iter().find(|l| l.name().eq_ignore_ascii_case(&c));
+            Some(level.ok_or_else(|| {
+                format!("consistency {c}: use one of ONE, TWO, THREE, QUORUM, ALL, LOCAL_QUORUM, ANY")
+            })?)
+        }
+    };
+    let request = RestoreRequest {
+        tag,
+        keyspace: param("keyspace"),
+        table: param("table"),
+        to_table,
+        consistency,
+    };
+    {
+        let mut p = RESTORE.lock().expect("restore progress lock poisoned");
+        if p.state == "running" {
+            return Err(format!("refused: a restore from snapshot {} is running", p.tag));
+        }
+        *p = Progress {
+            tag: request.tag.clone(),
+            state: "running".to_owned(),
+            ..Progress::default()
+        };
+    }
+    let node = Arc::clone(node);
+    node.runtime.clone().spawn(async move {
+        let result = super::restore(&node, &request, &RESTORE).await;
+        let mut p = RESTORE.lock().expect("restore progress lock poisoned");
+        match result {
+            Ok(()) => p.state = "done".to_owned(),
+            Err(e) => {
+                tracing::warn!("restore from snapshot {} failed: {e}", request.tag);
+                p.state = "failed".to_owned();
+                p.error = Some(e);
+            }
+        }
+    });
+    Ok(json!({ "started": true }))
+}
+
+/// The restore running on this node, or the last one (one node per process).
+static RESTORE: Mutex<Progress> = Mutex::new(Progress {
+    tag: String::new(),
+    state: String::new(),
+    tables: Vec::new(),
+    error: None,
+});

@@ -1,0 +1,244 @@
+//! `hayate snapshot`, `listsnapshots`, `clearsnapshot` and `restore --snapshot`: Cassandra's
+//! `nodetool snapshot`, `listsnapshots` and `clearsnapshot`, and a restore that puts a
+//! snapshot's rows back into the cluster (`sstableloader`'s job). Each asks a node's HTTP
+//! endpoint (`snapshots/endpoint.rs`); `--all-nodes` asks every node the first one lists as up.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::say;
+use super::{http, status};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(500);
+
+/// The node at `addr`, or every node it sees up (on the same port) with `all_nodes`.
+fn nodes(addr: SocketAddr, all_nodes: bool) -> Result<Vec<SocketAddr>, String> {
+    if !all_nodes {
+        return Ok(vec![addr]);
+    }
+    let doc = status::fetch(addr)?;
+    let mut out = Vec::new();
+    for n in doc["nodes"].as_array().into_iter().flatten() {
+        let ip = n["address"].as_str().and_then(|a| a.parse::<IpAddr>().ok());
+        match (ip, n["state"].as_str()) {
+            (Some(ip), Some("up")) => out.push(SocketAddr::new(ip, addr.port())),
+            _ => {
+                return Err(format!(
+                    "node {} is not up: every node must be for --all-nodes",
+                    n["address"]
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn post(addr: SocketAddr, path: &str) -> Result<Value, String> {
+    match http::request(addr, "POST", path, TIMEOUT)? {
+        (200, body) => serde_json::from_str(&body).map_err(|e| format!("{addr} answered {body:?}: {e}")),
+        (_, body) => Err(format!("{addr}: {}", body.trim())),
+    }
+}
+
+fn query(pairs: &[(&str, Option<String>)]) -> String {
+    let q: Vec<String> = pairs
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+        .collect();
+    q.join("&")
+}
+
+fn mib(bytes: &Value) -> String {
+    format!("{:.1} MiB", bytes.as_f64().unwrap_or(0.0) / f64::from(1 << 20))
+}
+
+pub fn snapshot(
+    addr: SocketAddr,
+    keyspace: Option<&str>,
+    tables: &[String],
+    tag: Option<&str>,
+    all_nodes: bool,
+) -> Result<(), String> {
+    let targets = nodes(addr, all_nodes)?;
+    // One tag for every node (Cassandra's default: the time in milliseconds).
+    let tag = tag.map(str::to_owned).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+            .to_string()
+    });
+    say!(
+        "Requested creating snapshot(s) for [{}] with snapshot name [{tag}]\n",
+        keyspace.unwrap_or("all keyspaces")
+    );
+    for node in targets {
+        let q = query(&[
+            ("tag", Some(tag.clone())),
+            ("keyspace", keyspace.map(str::to_owned)),
+            ("tables", (!tables.is_empty()).then(|| tables.join(","))),
+        ]);
+        let doc = post(node, &format!("/snapshot?{q}"))?;
+        let tables = doc["tables"].as_array().map_or(0, Vec::len);
+        say!(
+            "{}: snapshot {tag} of {tables} tables, {} pinned ({} more than before), in {:.1} ms\n",
+            node.ip(),
+            mib(&doc["pinned_bytes"]),
+            mib(&doc["newly_pinned_bytes"]),
+            doc["took_ms"].as_f64().unwrap_or(0.0)
+        );
+    }
+    Ok(())
+}
+
+pub fn listsnapshots(addr: SocketAddr, all_nodes: bool) -> Result<(), String> {
+    for node in nodes(addr, all_nodes)? {
+        let doc: Value =
+            serde_json::from_str(&http::get(node, "/snapshots", TIMEOUT)?).map_err(|e| e.to_string())?;
+        say!("Snapshot Details on {}:\n", node.ip());
+        let list = doc["snapshots"].as_array().cloned().unwrap_or_default();
+        if list.is_empty() {
+            say!("There are no snapshots\n");
+            continue;
+        }
+        say!(
+            "{:<40} {:<12} {:<30} {:>10} {:>12}\n",
+            "Snapshot name",
+            "Reason",
+            "Keyspace.table",
+            "Entries",
+            "Pinned"
+        );
+        for s in &list {
+            for t in s["tables"].as_array().into_iter().flatten() {
+                say!(
+                    "{:<40} {:<12} {:<30} {:>10} {:>12}\n",
+                    s["tag"].as_str().unwrap_or("?"),
+                    s["reason"].as_str().unwrap_or("?"),
+                    format!(
+                        "{}.{}",
+                        t[0].as_str().unwrap_or("?"),
+                        t[1].as_str().unwrap_or("?")
+                    ),
+                    t[2],
+                    mib(&s["pinned_bytes"])
+                );
+            }
+            if let Some(problem) = s["problem"].as_str() {
+                say!("{:<40} DAMAGED: {problem}\n", s["tag"].as_str().unwrap_or("?"));
+            }
+        }
+        say!(
+            "\nPinned by snapshots: {}; held now (space only snapshots keep): {}\n",
+            mib(&doc["pinned_bytes"]),
+            mib(&doc["held_bytes"])
+        );
+    }
+    Ok(())
+}
+
+pub fn clearsnapshot(addr: SocketAddr, tag: Option<&str>, all: bool, all_nodes: bool) -> Result<(), String> {
+    let q = match (tag, all) {
+        (Some(t), false) => format!("tag={t}"),
+        (None, true) => "all=1".to_owned(),
+        _ => return Err("name one snapshot (-t TAG) or ask for --all".to_owned()),
+    };
+    for node in nodes(addr, all_nodes)? {
+        let doc = post(node, &format!("/clearsnapshot?{q}"))?;
+        let cleared: Vec<&str> = doc["cleared"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        say!(
+            "{}: cleared {}\n",
+            node.ip(),
+            if cleared.is_empty() {
+                "nothing".to_owned()
+            } else {
+                cleared.join(", ")
+            }
+        );
+    }
+    Ok(())
+}
+
+pub struct RestoreArgs<'a> {
+    pub snapshot: &'a str,
+    pub keyspace: Option<&'a str>,
+    pub table: Option<&'a str>,
+    pub to_table: Option<&'a str>,
+    pub consistency: Option<&'a str>,
+    pub all_nodes: bool,
+}
+
+pub fn restore(addr: SocketAddr, a: &RestoreArgs<'_>) -> Result<(), String> {
+    let q = query(&[
+        ("tag", Some(a.snapshot.to_owned())),
+        ("keyspace", a.keyspace.map(str::to_owned)),
+        ("table", a.table.map(str::to_owned)),
+        ("to_table", a.to_table.map(str::to_owned)),
+        ("consistency", a.consistency.map(str::to_owned)),
+    ]);
+    for node in nodes(addr, a.all_nodes)? {
+        post(node, &format!("/restore?{q}"))?;
+        let started = Instant::now();
+        let mut last = String::new();
+        loop {
+            std::thread::sleep(POLL);
+            let doc: Value =
+                serde_json::from_str(&http::get(node, "/restore", TIMEOUT)?).map_err(|e| e.to_string())?;
+            let line = doc["tables"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    format!(
+                        "{}.{}: {} rows, {} partition tombstones{}{}",
+                        t["keyspace"].as_str().unwrap_or("?"),
+                        t["table"].as_str().unwrap_or("?"),
+                        t["rows"],
+                        t["partition_tombstones"],
+                        if t["created"] == true {
+                            " (table created)"
+                        } else {
+                            ""
+                        },
+                        match t["cells_skipped"].as_u64() {
+                            Some(n) if n > 0 => format!(", {n} cells of columns the table lacks skipped"),
+                            _ => String::new(),
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            if line != last {
+                say!("{}: {line}\n", node.ip());
+                last = line;
+            }
+            match doc["state"].as_str() {
+                Some("done") => {
+                    say!(
+                        "{}: restored from snapshot {} in {:.1} s\n",
+                        node.ip(),
+                        a.snapshot,
+                        started.elapsed().as_secs_f64()
+                    );
+                    break;
+                }
+                Some("failed") => {
+                    return Err(format!(
+                        "{}: {}",
+                        node.ip(),
+                        doc["error"].as_str().unwrap_or("the restore failed")
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
