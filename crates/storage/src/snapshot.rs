@@ -59,6 +59,29 @@ pub(crate) struct CrcWriter<W: Write> {
     pub crc: u32,
 }
 
+impl CrcWriter<BufWriter<File>> {
+    /// A writer to a temporary file beside `path` ([`CrcWriter::finish`] puts it in place).
+    pub(crate) fn create(path: &Path) -> io::Result<(std::path::PathBuf, CrcWriter<BufWriter<File>>)> {
+        let tmp = tmp_path(path);
+        let file = File::create(&tmp)?;
+        let w = CrcWriter {
+            inner: BufWriter::with_capacity(1 << 20, file),
+            crc: 0,
+        };
+        Ok((tmp, w))
+    }
+
+    /// Appends the checksum of everything written, syncs, and renames `tmp` to `path`.
+    pub(crate) fn finish(self, tmp: &Path, path: &Path) -> io::Result<()> {
+        let crc = self.crc;
+        let mut file = self.inner.into_inner().map_err(|e| e.into_error())?;
+        file.write_all(&crc.to_le_bytes())?;
+        file.sync_all()?;
+        fs::rename(tmp, path)?;
+        sync_dir(path)
+    }
+}
+
 /// An index entry as the index file (and a table snapshot's) holds it: `ENTRY_BYTES` bytes.
 pub(crate) fn write_entry(w: &mut impl Write, e: &Entry) -> io::Result<()> {
     write_key(w, &e.key)?;
@@ -113,12 +136,7 @@ pub(crate) fn save(inner: &Namespace, path: &Path) -> io::Result<()> {
         .collect();
     let next_sequence = inner.writer().next_sequence();
     let tables: Vec<(u32, Arc<TableIndex>)> = inner.tables();
-    let tmp = tmp_path(path);
-    let file = File::create(&tmp)?;
-    let mut w = CrcWriter {
-        inner: BufWriter::with_capacity(1 << 20, file),
-        crc: 0,
-    };
+    let (tmp, mut w) = CrcWriter::create(path)?;
     w.write_all(&MAGIC)?;
     w.write_all(&VERSION.to_le_bytes())?;
     w.write_all(&inner.config().block_size_bytes.to_le_bytes())?;
@@ -147,12 +165,7 @@ pub(crate) fn save(inner: &Namespace, path: &Path) -> io::Result<()> {
         w.write_all(&(d.body.len() as u32).to_le_bytes())?;
         w.write_all(&d.body)?;
     }
-    let crc = w.crc;
-    let mut file = w.inner.into_inner().map_err(|e| e.into_error())?;
-    file.write_all(&crc.to_le_bytes())?;
-    file.sync_all()?;
-    fs::rename(&tmp, path)?;
-    sync_dir(path)
+    w.finish(&tmp, path)
 }
 
 /// Loads a snapshot if it exists and is current; on success the block table and `tables` are

@@ -19,10 +19,9 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::path::Path;
 
-use crate::files::{sync_dir, tmp_path};
 use crate::format::{Cursor, DecodeError};
 use crate::index::{Entry, IndexKey};
 use crate::keys::TableId;
@@ -59,12 +58,7 @@ pub(crate) struct Contents {
 
 /// Writes `contents` to `path` (through a temporary file, synced, then renamed).
 pub(crate) fn write(path: &Path, contents: &Contents) -> io::Result<()> {
-    let tmp = tmp_path(path);
-    let file = File::create(&tmp)?;
-    let mut w = CrcWriter {
-        inner: BufWriter::with_capacity(1 << 20, file),
-        crc: 0,
-    };
+    let (tmp, mut w) = CrcWriter::create(path)?;
     w.write_all(&MAGIC)?;
     w.write_all(&VERSION.to_le_bytes())?;
     w.write_all(&contents.block_size_bytes.to_le_bytes())?;
@@ -92,12 +86,7 @@ pub(crate) fn write(path: &Path, contents: &Contents) -> io::Result<()> {
             w.write_all(&d.body)?;
         }
     }
-    let crc = w.crc;
-    let mut file = w.inner.into_inner().map_err(|e| e.into_error())?;
-    file.write_all(&crc.to_le_bytes())?;
-    file.sync_all()?;
-    fs::rename(&tmp, path)?;
-    sync_dir(path)
+    w.finish(&tmp, path)
 }
 
 /// Why a snapshot file cannot be used.
