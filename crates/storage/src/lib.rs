@@ -96,5 +96,5 @@ pub use keys::{
 pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 pub use read_ahead::{Installed, ReadsAhead, ReadsDone};
 pub use row::{Cell, CellValue, Deletion, Liveness, Row};
-pub use stats::{Stats, StatsSnapshot};
+pub use stats::{DefragStatus, LatencySnapshot, Stats, StatsSnapshot, TableStats};
 pub use stream::{ExportedChunk, ImportError, ImportStats, RangeSize};
