@@ -18,6 +18,7 @@ mod cluster;
 mod config;
 mod connection;
 mod error;
+mod logging;
 mod metrics;
 mod node;
 mod prepared;
@@ -78,14 +79,13 @@ fn main() -> ExitCode {
     } else {
         format!("{},{QUIET_LIBRARIES}", config.log_level)
     };
-    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("info,{QUIET_LIBRARIES}")));
-    // Colours only on a terminal: a log file or journal gets plain `key=value` fields.
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+    // Colours only on a terminal: a log file or journal gets plain `key=value` fields. The
+    // filter can be changed while the node runs (`hayate setlogginglevel`).
+    logging::init(
+        &directives,
+        &format!("info,{QUIET_LIBRARIES}"),
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    );
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
@@ -281,6 +281,7 @@ async fn start(
         config,
         stopping: tokio::sync::Notify::new(),
         runtime: tokio::runtime::Handle::current(),
+        drained: std::sync::atomic::AtomicBool::new(false),
     });
     machine.set_effects(Arc::new(NodeSchemaEffects(Arc::downgrade(&node))));
     node.apply_table_grace();

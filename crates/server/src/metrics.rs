@@ -215,6 +215,31 @@ impl Metrics {
         self.requests_by_opcode[opcode_index(opcode)].fetch_add(1, Relaxed);
     }
 
+    /// How long ago the node started counting: its uptime, near enough.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Requests answered with an ERROR since start, and how many of them were server errors
+    /// (a fault of the node's, not of the request), as `hayate info` shows them.
+    pub fn errors(&self) -> (u64, u64) {
+        let server = ErrorCode::ALL
+            .iter()
+            .position(|c| *c == ErrorCode::ServerError)
+            .unwrap_or(0);
+        let (mut all, mut server_errors) = (0, 0);
+        for series in self.series.iter().filter_map(OnceLock::get) {
+            for (i, count) in series.errors.iter().enumerate() {
+                let n = count.load(Relaxed);
+                all += n;
+                if i == server {
+                    server_errors += n;
+                }
+            }
+        }
+        (all, server_errors)
+    }
+
     /// The series of `kind`, created on first use. The common case reads an atomic and
     /// compares a few pointers; only a new kind takes the lock.
     fn series(&self, kind: &'static str) -> &Series {
@@ -835,7 +860,9 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, node: &dyn NodeFigures) -> i
             Ok(None) => respond(
                 &mut stream,
                 "404 Not Found",
-                "the metrics are at /metrics, the cluster's status at /status, streams at /netstats\n",
+                "the metrics are at /metrics, the cluster's status at /status, streams at /netstats; \
+                 /info, /tablestats, /ring, /describecluster, /defragstats and /logging answer the \
+                 hayate tools\n",
             ),
             Err(_) => respond(&mut stream, "500 Internal Server Error", "the request failed\n"),
         };

@@ -112,6 +112,14 @@ pub enum Claim {
     Defrag,
 }
 
+/// See [`BlockTable::defrag_backlog`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DefragBacklog {
+    pub pending_blocks: u64,
+    pub pending_live_bytes: u64,
+    pub defragging_blocks: u64,
+}
+
 pub struct BlockTable {
     meta: Box<[BlockMeta]>,
     free: Mutex<VecDeque<u32>>,
@@ -254,6 +262,23 @@ impl BlockTable {
         c.sort_unstable();
         c.truncate(max);
         c.into_iter().map(|(_, b)| b).collect()
+    }
+
+    /// The blocks defragmentation has before it: sealed blocks below `lwm_bytes` live, their
+    /// live bytes, and the blocks being defragmented. A walk of the block table, for operators.
+    pub fn defrag_backlog(&self, lwm_bytes: u64) -> DefragBacklog {
+        let mut backlog = DefragBacklog::default();
+        for b in 0..self.len() {
+            match self.state(b) {
+                BlockState::Sealed if self.live_bytes(b) < lwm_bytes => {
+                    backlog.pending_blocks += 1;
+                    backlog.pending_live_bytes += self.live_bytes(b);
+                }
+                BlockState::Defragging => backlog.defragging_blocks += 1,
+                _ => {}
+            }
+        }
+        backlog
     }
 
     /// The lowest sequence number of any block whose records are still on the device. Every

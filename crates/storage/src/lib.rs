@@ -102,5 +102,5 @@ pub use row::{Cell, CellValue, Deletion, Liveness, Row};
 pub use snapshots::{
     valid_tag as valid_snapshot_tag, Snapshot, SnapshotError, SnapshotRecord, SnapshotSpace, SnapshotSummary,
 };
-pub use stats::{Stats, StatsSnapshot};
+pub use stats::{DefragStatus, LatencySnapshot, Stats, StatsSnapshot, TableStats};
 pub use stream::{ExportedChunk, ImportError, ImportStats, RangeSize};

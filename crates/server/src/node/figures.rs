@@ -1,6 +1,7 @@
 //! What the node's HTTP endpoint (the metrics port) reads from it: the figures a scrape
 //! renders, the status `hayate status` prints, and the operator's endpoints (`/netstats`,
-//! `/decommission`, `/removenode`, `/cleanup`).
+//! `/decommission`, `/removenode`, `/cleanup`; the others, for `hayate info`, `tablestats`,
+//! `ring`, `drain`, ..., are in [`super::operator`]).
 //!
 //! The endpoint starts before the node has joined its cluster, so that a join that streams for
 //! minutes can be followed: until the node serves, it answers from the cluster parts alone
@@ -14,7 +15,7 @@ use hayate_storage::{Engine, StatsSnapshot};
 
 use crate::cluster::{operations, ClusterNode};
 use crate::metrics::NodeFigures;
-use crate::node::Node;
+use crate::node::{operator, Node};
 use crate::schema::SchemaStore;
 
 /// The node's parts, weakly: the endpoint's thread outlives the node.
@@ -46,6 +47,23 @@ impl Figures {
     /// The node serves: the coordinator's figures and the operations are there too.
     pub fn serving(&self, node: &Arc<Node>) {
         *self.node.write().expect("figures lock poisoned") = Some(Arc::downgrade(node));
+    }
+
+    /// The `/status` document.
+    fn status_doc(&self) -> serde_json::Value {
+        match (self.cluster.upgrade(), self.engine.upgrade()) {
+            (Some(cluster), Some(engine)) => {
+                let mut doc = cluster.status(
+                    &self.cluster_name,
+                    self.schema.current().version,
+                    engine.stats().live_bytes,
+                );
+                // False while the node joins: `hayate local` waits for true.
+                doc["serving"] = self.node().is_some().into();
+                doc
+            }
+            _ => serde_json::json!({"nodes": []}),
+        }
     }
 
     fn node(&self) -> Option<Arc<Node>> {
@@ -86,28 +104,27 @@ impl NodeFigures for Figures {
     }
 
     fn status(&self) -> String {
-        match (self.cluster.upgrade(), self.engine.upgrade()) {
-            (Some(cluster), Some(engine)) => {
-                let mut doc = cluster.status(
-                    &self.cluster_name,
-                    self.schema.current().version,
-                    engine.stats().live_bytes,
-                );
-                // False while the node joins: `hayate local` waits for true.
-                doc["serving"] = self.node().is_some().into();
-                doc.to_string()
-            }
-            _ => "{\"nodes\": []}".to_owned(),
-        }
+        self.status_doc().to_string()
     }
 
     fn admin(&self, method: &str, path: &str, query: &str, from_loopback: bool) -> Option<(String, String)> {
         let cluster = self.cluster.upgrade()?;
+        let engine = self.engine.upgrade()?;
         let node = self.node();
         if let Some(answer) =
             crate::snapshots::endpoint::answer(node.clone(), method, path, query, from_loopback)
         {
             return Some(answer);
+        }
+        let parts = operator::Parts {
+            cluster: &cluster,
+            engine: &engine,
+            schema: &self.schema,
+            node: node.clone(),
+            status: &|| self.status_doc(),
+        };
+        if let Some(answered) = operator::answer(&parts, method, path, query, from_loopback) {
+            return Some(answered);
         }
         admin(&cluster, node, method, path, query, from_loopback)
     }

@@ -4,6 +4,7 @@
 //! with its cluster.
 
 pub mod figures;
+pub mod operator;
 pub mod tasks;
 
 use std::path::Path;
@@ -56,7 +57,13 @@ pub struct Node {
     pub stopping: tokio::sync::Notify,
     /// The runtime the node runs on, for the HTTP endpoint's thread to start operations on.
     pub runtime: tokio::runtime::Handle,
+    /// Set by `hayate drain`: the node answers no more requests until it is restarted.
+    pub drained: std::sync::atomic::AtomicBool,
 }
+
+/// What a drained node answers every request with.
+pub const DRAINED_MESSAGE: &str = "this node is drained (hayate drain): it takes no requests and \
+     has left the cluster until it is restarted";
 
 /// What this node keeps about itself across restarts (`<data_dir>/node.json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -93,6 +100,11 @@ pub fn event_channel() -> broadcast::Sender<Event> {
 }
 
 impl Node {
+    /// True once `hayate drain` ran: requests are refused.
+    pub fn is_drained(&self) -> bool {
+        self.drained.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Gives the engine each table's `gc_grace_seconds` (or the namespace default where a table
     /// sets none): at start, and whenever a table changes.
     pub fn apply_table_grace(&self) {

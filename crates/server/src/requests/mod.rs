@@ -301,6 +301,16 @@ impl Session {
         let started = Instant::now();
         let stream = header.stream;
         self.node.metrics.request_opcode(header.opcode);
+        // A drained node answers only OPTIONS (so that a driver gets as far as reading why).
+        if self.node.is_drained() && header.opcode != Opcode::Options {
+            return self.send(
+                stream,
+                &Response::Error(WireError::new(
+                    ErrorBody::ServerError,
+                    crate::node::DRAINED_MESSAGE,
+                )),
+            );
+        }
         let decompressed;
         let body: &[u8] = if header.flags.compression() {
             let (negotiated, segmented) = {

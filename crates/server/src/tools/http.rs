@@ -49,3 +49,26 @@ pub fn request(
         .ok_or_else(|| format!("{addr} did not answer in HTTP"))?;
     Ok((code, body.to_owned()))
 }
+
+/// What a tool says when the node does not answer at all.
+const UNREACHABLE_HINT: &str =
+    "is a node running there, with its metrics endpoint on this port? see --host and --port";
+
+/// GETs the JSON document at `path`.
+pub fn get_json(addr: SocketAddr, path: &str, timeout: Duration) -> Result<serde_json::Value, String> {
+    let (code, body) =
+        request(addr, "GET", path, timeout).map_err(|e| format!("{e} ({UNREACHABLE_HINT})"))?;
+    if code != 200 {
+        return Err(format!("{addr} answered {path} with {code}: {}", body.trim()));
+    }
+    serde_json::from_str(&body)
+        .map_err(|e| format!("{addr} answered {path} with what this build cannot read: {e}"))
+}
+
+/// POSTs to `path`; the answer's body, or the node's refusal as the error.
+pub fn post(addr: SocketAddr, path: &str, timeout: Duration) -> Result<String, String> {
+    match request(addr, "POST", path, timeout).map_err(|e| format!("{e} ({UNREACHABLE_HINT})"))? {
+        (200, body) => Ok(body.trim().to_owned()),
+        (_, body) => Err(body.trim().to_owned()),
+    }
+}

@@ -1,16 +1,22 @@
 //! The `hayate` commands that are not the node itself: a local cluster in one command
 //! ([`local`], as `ccm` gives Cassandra users), the cluster's status ([`status`], as
 //! `nodetool status`), streams ([`netstats`]), the topology operations ([`ops`]:
-//! decommission, removenode, cleanup) and snapshots ([`snapshot`]: snapshot, listsnapshots,
-//! clearsnapshot, restore).
+//! decommission, removenode, cleanup), a node's figures ([`info`], [`tablestats`], [`ring`]:
+//! ring and describecluster), its upkeep ([`maintenance`]: flush, drain, the log level,
+//! defragmentation) and snapshots ([`snapshot`]: snapshot, listsnapshots, clearsnapshot,
+//! restore).
 
 pub mod http;
+pub mod info;
 pub mod local;
+pub mod maintenance;
 pub mod netstats;
 pub mod ops;
 pub mod ports;
+pub mod ring;
 pub mod snapshot;
 pub mod status;
+pub mod tablestats;
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -162,6 +168,105 @@ pub enum Tool {
         #[arg(long, default_value_t = 9180)]
         port: u16,
     },
+    /// Prints what `nodetool info` prints: the node's host id, whether it gossips and serves
+    /// CQL, its load, gossip generation, uptime, memory (Cassandra's heap is hayate's RAM index
+    /// and the process's resident memory), data center, rack, errors, and the post-write cache
+    /// (in place of the key cache: recently written blocks in RAM, which serve reads without a
+    /// device read).
+    Info {
+        #[command(flatten)]
+        at: NodeAddress,
+        /// List every token of the node.
+        #[arg(short = 'T', long)]
+        tokens: bool,
+    },
+    /// Prints what `nodetool tablestats` prints, per keyspace and table: rows (an estimate: a
+    /// row whose TTL ran out counts until the expiry pass), tombstones, bytes of live records
+    /// and of the RAM index, and the local read and write latency (the storage engine's time for
+    /// the table's reads and writes on this node, mean and percentiles).
+    Tablestats {
+        /// Keyspaces (KS) or tables (KS.TABLE) to show; all of them without.
+        filters: Vec<String>,
+        #[command(flatten)]
+        at: NodeAddress,
+        /// Bytes in KiB, MiB, GiB.
+        #[arg(short = 'H', long)]
+        human_readable: bool,
+    },
+    /// Prints what `nodetool ring` prints: every token of the ring in order, with its node's
+    /// address, rack, state, load and ownership, per data center.
+    Ring {
+        #[command(flatten)]
+        at: NodeAddress,
+    },
+    /// Prints what `nodetool describecluster` prints: the cluster's name, partitioner, the
+    /// schema version each node has, node counts per state and data center, releases, and each
+    /// keyspace's replication.
+    Describecluster {
+        #[command(flatten)]
+        at: NodeAddress,
+    },
+    /// Makes every write acknowledged so far durable on the device (as `nodetool flush`): the
+    /// open write block and the blocks in the write buffer are written and synced. All tables
+    /// share the write blocks, so naming a keyspace or tables checks the names and flushes them
+    /// all.
+    Flush {
+        /// Check that this keyspace exists.
+        keyspace: Option<String>,
+        /// Check that these tables of KEYSPACE exist.
+        tables: Vec<String>,
+        #[command(flatten)]
+        at: NodeAddress,
+    },
+    /// Drains the node, as `nodetool drain` does before an upgrade or a restart: it refuses
+    /// every CQL request from then on (saying that it is drained), leaves gossip (the other
+    /// nodes mark it down at once) and the internode transport, and flushes every write to the
+    /// device. It keeps running until it is stopped; a restart serves again.
+    Drain {
+        #[command(flatten)]
+        at: NodeAddress,
+    },
+    /// Changes the node's log filter while it runs (as `nodetool setlogginglevel`): `LEVEL`
+    /// sets the default level, `TARGET LEVEL` one module's (e.g. `hayate_storage::defrag
+    /// debug`), keeping the others; with neither, the filter the node started with comes back.
+    /// Levels: off, error, warn, info, debug, trace. Not kept across a restart.
+    Setlogginglevel {
+        /// `[TARGET] LEVEL`.
+        args: Vec<String>,
+        #[command(flatten)]
+        at: NodeAddress,
+    },
+    /// Prints the node's log filter, one target per line (ROOT is the default level), as
+    /// `nodetool getlogginglevels`.
+    Getlogginglevels {
+        #[command(flatten)]
+        at: NodeAddress,
+    },
+    /// Prints defragmentation's backlog and progress, as `nodetool compactionstats` prints
+    /// compactions: blocks below the low-water mark waiting (pending tasks) and the live bytes
+    /// they hold, blocks being defragmented, blocks and bytes moved since start, the rate over
+    /// one second (it watches for a second), and free blocks.
+    Defragstats {
+        #[command(flatten)]
+        at: NodeAddress,
+    },
+}
+
+/// The node a tool asks: its address and its HTTP (metrics) port.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NodeAddress {
+    /// The node (its metrics endpoint).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// The node's metrics port.
+    #[arg(long, default_value_t = 9180)]
+    pub port: u16,
+}
+
+impl NodeAddress {
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.host, self.port)
+    }
 }
 
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -285,6 +390,19 @@ pub fn run(tool: &Tool) -> std::process::ExitCode {
                 all_nodes: *all_nodes,
             },
         ),
+        Tool::Info { at, tokens } => info::run(at.addr(), *tokens),
+        Tool::Tablestats {
+            filters,
+            at,
+            human_readable,
+        } => tablestats::run(at.addr(), filters, *human_readable),
+        Tool::Ring { at } => ring::ring(at.addr()),
+        Tool::Describecluster { at } => ring::describecluster(at.addr()),
+        Tool::Flush { keyspace, tables, at } => maintenance::flush(at.addr(), keyspace.as_deref(), tables),
+        Tool::Drain { at } => maintenance::drain(at.addr()),
+        Tool::Setlogginglevel { args, at } => maintenance::setlogginglevel(at.addr(), args),
+        Tool::Getlogginglevels { at } => maintenance::getlogginglevels(at.addr()),
+        Tool::Defragstats { at } => maintenance::defragstats(at.addr()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

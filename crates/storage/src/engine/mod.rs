@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use crate::config::NamespaceConfig;
 use crate::device::ReadRing;
 use crate::error::{ReadError, WriteError};
-use crate::index::IndexKey;
+use crate::index::{IndexKey, TableIndex};
 use crate::keys::{
     RowKey, RowsFrom, RowsPage, ScanFrom, StoredRow, TableId, KEY_MAX_BYTES, TOMBSTONES_PER_READ_MAX,
 };
@@ -17,7 +17,7 @@ use crate::range_tombstones::PartitionTombstones;
 use crate::read_ahead::ReadsAhead;
 use crate::row::Row;
 use crate::snapshots::{Snapshot, SnapshotError, SnapshotRecord, SnapshotSpace, SnapshotSummary};
-use crate::stats::StatsSnapshot;
+use crate::stats::{DefragStatus, LatencyHistogram, StatsSnapshot, TableStats};
 use crate::token::token;
 
 mod open;
@@ -39,8 +39,11 @@ impl Engine {
     /// or, for an update that only sets cells, append it as the row's delta without reading the
     /// row: `deltas.rs`) and, with `commit_to_device`, returns once it is durable.
     pub fn write(&self, key: RowKey<'_>, update: Row) -> Result<(), WriteError> {
+        let timer = Timer::start();
         let pos = self.inner.write_row(key, update)?;
-        self.durable_if_committing(pos)
+        let written = self.durable_if_committing(pos);
+        self.record_write(key.table, timer);
+        written
     }
 
     /// With `commit_to_device`, waits until what was appended up to `pos` is durable.
@@ -73,10 +76,13 @@ impl Engine {
                 }
             }
         }
+        let timer = Timer::start();
         let tombstones =
             PartitionTombstones::of(start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec), deletion);
         let pos = self.inner.write_tombstones(table, partition, tombstones)?;
-        self.durable_if_committing(pos)
+        let written = self.durable_if_committing(pos);
+        self.record_write(table, timer);
+        written
     }
 
     /// The range and partition tombstones a partition holds now (for tests and tools).
@@ -99,10 +105,17 @@ impl Engine {
 
     /// The row as a read sees it now: `None` if it does not exist, was deleted or expired.
     pub fn get(&self, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
-        let now_s = self.inner.now_s();
         let Some(index) = self.inner.existing_table(key.table) else {
             return Ok(None);
         };
+        let timer = Timer::start();
+        let row = self.get_in(&index, key);
+        timer.stop(&index.figures().reads);
+        row
+    }
+
+    fn get_in(&self, index: &TableIndex, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
+        let now_s = self.inner.now_s();
         let ikey = key.index_key();
         let Some(entry) = index.get(&ikey) else {
             return Ok(None);
@@ -110,7 +123,7 @@ impl Engine {
         if !entry.is_visible(now_s) {
             return Ok(None);
         }
-        let Some(found) = self.inner.read_entry(&index, &entry)? else {
+        let Some(found) = self.inner.read_entry(index, &entry)? else {
             return Ok(None);
         };
         if found.partition_key != key.partition || found.clustering_key != key.clustering {
@@ -121,9 +134,9 @@ impl Engine {
             );
             return Ok(None);
         }
-        self.inner.fold_after_read(key, ikey, &index, &found);
+        self.inner.fold_after_read(key, ikey, index, &found);
         let mut row = found.row;
-        if let Some(t) = self.inner.tombstones_of(&index, ikey.token, key.partition)? {
+        if let Some(t) = self.inner.tombstones_of(index, ikey.token, key.partition)? {
             t.shadow(key.clustering, &mut row, now_s);
         }
         let row = row.into_visible(now_s);
@@ -136,20 +149,27 @@ impl Engine {
         let Some(index) = self.inner.existing_table(key.table) else {
             return Ok(None);
         };
+        let timer = Timer::start();
+        let row = self.get_with_tombstones_in(&index, key);
+        timer.stop(&index.figures().reads);
+        row
+    }
+
+    fn get_with_tombstones_in(&self, index: &TableIndex, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
         let ikey = key.index_key();
         let Some(entry) = index.get(&ikey).filter(|e| !e.is_range_tombstones()) else {
             return Ok(None);
         };
         let Some(found) = self
             .inner
-            .read_entry(&index, &entry)?
+            .read_entry(index, &entry)?
             .filter(|f| f.partition_key == key.partition && f.clustering_key == key.clustering)
         else {
             return Ok(None);
         };
-        self.inner.fold_after_read(key, ikey, &index, &found);
+        self.inner.fold_after_read(key, ikey, index, &found);
         let mut row = found.row;
-        if let Some(t) = self.inner.tombstones_of(&index, ikey.token, key.partition)? {
+        if let Some(t) = self.inner.tombstones_of(index, ikey.token, key.partition)? {
             t.shadow(key.clustering, &mut row, self.inner.now_s());
         }
         Ok(Some(row))
@@ -224,6 +244,7 @@ impl Engine {
         let Some(index) = self.inner.existing_table(table) else {
             return Ok(Vec::new());
         };
+        let timer = Timer::start();
         let now_s = self.inner.now_s();
         let mut rows = self
             .inner
@@ -232,6 +253,7 @@ impl Engine {
             r.row = std::mem::take(&mut r.row).into_visible(now_s);
         }
         rows.truncate(limit);
+        timer.stop(&index.figures().reads);
         Ok(rows)
     }
 
@@ -256,10 +278,13 @@ impl Engine {
         let Some(index) = self.inner.existing_table(table) else {
             return Ok(RowsPage::default());
         };
+        let timer = Timer::start();
         let rows = self
             .inner
             .partition_rows(&index, partition, start, end, reverse, live_limit, true)?;
-        Ok(self.inner.take_live(rows, live_limit))
+        let page = self.inner.take_live(rows, live_limit);
+        timer.stop(&index.figures().reads);
+        Ok(page)
     }
 
     /// Rows of a table as stored (deletions included), in the order a client reads a table:
@@ -393,6 +418,48 @@ impl Engine {
         self.inner.stats_snapshot()
     }
 
+    /// Each table's figures (rows, tombstones, bytes, latencies), in table order. Counting the
+    /// entries takes each index partition's lock for a moment; nothing is scanned.
+    pub fn table_stats(&self) -> Vec<TableStats> {
+        let mut tables = self.inner.tables();
+        tables.sort_unstable_by_key(|(id, _)| *id);
+        tables
+            .into_iter()
+            .map(|(id, index)| {
+                index
+                    .figures()
+                    .snapshot(id, index.len() as u64, index.heap_bytes() as u64)
+            })
+            .collect()
+    }
+
+    /// Where defragmentation stands: blocks waiting for it, and what it has done.
+    pub fn defrag_status(&self) -> DefragStatus {
+        let config = self.inner.config();
+        let block_size_bytes = u64::from(config.block_size_bytes);
+        let lwm_bytes = block_size_bytes * u64::from(config.defrag_lwm_pct) / 100;
+        let backlog = self.inner.blocks().defrag_backlog(lwm_bytes);
+        let stats = self.inner.stats_snapshot();
+        DefragStatus {
+            lwm_pct: config.defrag_lwm_pct,
+            pending_blocks: backlog.pending_blocks,
+            pending_live_bytes: backlog.pending_live_bytes,
+            defragging_blocks: backlog.defragging_blocks,
+            blocks_defragged: stats.defrag_blocks,
+            bytes_moved: stats.defrag_bytes_moved,
+            free_blocks: stats.free_blocks,
+            total_blocks: stats.total_blocks,
+            block_size_bytes,
+        }
+    }
+
+    /// Counts a write of `table` that took since `timer` started.
+    fn record_write(&self, table: TableId, timer: Timer) {
+        if let Some(index) = self.inner.existing_table(table) {
+            timer.stop(&index.figures().writes);
+        }
+    }
+
     /// Runs one defragmentation pass now (tests and admin commands); returns blocks freed.
     pub fn defrag_now(&self) -> usize {
         crate::defrag::pass(&self.inner)
@@ -460,6 +527,19 @@ impl Engine {
     pub fn sync(&self) -> Result<(), WriteError> {
         let pos = self.inner.writer().appended();
         self.inner.writer().wait_durable(pos)
+    }
+}
+
+/// Times one read or write of a table, for its latency histogram.
+struct Timer(std::time::Instant);
+
+impl Timer {
+    fn start() -> Timer {
+        Timer(std::time::Instant::now())
+    }
+
+    fn stop(self, histogram: &LatencyHistogram) {
+        histogram.record(self.0.elapsed().as_micros() as u64);
     }
 }
 

@@ -21,6 +21,8 @@ use std::sync::Mutex;
 
 use page_vec::PageVec;
 
+use crate::stats::TableFigures;
+
 pub const PARTITIONS: usize = 4096;
 const PARTITION_BITS: u32 = 12;
 const DELTA_MIN: usize = 16;
@@ -411,6 +413,8 @@ pub struct TableIndex {
     /// The table's own tombstone grace period in seconds (Cassandra's `gc_grace_seconds`), or
     /// [`GRACE_UNSET`] for the namespace's.
     tombstone_grace_s: AtomicU64,
+    /// Tombstones and record bytes, counted as entries change, and the table's latencies.
+    figures: TableFigures,
 }
 
 const GRACE_UNSET: u64 = u64::MAX;
@@ -439,6 +443,23 @@ impl TableIndex {
                 .collect(),
             range_tombstones: AtomicBool::new(false),
             tombstone_grace_s: AtomicU64::new(GRACE_UNSET),
+            figures: TableFigures::default(),
+        }
+    }
+
+    /// The table's figures: counts kept as entries change, and latencies.
+    pub(crate) fn figures(&self) -> &TableFigures {
+        &self.figures
+    }
+
+    /// Counts `old` out of the table's figures and `new` in; called under the lock of the
+    /// entries' partition, so that a counter never passes below zero.
+    fn account(&self, old: Option<&Entry>, new: Option<&Entry>) {
+        for (e, added) in [(old, false), (new, true)] {
+            if let Some(e) = e {
+                self.figures
+                    .count_entry(e.is_tombstone(), e.is_range_tombstones(), e.location.len(), added);
+            }
         }
     }
 
@@ -478,9 +499,12 @@ impl TableIndex {
         self.note(&entry);
         let mut p = self.partition(entry.key.token);
         if let Some(e) = p.get_mut(&entry.key) {
-            return Some(std::mem::replace(e, entry));
+            let old = std::mem::replace(e, entry);
+            self.account(Some(&old), Some(&entry));
+            return Some(old);
         }
         p.insert(entry);
+        self.account(None, Some(&entry));
         None
     }
 
@@ -493,12 +517,15 @@ impl TableIndex {
             if is_newer(&entry, e) {
                 let mut entry = entry;
                 entry.flags |= FLAG_HAS_OLDER;
-                return Offer::Replaced(std::mem::replace(e, entry));
+                let old = std::mem::replace(e, entry);
+                self.account(Some(&old), Some(&entry));
+                return Offer::Replaced(old);
             }
             e.flags |= FLAG_HAS_OLDER;
             return Offer::Rejected;
         }
         p.insert(entry);
+        self.account(None, Some(&entry));
         Offer::Inserted
     }
 
@@ -506,7 +533,9 @@ impl TableIndex {
     pub fn relocate(&self, key: &IndexKey, from: Location, to: Location) -> bool {
         match self.partition(key.token).get_mut(key) {
             Some(e) if e.location == from => {
+                let old = *e;
                 e.location = to;
+                self.account(Some(&old), Some(&*e));
                 true
             }
             _ => false,
@@ -521,10 +550,12 @@ impl TableIndex {
             Some(e) if e == expected => match change(*e) {
                 Some(new) => {
                     *e = new;
+                    self.account(Some(expected), Some(&new));
                     true
                 }
                 None => {
                     p.remove(&expected.key);
+                    self.account(Some(expected), None);
                     true
                 }
             },
