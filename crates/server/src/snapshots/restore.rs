@@ -131,7 +131,7 @@ pub async fn restore(
         let mut from = Some(0);
         while let Some(at) = from {
             let (records, next) = engine
-                .read_snapshot(&snapshot, source.storage_id, at, PAGE_ROWS)
+                .read_snapshot(&snapshot, source.storage_id, at, PAGE_ROWS, 0)
                 .map_err(|e| e.to_string())?;
             from = next;
             let mut mutations = Vec::with_capacity(records.len());

@@ -497,15 +497,18 @@ impl Engine {
         crate::snapshots::open(&self.inner, tag)
     }
 
-    /// Up to `max` records of `table` in `snapshot` from the `from`th; and the next `from`.
+    /// The records of `table` in `snapshot` among its entries `from..from + max`; and the next
+    /// `from`. `since` (0 for all) keeps only what is in blocks of that sequence or later (see
+    /// `snapshots::read`).
     pub fn read_snapshot(
         &self,
         snapshot: &Snapshot,
         table: TableId,
         from: usize,
         max: usize,
+        since: u64,
     ) -> Result<(Vec<SnapshotRecord>, Option<usize>), SnapshotError> {
-        crate::snapshots::read(&self.inner, snapshot, table, from, max)
+        crate::snapshots::read(&self.inner, snapshot, table, from, max, since)
     }
 
     /// Deletes snapshot `tag` and gives its blocks back.

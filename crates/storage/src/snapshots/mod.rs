@@ -399,6 +399,17 @@ impl Snapshot {
     pub fn pinned_blocks(&self) -> u64 {
         self.contents.pinned.len() as u64
     }
+
+    /// The newest block sequence its rows are in: a later snapshot's rows in blocks newer than
+    /// this are what changed since (an incremental backup's rows).
+    pub fn max_sequence(&self) -> u64 {
+        self.contents
+            .pinned
+            .iter()
+            .map(|&(_, seq)| seq)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// Opens snapshot `tag`, checking its file whole and that its blocks still hold its data.
@@ -428,14 +439,19 @@ pub(crate) fn open(inner: &Namespace, tag: &str) -> Result<Snapshot, SnapshotErr
     })
 }
 
-/// Reads up to `max` records of `table` from `snapshot`, from the `from`th on; with them, where
-/// the next read starts (`None` at the end).
+/// Reads the records of `table` in `snapshot` from the `from`th entry on, looking at up to
+/// `max` entries; with them, where the next read starts (`None` at the end). With `since`,
+/// only the records in blocks of that sequence or later (and every row with a pending delta,
+/// whose cells may be newer than its block) are read: given an earlier snapshot's
+/// [`Snapshot::max_sequence`], what was written since it (the block then open kept filling,
+/// so it is read again), and rows defragmentation moved since.
 pub(crate) fn read(
     inner: &Namespace,
     snapshot: &Snapshot,
     table: TableId,
     from: usize,
     max: usize,
+    since: u64,
 ) -> Result<(Vec<SnapshotRecord>, Option<usize>), SnapshotError> {
     let Some((_, saved)) = snapshot.contents.tables.iter().find(|(id, _)| *id == table) else {
         return Ok((Vec::new(), None));
@@ -459,6 +475,9 @@ pub(crate) fn read(
                 ),
             });
         };
+        if sequence < since && !saved.deltas.contains_key(&e.key) {
+            continue;
+        }
         out.push(read_one(inner, saved, e, sequence).map_err(SnapshotError::Read)?);
     }
     Ok((out, (end < saved.entries.len()).then_some(end)))
