@@ -89,6 +89,7 @@ class ClusterNode(Node):
             port=cluster.cql_port,
             commit_to_device=cluster.commit_to_device,
             device_size=cluster.device_size,
+            write_block_size=cluster.write_block_size,
         )
         self.index = index
         self.host = f"{cluster.block}.{index}"
@@ -139,6 +140,8 @@ class Cluster:
     nodes_count: int = 3
     commit_to_device: bool = False
     device_size: str = "256MiB"
+    # The nodes' write block size (`[storage] write_block_size`); None leaves the default.
+    write_block_size: str | None = None
     # Per node (1-based index -> value); None leaves the server's default (datacenter1, rack1).
     data_centers: dict[int, str] = field(default_factory=dict)
     racks: dict[int, str] = field(default_factory=dict)

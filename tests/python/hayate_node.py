@@ -195,6 +195,7 @@ class Node(Endpoint):
         port: int | None = None,
         device_size: str = "256MiB",
         write_buffer: bool = True,
+        write_block_size: str | None = None,
     ):
         self.name = name
         self.host = "127.0.0.1"
@@ -216,7 +217,8 @@ class Node(Endpoint):
         self.config_path.write_text(
             "[storage]\n"
             f'device_size = "{device_size}"\n'
-            f'write_buffer_dir = "{self.write_buffer_dir or ""}"\n'
+            + (f'write_block_size = "{write_block_size}"\n' if write_block_size else "")
+            + f'write_buffer_dir = "{self.write_buffer_dir or ""}"\n'
             "[metrics]\n"
             f"port = {metrics_port}\n"
             "[auth]\n"

@@ -14,6 +14,7 @@
 
 mod admin;
 mod auth;
+mod backup;
 mod cluster;
 mod config;
 mod connection;

@@ -4,8 +4,13 @@
 //! - `POST /snapshot?tag=T&keyspace=K&tables=a,b`: takes a snapshot on this node;
 //! - `GET /snapshots`: the snapshots on this node and the device space they hold;
 //! - `POST /clearsnapshot?tag=T` (or `all=1`);
-//! - `POST /restore?tag=T&keyspace=K&table=t&to_table=ks.t&consistency=ALL` starts a restore,
-//!   and `GET /restore` shows how far it is.
+//! - `POST /restore?tag=T&keyspace=K&table=t&to_table=ks.t&consistency=ALL` starts a restore
+//!   from a snapshot (or, with `from=DIR/TAG`, from a backup), and `GET /restore` shows how far
+//!   it is;
+//! - `POST /backup?to=DIR&tag=T&snapshot=S&keyspace=K&tables=a,b&incremental=1` writes this
+//!   node's part of a backup (`crate::backup`).
+//!
+//! Values are percent-encoded where they must be (`%XX`).
 //!
 //! Each answers a JSON document, or a line saying why not. Like the topology operations, they
 //! are taken only from the node's own machine.
@@ -19,7 +24,7 @@ use crate::node::Node;
 
 type Answer = (String, String);
 
-const PATHS: [&str; 4] = ["/snapshot", "/snapshots", "/clearsnapshot", "/restore"];
+const PATHS: [&str; 5] = ["/snapshot", "/snapshots", "/clearsnapshot", "/restore", "/backup"];
 
 /// The answer to a snapshot request, or `None` if `path` is not one.
 pub fn answer(
@@ -59,7 +64,7 @@ pub fn answer(
             .split('&')
             .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
             .filter(|v| !v.is_empty())
-            .map(str::to_owned)
+            .map(percent_decode)
     };
     let result = match path {
         "/snapshot" => take(&node, param("tag"), param("keyspace"), param("tables")),
@@ -70,6 +75,7 @@ pub fn answer(
             (None, None) => Err("name the snapshot (tag=T), or ask for all=1".to_owned()),
         }
         .map(|cleared| json!({ "cleared": cleared })),
+        "/backup" => backup(&node, param),
         _ if method == "GET" => Ok(json!(RESTORE
             .lock()
             .expect("restore progress lock poisoned")
@@ -130,7 +136,9 @@ fn list(node: &Node) -> serde_json::Value {
 }
 
 fn restore(node: &Arc<Node>, param: impl Fn(&str) -> Option<String>) -> Result<serde_json::Value, String> {
-    let tag = param("tag").ok_or("name the snapshot to restore from (tag=T)")?;
+    let tag = param("tag")
+        .or_else(|| param("from").is_some().then(String::new))
+        .ok_or("name the snapshot to restore from (tag=T), or the backup (from=DIR/TAG)")?;
     let to_table = match param("to_table") {
         None => None,
         Some(t) => Some(
@@ -158,6 +166,11 @@ fn restore(node: &Arc<Node>, param: impl Fn(&str) -> Option<String>) -> Result<s
             })?)
         }
     };
+    let from = param("from").map(std::path::PathBuf::from);
+    let tag = match &from {
+        Some(dir) => dir.file_name().map_or(tag, |t| t.to_string_lossy().into_owned()),
+        None => tag,
+    };
     let request = RestoreRequest {
         tag,
         keyspace: param("keyspace"),
@@ -178,7 +191,10 @@ fn restore(node: &Arc<Node>, param: impl Fn(&str) -> Option<String>) -> Result<s
     }
     let node = Arc::clone(node);
     node.runtime.clone().spawn(async move {
-        let result = super::restore(&node, &request, &RESTORE).await;
+        let result = match &from {
+            Some(dir) => crate::backup::restore(&node, dir, &request, &RESTORE).await,
+            None => super::restore(&node, &request, &RESTORE).await,
+        };
         let mut p = RESTORE.lock().expect("restore progress lock poisoned");
         match result {
             Ok(()) => p.state = "done".to_owned(),
@@ -199,3 +215,79 @@ static RESTORE: Mutex<Progress> = Mutex::new(Progress {
     tables: Vec::new(),
     error: None,
 });
+
+fn backup(node: &Node, param: impl Fn(&str) -> Option<String>) -> Result<serde_json::Value, String> {
+    let to = param("to").ok_or("say where the backup goes (to=DIR)")?;
+    let tag = param("tag").unwrap_or_else(|| super::now_ms().to_string());
+    let request = crate::backup::BackupRequest {
+        to: std::path::PathBuf::from(to),
+        tag,
+        snapshot: param("snapshot"),
+        keyspace: param("keyspace"),
+        tables: param("tables")
+            .map(|t| t.split(',').map(str::to_owned).collect())
+            .unwrap_or_default(),
+        incremental: param("incremental").is_some(),
+    };
+    let started = std::time::Instant::now();
+    let m = crate::backup::backup(node, &request)?;
+    Ok(json!({
+        "tag": m.tag,
+        "base": m.base,
+        "tables": m.tables.iter().map(|t| json!({
+            "keyspace": t.table.keyspace, "table": t.table.table, "records": t.records, "bytes": t.bytes,
+        })).collect::<Vec<_>>(),
+        "seconds": started.elapsed().as_secs_f64(),
+    }))
+}
+
+/// `%XX` sequences decoded (`+` is left as it is).
+pub fn percent_decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).and_then(|&c| hex(c)),
+            b.get(i + 2).and_then(|&c| hex(c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `v` with the characters a query value cannot hold as they are written `%XX`.
+pub fn percent_encode(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/,".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_survive_percent_encoding() {
+        for v in ["/tmp/a b&c=d%e", "plain", "dir/with,comma", "é"] {
+            assert_eq!(percent_decode(&percent_encode(v)), v);
+        }
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+}

@@ -16,18 +16,21 @@
 
 use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::{Arc, Mutex};
 
 use hayate_cluster::consistency::ConsistencyLevel;
 use hayate_cluster::coordinator::{WriteRequest, WriteType};
 use hayate_cluster::replica::{Mutation, MutationKind};
 use hayate_storage::{Row, SnapshotRecord};
+
+use crate::backup::format::Record;
 use serde::Serialize;
 
 use super::{read_manifest, TableManifest};
 use crate::error::QueryError;
 use crate::node::Node;
 use crate::schema::machine::{decode_answer, statement_command};
-use crate::schema::Table;
+use crate::schema::{Keyspace, Table};
 
 /// Rows a restore reads from the snapshot and writes at once.
 const PAGE_ROWS: usize = 256;
@@ -71,7 +74,7 @@ pub struct Progress {
 pub async fn restore(
     node: &Node,
     request: &RestoreRequest,
-    progress: &std::sync::Mutex<Progress>,
+    progress: &Mutex<Progress>,
 ) -> Result<(), String> {
     let engine = &node.engine;
     let dir = engine.snapshot_dir(&request.tag).map_err(|e| e.to_string())?;
@@ -80,32 +83,93 @@ pub async fn restore(
     }
     let manifest = read_manifest(&dir)?;
     let snapshot = engine.open_snapshot(&request.tag).map_err(|e| e.to_string())?;
-    let chosen: Vec<&TableManifest> = manifest
-        .tables
+    let chosen = choose(&manifest.tables, request, "snapshot")?;
+    for source in chosen {
+        let mut target = Target::prepare(node, source, request, progress).await?;
+        let mut from = Some(0);
+        while let Some(at) = from {
+            let (records, next) = engine
+                .read_snapshot(&snapshot, source.storage_id, at, PAGE_ROWS, 0)
+                .map_err(|e| e.to_string())?;
+            from = next;
+            target
+                .write(node, records.into_iter().map(Record::from).collect())
+                .await?;
+        }
+        target.finish(&source.keyspace, &source.table, &request.tag);
+    }
+    Ok(())
+}
+
+/// The tables of `tables` that `request` names; refused if none, or several with `--to-table`.
+pub fn choose<'a>(
+    tables: &'a [TableManifest],
+    request: &RestoreRequest,
+    what: &str,
+) -> Result<Vec<&'a TableManifest>, String> {
+    let chosen: Vec<&TableManifest> = tables
         .iter()
         .filter(|t| request.keyspace.as_ref().is_none_or(|k| *k == t.keyspace))
         .filter(|t| request.table.as_ref().is_none_or(|n| *n == t.table))
         .collect();
     if chosen.is_empty() {
         return Err(format!(
-            "snapshot {} holds no table matching {}.{}",
+            "{what} {} holds no table matching {}.{}",
             request.tag,
             request.keyspace.as_deref().unwrap_or("*"),
             request.table.as_deref().unwrap_or("*")
         ));
     }
-    if request.to_table.is_some() && chosen.len() > 1 {
+    let distinct: std::collections::BTreeSet<(&str, &str)> = chosen
+        .iter()
+        .map(|t| (t.keyspace.as_str(), t.table.as_str()))
+        .collect();
+    if request.to_table.is_some() && distinct.len() > 1 {
         return Err("--to-table needs one table: name it (KEYSPACE TABLE)".to_owned());
     }
-    let consistency = request.consistency.unwrap_or(ConsistencyLevel::All);
-    let show = |done: &Restored| {
-        let mut p = progress.lock().expect("restore progress lock poisoned");
-        match p.tables.last_mut() {
-            Some(last) if last.keyspace == done.keyspace && last.table == done.table => *last = done.clone(),
-            _ => p.tables.push(done.clone()),
+    Ok(chosen)
+}
+
+impl From<SnapshotRecord> for Record {
+    fn from(r: SnapshotRecord) -> Record {
+        match r {
+            SnapshotRecord::Row(r) => Record::Row {
+                token: r.token,
+                partition: r.partition_key,
+                clustering: r.clustering_key,
+                row: r.row,
+            },
+            SnapshotRecord::Tombstones {
+                token,
+                partition_key,
+                tombstones,
+            } => Record::Tombstones {
+                token,
+                partition: partition_key,
+                tombstones,
+            },
         }
-    };
-    for source in chosen {
+    }
+}
+
+/// The table a restore writes into, made if missing, with its column numbers mapped.
+pub struct Target<'p> {
+    keyspace: Arc<Keyspace>,
+    table: Arc<Table>,
+    columns: HashMap<u32, u32>,
+    consistency: ConsistencyLevel,
+    done: Restored,
+    progress: &'p Mutex<Progress>,
+}
+
+impl<'p> Target<'p> {
+    /// The table `source`'s rows go into (made like it if it does not exist).
+    pub async fn prepare(
+        node: &Node,
+        source: &TableManifest,
+        request: &RestoreRequest,
+        progress: &'p Mutex<Progress>,
+    ) -> Result<Target<'p>, String> {
         let (ks, name) = request
             .to_table
             .clone()
@@ -116,100 +180,138 @@ pub async fn restore(
             .keyspace(&ks)
             .ok_or_else(|| format!("keyspace {ks} is gone"))?
             .clone();
-        let target = keyspace
+        let table = keyspace
             .tables
             .get(&name)
             .ok_or_else(|| format!("table {ks}.{name} is gone"))?
             .clone();
-        let columns = column_map(source, &target);
+        let columns = column_map(source, &table);
         let mut done = Restored {
-            keyspace: ks.clone(),
-            table: name.clone(),
+            keyspace: ks,
+            table: name,
             created,
             ..Restored::default()
         };
-        let mut from = Some(0);
-        while let Some(at) = from {
-            let (records, next) = engine
-                .read_snapshot(&snapshot, source.storage_id, at, PAGE_ROWS, 0)
-                .map_err(|e| e.to_string())?;
-            from = next;
-            let mut mutations = Vec::with_capacity(records.len());
-            for record in records {
-                match record {
-                    SnapshotRecord::Row(r) => {
-                        done.rows += 1;
-                        let update = remap(r.row, &columns, &mut done.cells_skipped);
-                        mutations.push(Mutation {
-                            table: target.storage_id,
-                            token: r.token,
-                            partition: r.partition_key,
-                            kind: MutationKind::Row {
-                                clustering: r.clustering_key,
-                                update,
-                            },
-                        });
-                    }
-                    SnapshotRecord::Tombstones {
+        // A table loaded from several files (a backup's nodes) is shown once.
+        if let Some(before) = progress
+            .lock()
+            .expect("restore progress lock poisoned")
+            .tables
+            .iter()
+            .find(|t| t.keyspace == done.keyspace && t.table == done.table)
+        {
+            done = Restored {
+                created: before.created || created,
+                ..before.clone()
+            };
+        }
+        Ok(Target {
+            keyspace,
+            table,
+            columns,
+            consistency: request.consistency.unwrap_or(ConsistencyLevel::All),
+            done,
+            progress,
+        })
+    }
+
+    /// Writes `records` to their current replicas.
+    pub async fn write(&mut self, node: &Node, records: Vec<Record>) -> Result<(), String> {
+        let mut mutations = Vec::with_capacity(records.len());
+        let table = self.table.storage_id;
+        for record in records {
+            match record {
+                Record::Row {
+                    token,
+                    partition,
+                    clustering,
+                    row,
+                } => {
+                    self.done.rows += 1;
+                    let update = remap(row, &self.columns, &mut self.done.cells_skipped);
+                    mutations.push(Mutation {
+                        table,
                         token,
-                        partition_key,
-                        tombstones,
-                    } => {
-                        done.partition_tombstones += 1;
-                        let ranges = tombstones
-                            .partition
-                            .map(|d| (Bound::Unbounded, Bound::Unbounded, d))
-                            .into_iter()
-                            .chain(
-                                tombstones
-                                    .ranges
-                                    .into_iter()
-                                    .map(|r| (r.start, r.end, r.deletion)),
-                            );
-                        for (start, end, deletion) in ranges {
-                            mutations.push(Mutation {
-                                table: target.storage_id,
-                                token,
-                                partition: partition_key.clone(),
-                                kind: MutationKind::DeleteRange { start, end, deletion },
-                            });
-                        }
+                        partition,
+                        kind: MutationKind::Row { clustering, update },
+                    });
+                }
+                Record::Tombstones {
+                    token,
+                    partition,
+                    tombstones,
+                } => {
+                    self.done.partition_tombstones += 1;
+                    let ranges = tombstones
+                        .partition
+                        .map(|d| (Bound::Unbounded, Bound::Unbounded, d))
+                        .into_iter()
+                        .chain(
+                            tombstones
+                                .ranges
+                                .into_iter()
+                                .map(|r| (r.start, r.end, r.deletion)),
+                        );
+                    for (start, end, deletion) in ranges {
+                        mutations.push(Mutation {
+                            table,
+                            token,
+                            partition: partition.clone(),
+                            kind: MutationKind::DeleteRange { start, end, deletion },
+                        });
                     }
                 }
             }
-            show(&done);
-            if mutations.is_empty() {
-                continue;
-            }
-            node.coordinator
-                .write(WriteRequest {
-                    replication: keyspace.strategy(),
-                    consistency,
-                    mutations,
-                    write_type: WriteType::UnloggedBatch,
-                })
-                .await
-                .map_err(|e| {
-                    format!(
-                        "restoring {ks}.{name}: a write at {} failed after {} rows: {e}; \
-                         run the restore again once every replica is up (rows written twice are \
-                         the same rows)",
-                        consistency.name(),
-                        done.rows
-                    )
-                })?;
         }
-        tracing::info!(
-            "restored {} rows and {} partitions' tombstones of {}.{} from snapshot {} into {ks}.{name}",
-            done.rows,
-            done.partition_tombstones,
-            source.keyspace,
-            source.table,
-            request.tag
-        );
-        show(&done);
+        self.show();
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        node.coordinator
+            .write(WriteRequest {
+                replication: self.keyspace.strategy(),
+                consistency: self.consistency,
+                mutations,
+                write_type: WriteType::UnloggedBatch,
+            })
+            .await
+            .map_err(|e| {
+                format!(
+                    "restoring {}.{}: a write at {} failed after {} rows: {e}; run the restore again \
+                     once every replica is up (rows written twice are the same rows)",
+                    self.done.keyspace,
+                    self.done.table,
+                    self.consistency.name(),
+                    self.done.rows
+                )
+            })
     }
-    Ok(())
+
+    fn show(&self) {
+        let mut p = self.progress.lock().expect("restore progress lock poisoned");
+        let done = &self.done;
+        match p
+            .tables
+            .iter_mut()
+            .find(|t| t.keyspace == done.keyspace && t.table == done.table)
+        {
+            Some(t) => *t = done.clone(),
+            None => p.tables.push(done.clone()),
+        }
+    }
+
+    /// Logs what was restored from `source_keyspace.source_table` of `from`.
+    pub fn finish(self, source_keyspace: &str, source_table: &str, from: &str) {
+        self.show();
+        tracing::info!(
+            "restored {} rows and {} partitions' tombstones of {source_keyspace}.{source_table} from {from} \
+             into {}.{} (so far)",
+            self.done.rows,
+            self.done.partition_tombstones,
+            self.done.keyspace,
+            self.done.table
+        );
+    }
 }
 
 /// For each column number of the snapshot's table, the target's column of the same name.

@@ -142,6 +142,35 @@ pub enum Tool {
         #[arg(long, default_value_t = 9180)]
         port: u16,
     },
+    /// Writes a backup of the node's tables to DIR/TAG/HOST_ID/, as files (one per table, in a
+    /// documented, versioned, checksummed format: docs/backups.md) that can be kept anywhere:
+    /// of a snapshot taken for it (and cleared after), or of `--snapshot TAG`. `--incremental`
+    /// writes only what the node wrote since its newest backup in DIR.
+    Backup {
+        /// Where the backup goes (a directory on the node's machine).
+        #[arg(long)]
+        to: String,
+        /// The backup's name (default: the time in milliseconds).
+        #[arg(short = 't', long)]
+        tag: Option<String>,
+        /// Export this snapshot rather than take one.
+        #[arg(long)]
+        snapshot: Option<String>,
+        /// The keyspace (all user keyspaces if none).
+        keyspace: Option<String>,
+        /// Tables of the keyspace (all of them if none).
+        tables: Vec<String>,
+        /// Only what changed since the node's newest backup in DIR.
+        #[arg(long)]
+        incremental: bool,
+        /// Every node's part, under one tag.
+        #[arg(long)]
+        all_nodes: bool,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        #[arg(long, default_value_t = 9180)]
+        port: u16,
+    },
     /// Puts a snapshot's rows back into the cluster, as `sstableloader` does: each row to its
     /// current replicas (at ALL by default), with its timestamps, TTLs and tombstones. A table
     /// that is gone (the automatic snapshot of a DROP) is created again from the snapshot, its
@@ -150,7 +179,12 @@ pub enum Tool {
     Restore {
         /// The snapshot's tag (`hayate listsnapshots`).
         #[arg(long)]
-        snapshot: String,
+        snapshot: Option<String>,
+        /// A backup's directory, DIR/TAG (`hayate backup`): one node loads every node's part
+        /// into the whole cluster, whatever its size and replication factor, after checking
+        /// every file (a damaged backup loads nothing).
+        #[arg(long, conflicts_with = "snapshot")]
+        from: Option<String>,
         /// Only this keyspace's tables.
         keyspace: Option<String>,
         /// Only this table.
@@ -370,8 +404,31 @@ pub fn run(tool: &Tool) -> std::process::ExitCode {
             host,
             port,
         } => snapshot::clearsnapshot(SocketAddr::new(*host, *port), tag.as_deref(), *all, *all_nodes),
+        Tool::Backup {
+            to,
+            tag,
+            snapshot,
+            keyspace,
+            tables,
+            incremental,
+            all_nodes,
+            host,
+            port,
+        } => snapshot::backup(
+            SocketAddr::new(*host, *port),
+            &snapshot::BackupArgs {
+                to,
+                tag: tag.as_deref(),
+                snapshot: snapshot.as_deref(),
+                keyspace: keyspace.as_deref(),
+                tables,
+                incremental: *incremental,
+                all_nodes: *all_nodes,
+            },
+        ),
         Tool::Restore {
             snapshot,
+            from,
             keyspace,
             table,
             to_table,
@@ -382,7 +439,8 @@ pub fn run(tool: &Tool) -> std::process::ExitCode {
         } => snapshot::restore(
             SocketAddr::new(*host, *port),
             &snapshot::RestoreArgs {
-                snapshot,
+                snapshot: snapshot.as_deref(),
+                from: from.as_deref(),
                 keyspace: keyspace.as_deref(),
                 table: table.as_deref(),
                 to_table: to_table.as_deref(),

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::say;
 use super::{http, status};
+use crate::snapshots::endpoint::percent_encode;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(500);
@@ -46,7 +47,7 @@ fn post(addr: SocketAddr, path: &str) -> Result<Value, String> {
 fn query(pairs: &[(&str, Option<String>)]) -> String {
     let q: Vec<String> = pairs
         .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", percent_encode(v))))
         .collect();
     q.join("&")
 }
@@ -167,7 +168,9 @@ pub fn clearsnapshot(addr: SocketAddr, tag: Option<&str>, all: bool, all_nodes: 
 }
 
 pub struct RestoreArgs<'a> {
-    pub snapshot: &'a str,
+    pub snapshot: Option<&'a str>,
+    /// A backup (`DIR/TAG`), instead of a snapshot.
+    pub from: Option<&'a str>,
     pub keyspace: Option<&'a str>,
     pub table: Option<&'a str>,
     pub to_table: Option<&'a str>,
@@ -176,14 +179,30 @@ pub struct RestoreArgs<'a> {
 }
 
 pub fn restore(addr: SocketAddr, a: &RestoreArgs<'_>) -> Result<(), String> {
+    let from = match (a.snapshot, a.from) {
+        (Some(_), None) => None,
+        (None, Some(dir)) => Some(
+            std::fs::canonicalize(dir)
+                .map_err(|e| format!("--from {dir}: {e}"))?
+                .to_string_lossy()
+                .into_owned(),
+        ),
+        _ => return Err("restore from one source: --snapshot TAG or --from DIR/TAG".to_owned()),
+    };
+    // A backup is loaded by one node into the whole cluster: every node's part.
+    let all_nodes = a.all_nodes && from.is_none();
+    let source = a
+        .snapshot
+        .map_or_else(|| from.clone().unwrap_or_default(), str::to_owned);
     let q = query(&[
-        ("tag", Some(a.snapshot.to_owned())),
+        ("tag", a.snapshot.map(str::to_owned)),
+        ("from", from),
         ("keyspace", a.keyspace.map(str::to_owned)),
         ("table", a.table.map(str::to_owned)),
         ("to_table", a.to_table.map(str::to_owned)),
         ("consistency", a.consistency.map(str::to_owned)),
     ]);
-    for node in nodes(addr, a.all_nodes)? {
+    for node in nodes(addr, all_nodes)? {
         post(node, &format!("/restore?{q}"))?;
         let started = Instant::now();
         let mut last = String::new();
@@ -222,9 +241,8 @@ pub fn restore(addr: SocketAddr, a: &RestoreArgs<'_>) -> Result<(), String> {
             match doc["state"].as_str() {
                 Some("done") => {
                     say!(
-                        "{}: restored from snapshot {} in {:.1} s\n",
+                        "{}: restored from {source} in {:.1} s\n",
                         node.ip(),
-                        a.snapshot,
                         started.elapsed().as_secs_f64()
                     );
                     break;
@@ -240,5 +258,56 @@ pub fn restore(addr: SocketAddr, a: &RestoreArgs<'_>) -> Result<(), String> {
             }
         }
     }
+    Ok(())
+}
+
+pub struct BackupArgs<'a> {
+    pub to: &'a str,
+    pub tag: Option<&'a str>,
+    pub snapshot: Option<&'a str>,
+    pub keyspace: Option<&'a str>,
+    pub tables: &'a [String],
+    pub incremental: bool,
+    pub all_nodes: bool,
+}
+
+pub fn backup(addr: SocketAddr, a: &BackupArgs<'_>) -> Result<(), String> {
+    std::fs::create_dir_all(a.to).map_err(|e| format!("--to {}: {e}", a.to))?;
+    let to = std::fs::canonicalize(a.to).map_err(|e| format!("--to {}: {e}", a.to))?;
+    // One tag for every node's part.
+    let tag = a.tag.map(str::to_owned).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+            .to_string()
+    });
+    let q = query(&[
+        ("to", Some(to.to_string_lossy().into_owned())),
+        ("tag", Some(tag.clone())),
+        ("snapshot", a.snapshot.map(str::to_owned)),
+        ("keyspace", a.keyspace.map(str::to_owned)),
+        ("tables", (!a.tables.is_empty()).then(|| a.tables.join(","))),
+        ("incremental", a.incremental.then(|| "1".to_owned())),
+    ]);
+    for node in nodes(addr, a.all_nodes)? {
+        let doc = post(node, &format!("/backup?{q}"))?;
+        let (mut records, mut bytes) = (0u64, 0u64);
+        for t in doc["tables"].as_array().into_iter().flatten() {
+            records += t["records"].as_u64().unwrap_or(0);
+            bytes += t["bytes"].as_u64().unwrap_or(0);
+        }
+        say!(
+            "{}: backup {tag}{} of {} tables: {records} records, {} in {:.1} s\n",
+            node.ip(),
+            doc["base"]
+                .as_str()
+                .map(|b| format!(" (incremental over {b})"))
+                .unwrap_or_default(),
+            doc["tables"].as_array().map_or(0, Vec::len),
+            mib(&Value::from(bytes)),
+            doc["seconds"].as_f64().unwrap_or(0.0)
+        );
+    }
+    say!("backup written to {}\n", to.join(&tag).display());
     Ok(())
 }

@@ -96,22 +96,37 @@ pub(crate) fn read_i64(b: &[u8], at: usize) -> i64 {
     read_u64(b, at) as i64
 }
 
+/// Appends `v` as a LEB128 varint (what [`Cursor::varint`] reads).
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends `v` zigzag-encoded as a varint (what [`Cursor::zigzag`] reads).
+pub fn put_zigzag(out: &mut Vec<u8>, v: i64) {
+    put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
 /// A reader over untrusted bytes that consumes from the front: the crate's one byte cursor
-/// (records, stream chunks, the index snapshot), little-endian throughout.
-pub(crate) struct Cursor<'a> {
+/// (records, stream chunks, the index snapshot, and the node's backup files), little-endian
+/// throughout.
+pub struct Cursor<'a> {
     rest: &'a [u8],
 }
 
 impl<'a> Cursor<'a> {
-    pub(crate) fn new(b: &'a [u8]) -> Cursor<'a> {
+    pub fn new(b: &'a [u8]) -> Cursor<'a> {
         Cursor { rest: b }
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.rest.is_empty()
     }
 
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.rest.len() < n {
             return Err(DecodeError::Truncated);
         }
@@ -120,32 +135,32 @@ impl<'a> Cursor<'a> {
         Ok(head)
     }
 
-    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
 
-    pub(crate) fn u16(&mut self) -> Result<u16, DecodeError> {
+    pub fn u16(&mut self) -> Result<u16, DecodeError> {
         Ok(read_u16(self.take(2)?, 0))
     }
 
-    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(read_u32(self.take(4)?, 0))
     }
 
-    pub(crate) fn i64(&mut self) -> Result<i64, DecodeError> {
+    pub fn i64(&mut self) -> Result<i64, DecodeError> {
         Ok(read_i64(self.take(8)?, 0))
     }
 
-    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(read_u64(self.take(8)?, 0))
     }
 
     /// Bytes not yet consumed.
-    pub(crate) fn remaining(&self) -> usize {
+    pub fn remaining(&self) -> usize {
         self.rest.len()
     }
 
-    pub(crate) fn varint(&mut self) -> Result<u64, DecodeError> {
+    pub fn varint(&mut self) -> Result<u64, DecodeError> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
             let byte = self.u8()?;
@@ -161,17 +176,17 @@ impl<'a> Cursor<'a> {
         Err(DecodeError::BadVarint)
     }
 
-    pub(crate) fn varint_u32(&mut self) -> Result<u32, DecodeError> {
+    pub fn varint_u32(&mut self) -> Result<u32, DecodeError> {
         u32::try_from(self.varint()?).map_err(|_| DecodeError::BadVarint)
     }
 
-    pub(crate) fn zigzag(&mut self) -> Result<i64, DecodeError> {
+    pub fn zigzag(&mut self) -> Result<i64, DecodeError> {
         let v = self.varint()?;
         Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
     }
 
     /// A count bounded by `max` and by what the remaining bytes could possibly hold.
-    pub(crate) fn count(&mut self, max: usize) -> Result<usize, DecodeError> {
+    pub fn count(&mut self, max: usize) -> Result<usize, DecodeError> {
         let n = self.varint()?;
         if n > max as u64 || n > self.rest.len() as u64 {
             return Err(DecodeError::TooMany(n.min(usize::MAX as u64) as usize));
@@ -179,7 +194,7 @@ impl<'a> Cursor<'a> {
         Ok(n as usize)
     }
 
-    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+    pub fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let n = self.varint()?;
         if n > self.rest.len() as u64 {
             return Err(DecodeError::Truncated);

@@ -27,7 +27,7 @@
 //! The body (see [`encode_body`]) holds the row: flags, liveness, deletions, then the cells, with
 //! timestamps as zig-zag varint deltas from the record's write timestamp.
 
-use super::{read_i64, read_u16, read_u32, read_u64, Cursor, DecodeError};
+use super::{put_varint, put_zigzag, read_i64, read_u16, read_u32, read_u64, Cursor, DecodeError};
 use crate::range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 use crate::row::{Cell, CellValue, Deletion, Liveness, Row};
 
@@ -493,18 +493,6 @@ pub fn decode_tombstones_body(body: &[u8], base_ts: i64) -> Result<PartitionTomb
         return Err(DecodeError::TrailingBytes);
     }
     Ok(t)
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_zigzag(out: &mut Vec<u8>, v: i64) {
-    put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
 fn varint_bytes(v: u64) -> usize {
