@@ -34,7 +34,7 @@ use crate::auth::{AuthenticatedRole, SaslExchange};
 use crate::connection::limits::ResponseSender;
 use crate::error::{invalid, QueryResult};
 use crate::node::Node;
-use crate::query::{modify, select};
+use crate::query::{modify, select, Warnings};
 use crate::system::SystemTables;
 use crate::trace::Trace;
 
@@ -146,7 +146,7 @@ impl Session {
     /// Queues one response on `stream`.
     pub fn send(&self, stream: i16, response: &Response) {
         let writer = self.writer();
-        self.send_with(&writer, stream, response, None);
+        self.send_with(&writer, stream, response, None, &[]);
     }
 
     /// Queues a response to a frame whose header was refused, in `version` (the refused
@@ -156,7 +156,7 @@ impl Session {
         if self.state().started_version.is_none() {
             writer.version = version;
         }
-        self.send_with(&writer, stream, response, None);
+        self.send_with(&writer, stream, response, None, &[]);
     }
 
     fn send_with(
@@ -165,8 +165,9 @@ impl Session {
         stream: i16,
         response: &Response,
         tracing_id: Option<&[u8; 16]>,
+        warnings: &[String],
     ) {
-        let out = writer.encode_traced(stream, response, tracing_id);
+        let out = writer.encode_traced(stream, response, tracing_id, warnings);
         if out.is_empty() {
             return;
         }
@@ -204,11 +205,12 @@ impl Session {
         }
     }
 
-    /// The context a statement runs in.
+    /// The context a statement runs in; its guardrails' warnings go to `warnings`.
     pub fn context<'a>(
         &'a self,
         keyspace: Option<&'a str>,
         params: Option<&'a hayate_cql::request::QueryParameters<'a>>,
+        warnings: &'a Warnings,
     ) -> crate::query::Context<'a> {
         crate::query::Context {
             schema: self.node.schema.current(),
@@ -221,11 +223,19 @@ impl Session {
             skip_metadata: params.is_some_and(|p| p.skip_metadata),
             clock: self.node.coordinator.clock().as_ref(),
             memo: None,
+            guard: crate::query::Guard {
+                config: &self.node.config.guardrails,
+                warnings,
+            },
         }
     }
 
     /// Runs one statement for QUERY or EXECUTE; `text` is the statement as the client sent it,
     /// `memo` the prepared statement's.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of a QUERY or an EXECUTE, from their two callers"
+    )]
     pub async fn run(
         &self,
         statement: &hayate_cql::statement::Statement,
@@ -234,9 +244,10 @@ impl Session {
         params: &hayate_cql::request::QueryParameters<'_>,
         keyspace: Option<&str>,
         memo: Option<&crate::query::Memo>,
+        warnings: &Warnings,
     ) -> Response {
         let role = self.role();
-        let mut ctx = self.context(keyspace, Some(params));
+        let mut ctx = self.context(keyspace, Some(params), warnings);
         ctx.role = role.as_ref();
         ctx.memo = memo;
         let fixed;
@@ -356,14 +367,15 @@ impl Session {
         } else {
             &body
         };
+        let warnings = Warnings::default();
         let (kind, response, trace) = match Request::decode(&header, body) {
             Ok(frame) if frame.tracing && traceable(&frame.request) => {
                 let mut trace = self.start_trace(&frame.request);
-                let (kind, response) = self.dispatch_traced(frame, &mut trace).await;
+                let (kind, response) = self.dispatch_traced(frame, &mut trace, &warnings).await;
                 (kind, response, Some(trace))
             }
             Ok(frame) => {
-                let (kind, response) = self.dispatch(frame).await;
+                let (kind, response) = self.dispatch(frame, &warnings).await;
                 (kind, response, None)
             }
             Err(e) => (
@@ -380,6 +392,7 @@ impl Session {
             metrics.record_error(kind, e.code());
         }
         metrics.record(kind, started.elapsed().as_micros() as u64);
+        let warnings = warnings.take();
         match trace {
             Some(trace) => {
                 // No "Request complete" event: as with Cassandra, tools show that line from the
@@ -388,9 +401,9 @@ impl Session {
                 // Stored before the answer goes out, so that a driver polling system_traces
                 // right after the answer finds the session.
                 trace.finish(&self.node.traces);
-                self.send_with(&self.writer(), stream, &response, Some(&id));
+                self.send_with(&self.writer(), stream, &response, Some(&id), &warnings);
             }
-            None => self.send(stream, &response),
+            None => self.send_with(&self.writer(), stream, &response, None, &warnings),
         }
         if header.opcode == Opcode::Startup
             && matches!(response, Response::Ready(_) | Response::Authenticate(_))
@@ -454,7 +467,12 @@ impl Session {
 
     /// Runs a traced request, with events that say where its time went: parsing, the storage
     /// engine's reads (from the device or the post-write cache) and what came out.
-    async fn dispatch_traced(&self, frame: RequestFrame<'_>, trace: &mut Trace) -> (&'static str, Response) {
+    async fn dispatch_traced(
+        &self,
+        frame: RequestFrame<'_>,
+        trace: &mut Trace,
+        warnings: &Warnings,
+    ) -> (&'static str, Response) {
         let text = match &frame.request {
             Request::Query(q) => Some(q.query),
             Request::Prepare(p) => Some(p.query),
@@ -475,7 +493,7 @@ impl Session {
         }
         let before = self.node.engine.stats();
         trace.event("Executing statement");
-        let (kind, response) = self.dispatch(frame).await;
+        let (kind, response) = self.dispatch(frame, warnings).await;
         let after = self.node.engine.stats();
         // The engine counts node-wide: requests running at the same time show here too.
         trace.event(format!(
@@ -495,7 +513,7 @@ impl Session {
         (kind, response)
     }
 
-    async fn dispatch(&self, frame: RequestFrame<'_>) -> (&'static str, Response) {
+    async fn dispatch(&self, frame: RequestFrame<'_>, warnings: &Warnings) -> (&'static str, Response) {
         let phase = self.state().phase;
         match (&frame.request, phase) {
             (Request::Options(_), _) => ("options", options::handle()),
@@ -528,10 +546,10 @@ impl Session {
                 )),
             ),
             (Request::Register(r), Phase::Ready) => ("register", register::handle(self, r)),
-            (Request::Query(q), Phase::Ready) => query::handle(self, q).await,
-            (Request::Prepare(p), Phase::Ready) => ("prepare", prepare::handle(self, p)),
-            (Request::Execute(e), Phase::Ready) => execute::handle(self, e).await,
-            (Request::Batch(b), Phase::Ready) => ("batch", batch::handle(self, b).await),
+            (Request::Query(q), Phase::Ready) => query::handle(self, q, warnings).await,
+            (Request::Prepare(p), Phase::Ready) => ("prepare", prepare::handle(self, p, warnings)),
+            (Request::Execute(e), Phase::Ready) => execute::handle(self, e, warnings).await,
+            (Request::Batch(b), Phase::Ready) => ("batch", batch::handle(self, b, warnings).await),
         }
     }
 }
