@@ -31,6 +31,7 @@ use hayate_storage::{DeviceConfig, NamespaceConfig};
 mod client_encryption;
 mod cluster;
 pub mod guardrails;
+mod settings;
 
 pub use client_encryption::{ClientEncryptionConfig, TlsMode};
 pub use cluster::ClusterConfig;

@@ -16,6 +16,7 @@ mod register;
 mod startup;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -66,11 +67,41 @@ struct State {
     /// The version STARTUP fixed for the connection; before it, each OPTIONS or STARTUP is
     /// answered in its own version, as Cassandra does.
     started_version: Option<u8>,
+    /// The options of the client's STARTUP (CQL_VERSION, DRIVER_NAME, DRIVER_VERSION, ...).
+    startup_options: Vec<(String, String)>,
+}
+
+/// The TLS session of a connection, as `system_views.clients` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// "TLSv1.3", as Java names it.
+    pub protocol: Option<String>,
+    pub cipher_suite: Option<String>,
+}
+
+/// One connection as `system_views.clients` shows it, read from its session.
+#[derive(Debug, Clone)]
+pub struct ClientSnapshot {
+    pub peer: SocketAddr,
+    /// Cassandra's stage: "established" (before STARTUP), "authenticating" or "ready".
+    pub stage: &'static str,
+    pub username: Option<String>,
+    /// Set once logged in: "Password", or "Unauthenticated" under AllowAllAuthenticator.
+    pub authentication_mode: Option<&'static str>,
+    pub protocol_version: u8,
+    pub startup_options: Vec<(String, String)>,
+    pub keyspace: Option<String>,
+    pub request_count: u64,
+    pub tls: Option<TlsInfo>,
 }
 
 pub struct Session {
     pub node: Arc<Node>,
     pub peer: SocketAddr,
+    /// `None` on a plain connection.
+    tls: Option<TlsInfo>,
+    /// Requests read from the connection, for `system_views.clients`.
+    requests: AtomicU64,
     outbox: Outbox,
     state: Mutex<State>,
     runtime: tokio::runtime::Handle,
@@ -93,10 +124,12 @@ pub fn runs_inline(header: &FrameHeader) -> bool {
 }
 
 impl Session {
-    pub fn new(node: Arc<Node>, peer: SocketAddr, tx: ResponseSender) -> Session {
+    pub fn new(node: Arc<Node>, peer: SocketAddr, tls: Option<TlsInfo>, tx: ResponseSender) -> Session {
         Session {
             node,
             peer,
+            tls,
+            requests: AtomicU64::new(0),
             outbox: Outbox::new(tx),
             state: Mutex::new(State {
                 phase: Phase::New,
@@ -108,6 +141,7 @@ impl Session {
                 event_task: None,
                 writer: FrameWriter::default(),
                 started_version: None,
+                startup_options: Vec::new(),
             }),
             runtime: tokio::runtime::Handle::current(),
         }
@@ -133,6 +167,33 @@ impl Session {
 
     pub fn role(&self) -> Option<AuthenticatedRole> {
         self.state().role.clone()
+    }
+
+    /// What `system_views.clients` shows of this connection now.
+    pub fn client(&self) -> ClientSnapshot {
+        let state = self.state();
+        let anonymous = state.role.as_ref().is_some_and(AuthenticatedRole::is_anonymous);
+        ClientSnapshot {
+            peer: self.peer,
+            stage: match state.phase {
+                Phase::New => "established",
+                Phase::Authenticating => "authenticating",
+                Phase::Ready => "ready",
+            },
+            username: state.role.as_ref().map(|r| r.name().to_owned()),
+            authentication_mode: state.role.as_ref().map(|_| {
+                if anonymous {
+                    "Unauthenticated"
+                } else {
+                    "Password"
+                }
+            }),
+            protocol_version: state.started_version.unwrap_or(state.writer.version),
+            startup_options: state.startup_options.clone(),
+            keyspace: state.keyspace.clone(),
+            request_count: self.requests.load(Relaxed),
+            tls: self.tls.clone(),
+        }
     }
 
     /// Called once the connection is closing.
@@ -311,6 +372,7 @@ impl Session {
     pub async fn handle(&self, mut header: FrameHeader, body: Bytes) {
         let started = Instant::now();
         let stream = header.stream;
+        self.requests.fetch_add(1, Relaxed);
         self.node.metrics.request_opcode(header.opcode);
         let decompressed;
         let body: &[u8] = if header.flags.compression() {
