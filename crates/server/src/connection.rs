@@ -49,6 +49,7 @@ use crate::node::Node;
 use crate::requests::{self, Session};
 
 pub mod limits;
+pub mod registry;
 pub mod tls;
 
 use limits::{Backlog, RequestData, ResponseSender};
@@ -96,12 +97,13 @@ pub async fn serve(node: Arc<Node>, clients: Arc<Clients>, stream: TcpStream, pe
     match stream {
         Accepted::Plain(stream) => {
             let (reader, writer) = stream.into_split();
-            serve_stream(node, &clients, reader, writer, peer).await;
+            serve_stream(node, &clients, reader, writer, peer, None).await;
         }
         Accepted::Tls(stream) => {
+            let info = tls::session_info(stream.get_ref().1);
             // A TLS session has one state for both directions, so its halves share a lock.
             let (reader, writer) = tokio::io::split(stream);
-            serve_stream(node, &clients, reader, writer, peer).await;
+            serve_stream(node, &clients, reader, writer, peer, Some(info)).await;
         }
     }
 }
@@ -113,6 +115,7 @@ async fn serve_stream<R, W>(
     mut reader: R,
     mut writer: W,
     peer: SocketAddr,
+    tls: Option<requests::TlsInfo>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -156,8 +159,11 @@ async fn serve_stream<R, W>(
     let session = Arc::new(Session::new(
         node.clone(),
         peer,
+        tls,
         ResponseSender::new(tx, backlog.clone()),
     ));
+    // Listed in system_views.clients until this function returns.
+    let _listed = node.connected.register(&session);
     let request_data = Arc::new(clients.request_data.connection(peer.ip()));
     let max_in_flight = node.config.limits.max_requests_in_flight_per_connection;
     let in_flight = Arc::new(Semaphore::new(max_in_flight as usize));

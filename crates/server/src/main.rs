@@ -278,6 +278,7 @@ async fn start(
         metrics: metrics.clone(),
         events: node::event_channel(),
         traces: trace::TraceStore::default(),
+        connected: Default::default(),
         local,
         config,
         stopping: tokio::sync::Notify::new(),

@@ -77,6 +77,17 @@ pub struct Metrics {
     started: Instant,
 }
 
+/// Latency of a set of statement kinds since the node started.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// The mean rate since the node started (Cassandra shows a five-minute rate).
+    pub per_second: f64,
+}
+
 /// Why a connection stopped being read for a while.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PauseReason {
@@ -163,6 +174,35 @@ impl Metrics {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .saturating_record(latency_us);
+    }
+
+    /// Requests of any of `kinds` since the node started, with their latency quantiles from
+    /// the HdrHistograms merged; `None` before the first. For `system_views`' latency tables.
+    pub fn latency_summary(&self, kinds: &[&str]) -> Option<LatencySummary> {
+        let mut merged: Option<Histogram<u64>> = None;
+        let registered = self.registered.load(Acquire);
+        for slot in &self.series[..registered] {
+            let Some(s) = slot.get().filter(|s| kinds.contains(&s.kind)) else {
+                continue;
+            };
+            let histogram = s.quantiles.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            match &mut merged {
+                // Same bounds for every series: adding cannot fail.
+                Some(m) => {
+                    let _ = m.add(&histogram);
+                }
+                None => merged = Some(histogram),
+            }
+        }
+        let merged = merged.filter(|h| !h.is_empty())?;
+        let uptime_s = self.started.elapsed().as_secs_f64().max(1.0);
+        Some(LatencySummary {
+            count: merged.len(),
+            p50_us: merged.value_at_quantile(0.5),
+            p99_us: merged.value_at_quantile(0.99),
+            max_us: merged.max(),
+            per_second: merged.len() as f64 / uptime_s,
+        })
     }
 
     /// Counts one request of `kind` answered with an ERROR of `code`. Call [`Metrics::record`]

@@ -3,6 +3,7 @@
 //! restart, gets the same id, so a driver that meets UNPREPARED re-prepares and carries on.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
 use hayate_cql::statement::Parsed;
@@ -29,6 +30,10 @@ pub struct PreparedStatement {
 #[derive(Default)]
 pub struct PreparedCache {
     statements: RwLock<HashMap<[u8; 16], Arc<PreparedStatement>>>,
+    /// EXECUTEs (and batch statements) that looked a statement up, and those that found it,
+    /// for `system_views.caches`.
+    lookups: AtomicU64,
+    hits: AtomicU64,
 }
 
 pub fn statement_id(keyspace: Option<&str>, text: &str) -> [u8; 16] {
@@ -50,12 +55,24 @@ pub fn result_metadata_id(result: &hayate_cql::response::result::RowsMetadata) -
 
 impl PreparedCache {
     pub fn get(&self, id: &[u8]) -> Option<Arc<PreparedStatement>> {
+        self.lookups.fetch_add(1, Relaxed);
         let id: [u8; 16] = id.try_into().ok()?;
-        self.statements
+        let found = self
+            .statements
             .read()
             .expect("prepared lock poisoned")
             .get(&id)
-            .cloned()
+            .cloned();
+        if found.is_some() {
+            self.hits.fetch_add(1, Relaxed);
+        }
+        found
+    }
+
+    /// Statements kept, lookups and lookups that found their statement.
+    pub fn figures(&self) -> (usize, u64, u64) {
+        let len = self.statements.read().expect("prepared lock poisoned").len();
+        (len, self.lookups.load(Relaxed), self.hits.load(Relaxed))
     }
 
     pub fn insert(&self, statement: PreparedStatement) -> Arc<PreparedStatement> {

@@ -87,22 +87,31 @@ impl Response {
     /// Appends a whole response frame (header and body) of protocol `version` on `stream`.
     /// Appending lets the connection coalesce many responses into one socket write.
     pub fn encode_frame(&self, stream: i16, version: u8, out: &mut Vec<u8>) -> Result<(), ResponseTooLarge> {
-        self.encode_traced_frame(stream, version, None, out)
+        self.encode_traced_frame(stream, version, None, &[], out)
     }
 
     /// Like [`Response::encode_frame`], with the tracing flag and the session id first in the
-    /// body when the request was traced (spec section 2.2, flag 0x02).
+    /// body when the request was traced (spec section 2.2, flag 0x02), then the warning flag
+    /// and the server's warnings as a [string list] when there are any (flag 0x08, which
+    /// drivers show as the query's warnings).
     pub fn encode_traced_frame(
         &self,
         stream: i16,
         version: u8,
         tracing_id: Option<&[u8; 16]>,
+        warnings: &[String],
         out: &mut Vec<u8>,
     ) -> Result<(), ResponseTooLarge> {
         let start = out.len();
         out.resize(start + HEADER_BYTES, 0);
+        let mut flags = 0;
         if let Some(id) = tracing_id {
+            flags |= FrameFlags::TRACING;
             out.extend_from_slice(id);
+        }
+        if !warnings.is_empty() {
+            flags |= FrameFlags::WARNING;
+            crate::wire::write_string_list(out, warnings);
         }
         self.encode_body(version, out);
         let body_length_bytes = out.len() - start - HEADER_BYTES;
@@ -116,11 +125,7 @@ impl Response {
         let header = FrameHeader {
             version,
             direction: Direction::Response,
-            flags: FrameFlags(if tracing_id.is_some() {
-                FrameFlags::TRACING
-            } else {
-                0
-            }),
+            flags: FrameFlags(flags),
             stream,
             opcode: self.opcode(),
             body_length_bytes: length,
@@ -129,5 +134,38 @@ impl Response {
         header.encode(&mut head);
         out[start..start + HEADER_BYTES].copy_from_slice(&head);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{read_string_list, read_uuid};
+
+    #[test]
+    fn warnings_follow_the_tracing_id_and_set_their_flag() {
+        let warnings = vec!["Batch for [ks.t] is of size 6000".to_owned()];
+        let id = [7u8; 16];
+        let mut out = Vec::new();
+        Response::Result(ResultBody::Void)
+            .encode_traced_frame(3, 4, Some(&id), &warnings, &mut out)
+            .expect("fits");
+        let header = FrameHeader::decode(out[..HEADER_BYTES].try_into().expect("9 bytes")).expect("header");
+        assert!(header.flags.tracing() && header.flags.warning());
+        let mut body = &out[HEADER_BYTES..];
+        assert_eq!(read_uuid(&mut body), Ok(id));
+        assert_eq!(read_string_list(&mut body), Ok(vec![warnings[0].as_str()]));
+        // What is left is the RESULT body: kind 1 (Void).
+        assert_eq!(body, &[0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn no_warnings_no_flag() {
+        let mut out = Vec::new();
+        Response::Result(ResultBody::Void)
+            .encode_traced_frame(3, 4, None, &[], &mut out)
+            .expect("fits");
+        assert_eq!(out[1], 0, "no flags");
+        assert_eq!(&out[HEADER_BYTES..], &[0, 0, 0, 1]);
     }
 }

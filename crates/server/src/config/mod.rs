@@ -30,9 +30,12 @@ use hayate_storage::{DeviceConfig, NamespaceConfig};
 
 mod client_encryption;
 mod cluster;
+pub mod guardrails;
+mod settings;
 
 pub use client_encryption::{ClientEncryptionConfig, TlsMode};
 pub use cluster::ClusterConfig;
+pub use guardrails::GuardrailsConfig;
 
 /// The storage engine namespace the node keeps all tables in; it names the default device
 /// file and the index snapshot (`hayate.dat`, `hayate.index`).
@@ -150,6 +153,7 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub cluster: ClusterConfig,
     pub client_encryption: ClientEncryptionConfig,
+    pub guardrails: GuardrailsConfig,
     /// The file the settings came from, for messages; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -346,6 +350,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             cluster: ClusterConfig::default(),
             client_encryption: ClientEncryptionConfig::default(),
+            guardrails: GuardrailsConfig::default(),
             source: None,
             warnings: Vec::new(),
         }
@@ -673,6 +678,9 @@ impl Config {
             return Err(invalid(key, value, reason));
         }
         if let Some((key, value, reason)) = self.client_encryption.check() {
+            return Err(invalid(key, value, reason));
+        }
+        if let Some((key, value, reason)) = self.guardrails.check() {
             return Err(invalid(key, value, reason));
         }
         if self.listen_address.is_unspecified() {
@@ -1121,6 +1129,14 @@ mod tests {
             private_key = "/etc/hayate/node.key"
             ca = "/etc/hayate/clients-ca.crt"
             require_client_auth = true
+
+            [guardrails]
+            batch_size_warn_threshold = "1KiB"
+            batch_size_fail_threshold = "2KiB"
+            partition_keys_in_select_warn_threshold = 10
+            partition_keys_in_select_fail_threshold = 20
+            in_select_cartesian_product_warn_threshold = 25
+            in_select_cartesian_product_fail_threshold = -1
         "#;
         let config = Config::from_toml(text, Some(Path::new("full.toml"))).expect("parses");
         config.validate().expect("valid");
@@ -1161,6 +1177,23 @@ mod tests {
         );
         assert_eq!(config.auth.authenticator, AuthenticatorKind::Password);
         assert_eq!(config.metrics_address(), None);
+        let g = &config.guardrails;
+        assert_eq!(
+            (
+                g.batch_size_warn_threshold_bytes,
+                g.batch_size_fail_threshold_bytes
+            ),
+            (ByteSize(1 << 10), ByteSize(2 << 10))
+        );
+        assert_eq!(
+            (
+                g.partition_keys_in_select_warn_threshold,
+                g.partition_keys_in_select_fail_threshold,
+                g.in_select_cartesian_product_warn_threshold,
+                g.in_select_cartesian_product_fail_threshold
+            ),
+            (10, 20, 25, -1)
+        );
 
         let ns = config.namespace_config();
         assert_eq!(ns.devices.len(), 2);

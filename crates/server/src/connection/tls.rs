@@ -58,6 +58,28 @@ pub enum Accepted {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
+/// A finished handshake's protocol and cipher suite, named as Java names them
+/// (`TLSv1.3`, `TLS_AES_256_GCM_SHA384`), for `system_views.clients`.
+pub fn session_info(connection: &rustls::ServerConnection) -> crate::requests::TlsInfo {
+    let protocol = connection.protocol_version().map(|v| match v {
+        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3".to_owned(),
+        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2".to_owned(),
+        other => format!("{other:?}"),
+    });
+    let cipher_suite = connection.negotiated_cipher_suite().map(|s| {
+        let name = format!("{:?}", s.suite());
+        // rustls prefixes TLS 1.3 suites with TLS13_; their standard names start TLS_.
+        match name.strip_prefix("TLS13_") {
+            Some(rest) => format!("TLS_{rest}"),
+            None => name,
+        }
+    });
+    crate::requests::TlsInfo {
+        protocol,
+        cipher_suite,
+    }
+}
+
 impl Tls {
     /// Reads the files `config` names; `None` if TLS is off.
     pub fn load(config: &ClientEncryptionConfig) -> Result<Option<Tls>, String> {

@@ -6,6 +6,7 @@
 pub mod figures;
 pub mod operator;
 pub mod tasks;
+mod views;
 
 use std::path::Path;
 use std::sync::{Arc, Weak};
@@ -52,6 +53,8 @@ pub struct Node {
     pub events: broadcast::Sender<Event>,
     /// Recent traced requests (`system_traces`).
     pub traces: crate::trace::TraceStore,
+    /// The client connections open now (`system_views.clients`).
+    pub connected: crate::connection::registry::ClientRegistry,
     pub local: LocalNode,
     /// Stops the node as SIGTERM does (a decommissioned node stops by itself).
     pub stopping: tokio::sync::Notify,
@@ -133,6 +136,10 @@ impl crate::system::ClusterView for Node {
 
     fn trace_sessions(&self) -> Vec<std::sync::Arc<crate::trace::TraceSession>> {
         self.traces.sessions(crate::query::bind::now_us() / 1000)
+    }
+
+    fn views(&self) -> Option<&dyn crate::system::views::NodeViews> {
+        Some(self)
     }
 }
 

@@ -4,18 +4,21 @@
 //! token-range read ([`select`]); INSERT, UPDATE, DELETE and BATCH become mutations
 //! ([`modify`]). Bind values are checked against the type of the column that receives them
 //! ([`bind`]); primary keys become storage keys in [`keys`], rows become cells and back in
-//! [`cells`]. Nothing here calls the storage engine: reads and writes go to
+//! [`cells`]. Statements are checked against the node's [`guardrails`], whose warnings go back
+//! with the response ([`warnings`]). Nothing here calls the storage engine: reads and writes go to
 //! [`hayate_cluster::coordinator::Coordinator`], which the caller hands in.
 
 pub mod batchlog;
 pub mod bind;
 pub mod cells;
 pub mod functions;
+pub mod guardrails;
 pub mod keys;
 pub mod modify;
 pub mod prepare;
 pub mod restrictions;
 pub mod select;
+pub mod warnings;
 
 use std::sync::Arc;
 
@@ -27,6 +30,8 @@ use crate::error::{invalid, QueryResult};
 use crate::schema::{Keyspace, Schema, Table};
 
 pub use bind::Binds;
+pub use guardrails::Guard;
+pub use warnings::Warnings;
 
 pub use crate::schema::TTL_MAX_S;
 /// Rows a page may hold when the client sets no page size, or asks for a larger one.
@@ -47,6 +52,8 @@ pub struct Context<'a> {
     pub clock: &'a dyn Clock,
     /// The prepared statement's memo, when the request is an EXECUTE.
     pub memo: Option<&'a Memo>,
+    /// The node's guardrails, and the request's warnings for its client.
+    pub guard: Guard<'a>,
 }
 
 /// What planning a prepared statement learned from its text and table alone, kept with the

@@ -57,6 +57,28 @@ enum Target {
     },
 }
 
+impl Mutation {
+    /// The table the mutation writes.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The partition key, serialized.
+    pub fn partition(&self) -> &[u8] {
+        &self.partition
+    }
+
+    /// The data the mutation writes, as the batch size thresholds count it.
+    pub fn data_size_bytes(&self) -> u64 {
+        match &self.target {
+            Target::Row {
+                clustering, update, ..
+            } => super::guardrails::row_data_size_bytes(clustering, update),
+            Target::Range { range, .. } => super::guardrails::range_data_size_bytes(range),
+        }
+    }
+}
+
 /// A list operation that needs the current list: by index, or removal by value.
 #[derive(Clone)]
 struct ReadOp {
@@ -89,6 +111,9 @@ pub async fn run(
 ) -> QueryResult<ResultBody> {
     let mut mutations = Vec::new();
     plan(ctx, stmt, binds, &mut mutations)?;
+    if let Statement::Batch(_) = stmt {
+        super::guardrails::check_batch_size(ctx.guard, &mutations)?;
+    }
     let write_type = match stmt {
         Statement::Batch(b) if b.kind == BatchKind::Unlogged => WriteType::UnloggedBatch,
         Statement::Batch(_) => WriteType::Batch,
@@ -446,11 +471,12 @@ fn target_table(
 /// The partitions and clustering ranges an UPDATE or DELETE names: the whole partition key,
 /// and nothing but primary key columns.
 fn named_rows(
+    ctx: &Context<'_>,
     table: &Table,
     where_clause: &[Relation],
     binds: &Binds<'_>,
 ) -> QueryResult<(Vec<Vec<u8>>, Restrictions)> {
-    let mut r = analyse(table, where_clause, binds, false)?;
+    let mut r = analyse(table, where_clause, binds, false, ctx.guard)?;
     let partitions = r
         .partitions
         .take()
@@ -649,7 +675,7 @@ fn update(
 ) -> QueryResult<()> {
     let (ks, table) = target_table(ctx, &s.table, &s.condition)?;
     let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
-    let (partitions, r) = named_rows(&table, &s.where_clause, binds)?;
+    let (partitions, r) = named_rows(ctx, &table, &s.where_clause, binds)?;
     let is_static = |name: &str| table.column(name).is_some_and(|c| c.kind == ColumnKind::Static);
     let static_only = s.assignments.iter().all(|a| is_static(&a.column));
     if static_only && r.restricts_clustering() {
@@ -874,7 +900,7 @@ fn delete(
         return Err(invalid("DELETE does not take a TTL"));
     }
     let wt = write_time(ctx, &table, &s.using, binds, batch_ts)?;
-    let (partitions, r) = named_rows(&table, &s.where_clause, binds)?;
+    let (partitions, r) = named_rows(ctx, &table, &s.where_clause, binds)?;
     if s.targets.is_empty() {
         for partition in &partitions {
             for range in &r.clustering {

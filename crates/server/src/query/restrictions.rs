@@ -13,12 +13,10 @@ use hayate_cql::statement::{CompareOp, InValues, Relation, RelationLhs, Term};
 use hayate_cql::value::{compare, DataType};
 
 use super::bind::{evaluate, Binds, Evaluated, Receiver};
+use super::guardrails::{check_in_cartesian_product, Guard};
 use super::keys::{self, ClusteringRange};
 use crate::error::{invalid, QueryResult};
 use crate::schema::{ColumnKind, Table};
-
-/// Cartesian products of IN lists are bounded, as Cassandra bounds them.
-pub const KEY_COMBINATIONS_MAX: usize = 100_000;
 
 /// Rows selected by a WHERE clause.
 #[derive(Debug, Default)]
@@ -162,11 +160,12 @@ pub fn analyse(
     relations: &[Relation],
     binds: &Binds<'_>,
     allow_filtering: bool,
+    guard: Guard<'_>,
 ) -> QueryResult<Restrictions> {
     if let Some(point) = key_equalities(table, relations, binds) {
         return Ok(point);
     }
-    analyse_any(table, relations, binds, allow_filtering)
+    analyse_any(table, relations, binds, allow_filtering, guard)
 }
 
 /// Key columns a point read or write fixes at most: past this, [`analyse_any`] decides.
@@ -226,6 +225,7 @@ fn analyse_any(
     relations: &[Relation],
     binds: &Binds<'_>,
     allow_filtering: bool,
+    guard: Guard<'_>,
 ) -> QueryResult<Restrictions> {
     let n_pk = table.partition_key.len();
     let n_ck = table.clustering.len();
@@ -408,7 +408,8 @@ fn analyse_any(
     if set == n_pk {
         let lists: Vec<Vec<Vec<u8>>> = pk_values.into_iter().map(|v| v.unwrap_or_default()).collect();
         let mut keys = Vec::new();
-        for combo in cartesian(&lists)? {
+        check_in_cartesian_product(guard, "partition key", &lists)?;
+        for combo in cartesian(&lists) {
             let parts: Vec<&[u8]> = combo.iter().map(|v| v.as_slice()).collect();
             keys.push(keys::partition_key(&parts)?);
         }
@@ -426,12 +427,12 @@ fn analyse_any(
             )));
         }
     }
-    let prefixes: Vec<Vec<Vec<u8>>> = cartesian(
-        &ck_values[..prefix_len]
-            .iter()
-            .map(|v| v.clone().unwrap_or_default())
-            .collect::<Vec<_>>(),
-    )?;
+    let ck_lists: Vec<Vec<Vec<u8>>> = ck_values[..prefix_len]
+        .iter()
+        .map(|v| v.clone().unwrap_or_default())
+        .collect();
+    check_in_cartesian_product(guard, "clustering key", &ck_lists)?;
+    let prefixes = cartesian(&ck_lists);
     out.clustering_complete = prefix_len == n_ck && slice.is_none();
     for prefix in prefixes {
         let refs: Vec<&[u8]> = prefix.iter().map(|v| v.as_slice()).collect();
@@ -536,14 +537,11 @@ fn slice_range(table: &Table, prefix: &[Vec<u8>], s: &Slice) -> ClusteringRange 
     range
 }
 
-fn cartesian(lists: &[Vec<Vec<u8>>]) -> QueryResult<Vec<Vec<Vec<u8>>>> {
+/// Every combination of one value from each list, in order. The caller has bounded their
+/// number with [`check_in_cartesian_product`] (`in_select_cartesian_product_fail_threshold`).
+fn cartesian(lists: &[Vec<Vec<u8>>]) -> Vec<Vec<Vec<u8>>> {
     let mut out: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     for list in lists {
-        if out.len().saturating_mul(list.len()) > KEY_COMBINATIONS_MAX {
-            return Err(invalid(format!(
-                "IN restrictions select more than {KEY_COMBINATIONS_MAX} keys; split the query"
-            )));
-        }
         let mut next = Vec::with_capacity(out.len() * list.len());
         for prefix in &out {
             for v in list {
@@ -554,7 +552,7 @@ fn cartesian(lists: &[Vec<Vec<u8>>]) -> QueryResult<Vec<Vec<Vec<u8>>>> {
         }
         out = next;
     }
-    Ok(out)
+    out
 }
 
 fn tuple_values(table: &Table, cols: &[usize], rhs: &Term, binds: &Binds<'_>) -> QueryResult<Vec<Vec<u8>>> {
@@ -707,6 +705,11 @@ mod tests {
             ("k = 1 AND c1 = 1 AND c2 = 2 AND c3 = 3 AND c4 = 4 AND c5 = 5 AND c6 = 6 AND c7 = 7 AND c8 = 8", &[], 2, false),
             ("k = 1 AND c1 = 1 AND c2 = 2 AND c3 = 3 AND c4 = 4 AND c5 = 5 AND c6 = 6 AND c7 = 7 AND c8 = 8 AND c9 = 9 AND c10 = 10", &[], 2, false),
         ];
+        let warnings = crate::query::Warnings::default();
+        let guard = Guard {
+            config: &crate::config::GuardrailsConfig::DEFAULT,
+            warnings: &warnings,
+        };
         for &(clause, values, t, short_cut) in cases {
             let table = &tables[t];
             let text = format!("SELECT * FROM ks.{} WHERE {clause}", table.name);
@@ -718,12 +721,12 @@ mod tests {
             let binds = Binds::new(&values, &parsed.bind_markers, &[]).expect("binds");
             let quick = key_equalities(table, &select.where_clause, &binds);
             assert_eq!(quick.is_some(), short_cut, "{text}");
-            let general = analyse_any(table, &select.where_clause, &binds, false);
+            let general = analyse_any(table, &select.where_clause, &binds, false, guard);
             if let Some(quick) = quick {
                 let general = general.as_ref().expect("the general analysis takes it too");
                 assert_eq!(format!("{quick:?}"), format!("{general:?}"), "{text}");
             }
-            let whole = analyse(table, &select.where_clause, &binds, false);
+            let whole = analyse(table, &select.where_clause, &binds, false, guard);
             assert_eq!(format!("{whole:?}"), format!("{general:?}"), "{text}");
         }
     }

@@ -822,7 +822,16 @@ pub async fn run(
     let (ks, table) = resolve_table(ctx, &select.table)?;
     let plan = Plan::for_table(ctx, &table, select)?;
     let (projection, grouping) = (&plan.projection, plan.grouping);
-    let restrictions = analyse(&table, &select.where_clause, binds, select.allow_filtering)?;
+    let restrictions = analyse(
+        &table,
+        &select.where_clause,
+        binds,
+        select.allow_filtering,
+        ctx.guard,
+    )?;
+    if let Some(keys) = restrictions.partitions.as_deref().filter(|k| k.len() > 1) {
+        super::guardrails::check_partition_keys_in_select(ctx.guard, &table, keys)?;
+    }
     let reverse = ordering(&table, select, &restrictions)?;
     let limit = limit_value(&select.limit, binds, "[limit]")?;
     let per_partition = limit_value(&select.per_partition_limit, binds, "[per_partition_limit]")?;

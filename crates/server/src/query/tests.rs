@@ -31,6 +31,9 @@ struct Db {
     schema: Arc<Schema>,
     coordinator: Coordinator,
     clock: Arc<ManualClock>,
+    guardrails: crate::config::GuardrailsConfig,
+    /// What the guardrails warned of, over every statement the test ran.
+    warnings: super::Warnings,
 }
 
 /// A page of rows, decoded into cells, and the paging state that follows it.
@@ -53,6 +56,8 @@ impl Db {
             schema: Arc::new(schema),
             coordinator,
             clock,
+            guardrails: crate::config::GuardrailsConfig::DEFAULT,
+            warnings: super::Warnings::default(),
         }
     }
 
@@ -73,6 +78,10 @@ impl Db {
             skip_metadata: false,
             clock: self.clock.as_ref(),
             memo: None,
+            guard: super::Guard {
+                config: &self.guardrails,
+                warnings: &self.warnings,
+            },
         }
     }
 
@@ -486,5 +495,116 @@ async fn a_select_plan_is_reused_only_for_its_own_table() {
     assert_eq!(
         select_with_memo(&after, &memo, cql).await,
         vec![vec![int(1), int(10), int(20)]]
+    );
+}
+
+/// A BATCH statement of `rows` inserts of a 100-byte text, each in partition `k` (or all in
+/// partition 0).
+fn batch_text(rows: usize, one_partition: bool) -> String {
+    let value = "x".repeat(100);
+    let mut cql = String::from("BEGIN UNLOGGED BATCH ");
+    for i in 0..rows {
+        let (k, c) = if one_partition { (0, i) } else { (i, 0) };
+        cql.push_str(&format!("INSERT INTO t (k, c, v) VALUES ({k}, {c}, '{value}'); "));
+    }
+    cql.push_str("APPLY BATCH");
+    cql
+}
+
+/// Batches over batch_size_warn_threshold succeed with Cassandra's warning; over
+/// batch_size_fail_threshold they are refused whole; within one partition neither applies.
+#[tokio::test]
+async fn batch_size_thresholds_warn_refuse_and_spare_one_partition() {
+    let db = Db::new(1, &["CREATE TABLE t (k int, c int, v text, PRIMARY KEY (k, c))"]);
+    // Each row: its clustering key as stored (an int: 5 bytes), the marker (8) and one 100-byte
+    // cell (16 + 100).
+    let row_bytes = 5 + 8 + 116;
+
+    db.exec(&batch_text(10, false)).await;
+    assert!(db.warnings.take().is_empty(), "10 rows are within 5KiB");
+
+    db.exec(&batch_text(50, false)).await;
+    let size = 50 * row_bytes;
+    assert_eq!(
+        db.warnings.take(),
+        [format!(
+            "Batch for [ks.t] is of size {size}, exceeding specified threshold of 5120 by {}.",
+            size - 5120
+        )]
+    );
+
+    let refused = db.exec_at(&batch_text(500, false), Consistency::One).await;
+    assert_eq!(
+        refused.expect_err("refused"),
+        crate::error::invalid("Batch too large")
+    );
+    let count = db.select("SELECT k FROM t WHERE k = 499", None, None).await;
+    assert!(count.rows.is_empty(), "nothing of a refused batch is applied");
+
+    // One partition: one mutation in Cassandra's terms, never checked.
+    db.exec(&batch_text(500, true)).await;
+    assert!(db.warnings.take().is_empty());
+    let rows = db.select("SELECT c FROM t WHERE k = 0", None, None).await;
+    assert_eq!(rows.rows.len(), 500);
+}
+
+/// The IN guardrails: partition keys of a SELECT and the cartesian product of IN lists.
+#[tokio::test]
+async fn in_guardrails_warn_and_refuse_with_cassandras_messages() {
+    let mut db = Db::new(
+        1,
+        &["CREATE TABLE t (k int, k2 int, c int, v int, PRIMARY KEY ((k, k2), c))"],
+    );
+    db.guardrails = crate::config::GuardrailsConfig {
+        partition_keys_in_select_warn_threshold: 2,
+        partition_keys_in_select_fail_threshold: 4,
+        in_select_cartesian_product_warn_threshold: 6,
+        in_select_cartesian_product_fail_threshold: 8,
+        ..crate::config::GuardrailsConfig::DEFAULT
+    };
+    db.exec("SELECT * FROM t WHERE k IN (1, 2) AND k2 = 1").await;
+    assert!(db.warnings.take().is_empty());
+    db.exec("SELECT * FROM t WHERE k IN (1, 2, 3, 3) AND k2 = 1")
+        .await;
+    assert_eq!(
+        db.warnings.take(),
+        ["Guardrail partition_keys_in_select violated: Query with partition keys in IN clause on table t, \
+          with number of partition keys 3 exceeds warning threshold of 2."]
+    );
+    let err = db
+        .exec_at(
+            "SELECT * FROM t WHERE k IN (1, 2, 3, 4, 5) AND k2 = 1",
+            Consistency::One,
+        )
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        crate::error::invalid(
+            "Guardrail partition_keys_in_select violated: Aborting query with partition keys in IN clause \
+             on table t, number of partition keys 5 exceeds fail threshold of 4."
+        )
+    );
+    // 3 x 3 keys: over the cartesian fail threshold, in an UPDATE too.
+    let err = db
+        .exec_at(
+            "UPDATE t SET v = 1 WHERE k IN (1, 2, 3) AND k2 IN (1, 2, 3) AND c = 1",
+            Consistency::One,
+        )
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        crate::error::invalid(
+            "Guardrail in_select_cartesian_product violated: Aborting query because the cartesian product \
+             of the IN restrictions on partition key produces 9 values, this exceeds fail threshold of 8."
+        )
+    );
+    db.exec("SELECT * FROM t WHERE k = 1 AND k2 = 1 AND c IN (1, 2, 3, 4, 5, 6, 7)")
+        .await;
+    assert_eq!(
+        db.warnings.take(),
+        ["Guardrail in_select_cartesian_product violated: The cartesian product of the IN restrictions on \
+          clustering key produces 7 values, this exceeds warning threshold of 6."]
     );
 }

@@ -1,5 +1,7 @@
 //! BATCH: several INSERT, UPDATE and DELETE statements, by text or prepared id, each with its
 //! own values. Every statement is checked before any is applied, and all share one timestamp.
+//! A batch over the node's size thresholds warns the client or is refused whole
+//! ([`crate::query::guardrails::check_batch_size`]).
 //!
 //! A logged batch of more than one write is first written to the node's batchlog, so that a
 //! crash in the middle leaves all of it or none: the next start applies the rest
@@ -13,16 +15,16 @@ use hayate_cql::statement::{parse, Statement};
 
 use super::Session;
 use crate::error::{invalid, syntax, QueryError, QueryResult};
-use crate::query::{modify, Binds};
+use crate::query::{guardrails, modify, Binds, Warnings};
 
-pub async fn handle(session: &Session, b: &Batch<'_>) -> Response {
-    match run(session, b).await {
+pub async fn handle(session: &Session, b: &Batch<'_>, warnings: &Warnings) -> Response {
+    match run(session, b, warnings).await {
         Ok(body) => Response::Result(body),
         Err(e) => Response::Error(e.to_wire()),
     }
 }
 
-async fn run(session: &Session, b: &Batch<'_>) -> QueryResult<ResultBody> {
+async fn run(session: &Session, b: &Batch<'_>, warnings: &Warnings) -> QueryResult<ResultBody> {
     if b.batch_type == BatchType::Counter {
         return Err(invalid("hayate does not support counters yet (COUNTER BATCH)"));
     }
@@ -35,7 +37,7 @@ async fn run(session: &Session, b: &Batch<'_>) -> QueryResult<ResultBody> {
     // v5 may name the keyspace in the request; it then counts instead of the connection's.
     let keyspace = b.keyspace.map(str::to_owned).or_else(|| session.keyspace());
     let role = session.role();
-    let mut ctx = session.context(keyspace.as_deref(), None);
+    let mut ctx = session.context(keyspace.as_deref(), None, warnings);
     ctx.role = role.as_ref();
     let fixed;
     if let Some(now_s) = b.now_in_seconds {
@@ -100,6 +102,7 @@ async fn run(session: &Session, b: &Batch<'_>) -> QueryResult<ResultBody> {
         let binds = Binds::new(values, markers, names)?;
         modify::plan(&ctx, statement, &binds, &mut mutations)?;
     }
+    guardrails::check_batch_size(ctx.guard, &mutations)?;
     let write_type = match b.batch_type {
         BatchType::Unlogged => WriteType::UnloggedBatch,
         _ => WriteType::Batch,

@@ -7,9 +7,9 @@ use hayate_cql::response::result::ResultBody;
 use hayate_cql::response::Response;
 
 use super::Session;
-use crate::query::Binds;
+use crate::query::{Binds, Warnings};
 
-pub async fn handle(session: &Session, e: &Execute<'_>) -> (&'static str, Response) {
+pub async fn handle(session: &Session, e: &Execute<'_>, warnings: &Warnings) -> (&'static str, Response) {
     let Some(statement) = session.node.prepared.get(e.id) else {
         let hex: String = e.id.iter().map(|b| format!("{b:02x}")).collect();
         return (
@@ -48,6 +48,7 @@ pub async fn handle(session: &Session, e: &Execute<'_>) -> (&'static str, Respon
             &parameters,
             keyspace.as_deref(),
             Some(&statement.memo),
+            warnings,
         )
         .await;
     if let (true, Response::Result(ResultBody::Rows(rows))) = (stale, &mut response) {

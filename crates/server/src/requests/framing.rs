@@ -41,13 +41,20 @@ impl FrameWriter {
     /// The bytes that carry `response` on `stream`. A response too large for a frame becomes
     /// a server error on the same stream.
     pub fn encode(&self, stream: i16, response: &Response) -> Vec<u8> {
-        self.encode_traced(stream, response, None)
+        self.encode_traced(stream, response, None, &[])
     }
 
-    /// Like [`FrameWriter::encode`], with the tracing session id of a traced request.
-    pub fn encode_traced(&self, stream: i16, response: &Response, tracing_id: Option<&[u8; 16]>) -> Vec<u8> {
+    /// Like [`FrameWriter::encode`], with the tracing session id of a traced request and the
+    /// warnings the request gathered.
+    pub fn encode_traced(
+        &self,
+        stream: i16,
+        response: &Response,
+        tracing_id: Option<&[u8; 16]>,
+        warnings: &[String],
+    ) -> Vec<u8> {
         let mut frame = Vec::new();
-        if let Err(e) = response.encode_traced_frame(stream, self.version, tracing_id, &mut frame) {
+        if let Err(e) = response.encode_traced_frame(stream, self.version, tracing_id, warnings, &mut frame) {
             let error = Response::Error(crate::error::server_error(e.to_string()).to_wire());
             frame.clear();
             if error.encode_frame(stream, self.version, &mut frame).is_err() {

@@ -16,6 +16,7 @@ mod register;
 mod startup;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -34,7 +35,7 @@ use crate::auth::{AuthenticatedRole, SaslExchange};
 use crate::connection::limits::ResponseSender;
 use crate::error::{invalid, QueryResult};
 use crate::node::Node;
-use crate::query::{modify, select};
+use crate::query::{modify, select, Warnings};
 use crate::system::SystemTables;
 use crate::trace::Trace;
 
@@ -66,11 +67,41 @@ struct State {
     /// The version STARTUP fixed for the connection; before it, each OPTIONS or STARTUP is
     /// answered in its own version, as Cassandra does.
     started_version: Option<u8>,
+    /// The options of the client's STARTUP (CQL_VERSION, DRIVER_NAME, DRIVER_VERSION, ...).
+    startup_options: Vec<(String, String)>,
+}
+
+/// The TLS session of a connection, as `system_views.clients` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// "TLSv1.3", as Java names it.
+    pub protocol: Option<String>,
+    pub cipher_suite: Option<String>,
+}
+
+/// One connection as `system_views.clients` shows it, read from its session.
+#[derive(Debug, Clone)]
+pub struct ClientSnapshot {
+    pub peer: SocketAddr,
+    /// Cassandra's stage: "established" (before STARTUP), "authenticating" or "ready".
+    pub stage: &'static str,
+    pub username: Option<String>,
+    /// Set once logged in: "Password", or "Unauthenticated" under AllowAllAuthenticator.
+    pub authentication_mode: Option<&'static str>,
+    pub protocol_version: u8,
+    pub startup_options: Vec<(String, String)>,
+    pub keyspace: Option<String>,
+    pub request_count: u64,
+    pub tls: Option<TlsInfo>,
 }
 
 pub struct Session {
     pub node: Arc<Node>,
     pub peer: SocketAddr,
+    /// `None` on a plain connection.
+    tls: Option<TlsInfo>,
+    /// Requests read from the connection, for `system_views.clients`.
+    requests: AtomicU64,
     outbox: Outbox,
     state: Mutex<State>,
     runtime: tokio::runtime::Handle,
@@ -93,10 +124,12 @@ pub fn runs_inline(header: &FrameHeader) -> bool {
 }
 
 impl Session {
-    pub fn new(node: Arc<Node>, peer: SocketAddr, tx: ResponseSender) -> Session {
+    pub fn new(node: Arc<Node>, peer: SocketAddr, tls: Option<TlsInfo>, tx: ResponseSender) -> Session {
         Session {
             node,
             peer,
+            tls,
+            requests: AtomicU64::new(0),
             outbox: Outbox::new(tx),
             state: Mutex::new(State {
                 phase: Phase::New,
@@ -108,6 +141,7 @@ impl Session {
                 event_task: None,
                 writer: FrameWriter::default(),
                 started_version: None,
+                startup_options: Vec::new(),
             }),
             runtime: tokio::runtime::Handle::current(),
         }
@@ -135,6 +169,33 @@ impl Session {
         self.state().role.clone()
     }
 
+    /// What `system_views.clients` shows of this connection now.
+    pub fn client(&self) -> ClientSnapshot {
+        let state = self.state();
+        let anonymous = state.role.as_ref().is_some_and(AuthenticatedRole::is_anonymous);
+        ClientSnapshot {
+            peer: self.peer,
+            stage: match state.phase {
+                Phase::New => "established",
+                Phase::Authenticating => "authenticating",
+                Phase::Ready => "ready",
+            },
+            username: state.role.as_ref().map(|r| r.name().to_owned()),
+            authentication_mode: state.role.as_ref().map(|_| {
+                if anonymous {
+                    "Unauthenticated"
+                } else {
+                    "Password"
+                }
+            }),
+            protocol_version: state.started_version.unwrap_or(state.writer.version),
+            startup_options: state.startup_options.clone(),
+            keyspace: state.keyspace.clone(),
+            request_count: self.requests.load(Relaxed),
+            tls: self.tls.clone(),
+        }
+    }
+
     /// Called once the connection is closing.
     pub fn close(&self) {
         if let Some(task) = self.state().event_task.take() {
@@ -146,7 +207,7 @@ impl Session {
     /// Queues one response on `stream`.
     pub fn send(&self, stream: i16, response: &Response) {
         let writer = self.writer();
-        self.send_with(&writer, stream, response, None);
+        self.send_with(&writer, stream, response, None, &[]);
     }
 
     /// Queues a response to a frame whose header was refused, in `version` (the refused
@@ -156,7 +217,7 @@ impl Session {
         if self.state().started_version.is_none() {
             writer.version = version;
         }
-        self.send_with(&writer, stream, response, None);
+        self.send_with(&writer, stream, response, None, &[]);
     }
 
     fn send_with(
@@ -165,8 +226,9 @@ impl Session {
         stream: i16,
         response: &Response,
         tracing_id: Option<&[u8; 16]>,
+        warnings: &[String],
     ) {
-        let out = writer.encode_traced(stream, response, tracing_id);
+        let out = writer.encode_traced(stream, response, tracing_id, warnings);
         if out.is_empty() {
             return;
         }
@@ -204,11 +266,12 @@ impl Session {
         }
     }
 
-    /// The context a statement runs in.
+    /// The context a statement runs in; its guardrails' warnings go to `warnings`.
     pub fn context<'a>(
         &'a self,
         keyspace: Option<&'a str>,
         params: Option<&'a hayate_cql::request::QueryParameters<'a>>,
+        warnings: &'a Warnings,
     ) -> crate::query::Context<'a> {
         crate::query::Context {
             schema: self.node.schema.current(),
@@ -221,11 +284,19 @@ impl Session {
             skip_metadata: params.is_some_and(|p| p.skip_metadata),
             clock: self.node.coordinator.clock().as_ref(),
             memo: None,
+            guard: crate::query::Guard {
+                config: &self.node.config.guardrails,
+                warnings,
+            },
         }
     }
 
     /// Runs one statement for QUERY or EXECUTE; `text` is the statement as the client sent it,
     /// `memo` the prepared statement's.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of a QUERY or an EXECUTE, from their two callers"
+    )]
     pub async fn run(
         &self,
         statement: &hayate_cql::statement::Statement,
@@ -234,9 +305,10 @@ impl Session {
         params: &hayate_cql::request::QueryParameters<'_>,
         keyspace: Option<&str>,
         memo: Option<&crate::query::Memo>,
+        warnings: &Warnings,
     ) -> Response {
         let role = self.role();
-        let mut ctx = self.context(keyspace, Some(params));
+        let mut ctx = self.context(keyspace, Some(params), warnings);
         ctx.role = role.as_ref();
         ctx.memo = memo;
         let fixed;
@@ -300,6 +372,7 @@ impl Session {
     pub async fn handle(&self, mut header: FrameHeader, body: Bytes) {
         let started = Instant::now();
         let stream = header.stream;
+        self.requests.fetch_add(1, Relaxed);
         self.node.metrics.request_opcode(header.opcode);
         // A drained node answers only OPTIONS (so that a driver gets as far as reading why).
         if self.node.is_drained() && header.opcode != Opcode::Options {
@@ -366,14 +439,15 @@ impl Session {
         } else {
             &body
         };
+        let warnings = Warnings::default();
         let (kind, response, trace) = match Request::decode(&header, body) {
             Ok(frame) if frame.tracing && traceable(&frame.request) => {
                 let mut trace = self.start_trace(&frame.request);
-                let (kind, response) = self.dispatch_traced(frame, &mut trace).await;
+                let (kind, response) = self.dispatch_traced(frame, &mut trace, &warnings).await;
                 (kind, response, Some(trace))
             }
             Ok(frame) => {
-                let (kind, response) = self.dispatch(frame).await;
+                let (kind, response) = self.dispatch(frame, &warnings).await;
                 (kind, response, None)
             }
             Err(e) => (
@@ -390,6 +464,7 @@ impl Session {
             metrics.record_error(kind, e.code());
         }
         metrics.record(kind, started.elapsed().as_micros() as u64);
+        let warnings = warnings.take();
         match trace {
             Some(trace) => {
                 // No "Request complete" event: as with Cassandra, tools show that line from the
@@ -398,9 +473,9 @@ impl Session {
                 // Stored before the answer goes out, so that a driver polling system_traces
                 // right after the answer finds the session.
                 trace.finish(&self.node.traces);
-                self.send_with(&self.writer(), stream, &response, Some(&id));
+                self.send_with(&self.writer(), stream, &response, Some(&id), &warnings);
             }
-            None => self.send(stream, &response),
+            None => self.send_with(&self.writer(), stream, &response, None, &warnings),
         }
         if header.opcode == Opcode::Startup
             && matches!(response, Response::Ready(_) | Response::Authenticate(_))
@@ -464,7 +539,12 @@ impl Session {
 
     /// Runs a traced request, with events that say where its time went: parsing, the storage
     /// engine's reads (from the device or the post-write cache) and what came out.
-    async fn dispatch_traced(&self, frame: RequestFrame<'_>, trace: &mut Trace) -> (&'static str, Response) {
+    async fn dispatch_traced(
+        &self,
+        frame: RequestFrame<'_>,
+        trace: &mut Trace,
+        warnings: &Warnings,
+    ) -> (&'static str, Response) {
         let text = match &frame.request {
             Request::Query(q) => Some(q.query),
             Request::Prepare(p) => Some(p.query),
@@ -485,7 +565,7 @@ impl Session {
         }
         let before = self.node.engine.stats();
         trace.event("Executing statement");
-        let (kind, response) = self.dispatch(frame).await;
+        let (kind, response) = self.dispatch(frame, warnings).await;
         let after = self.node.engine.stats();
         // The engine counts node-wide: requests running at the same time show here too.
         trace.event(format!(
@@ -505,7 +585,7 @@ impl Session {
         (kind, response)
     }
 
-    async fn dispatch(&self, frame: RequestFrame<'_>) -> (&'static str, Response) {
+    async fn dispatch(&self, frame: RequestFrame<'_>, warnings: &Warnings) -> (&'static str, Response) {
         let phase = self.state().phase;
         match (&frame.request, phase) {
             (Request::Options(_), _) => ("options", options::handle()),
@@ -538,10 +618,10 @@ impl Session {
                 )),
             ),
             (Request::Register(r), Phase::Ready) => ("register", register::handle(self, r)),
-            (Request::Query(q), Phase::Ready) => query::handle(self, q).await,
-            (Request::Prepare(p), Phase::Ready) => ("prepare", prepare::handle(self, p)),
-            (Request::Execute(e), Phase::Ready) => execute::handle(self, e).await,
-            (Request::Batch(b), Phase::Ready) => ("batch", batch::handle(self, b).await),
+            (Request::Query(q), Phase::Ready) => query::handle(self, q, warnings).await,
+            (Request::Prepare(p), Phase::Ready) => ("prepare", prepare::handle(self, p, warnings)),
+            (Request::Execute(e), Phase::Ready) => execute::handle(self, e, warnings).await,
+            (Request::Batch(b), Phase::Ready) => ("batch", batch::handle(self, b, warnings).await),
         }
     }
 }

@@ -8,15 +8,16 @@ use hayate_cql::statement::parse;
 
 use super::Session;
 use crate::prepared::{result_metadata_id, statement_id, PreparedStatement};
+use crate::query::Warnings;
 
-pub fn handle(session: &Session, p: &Prepare<'_>) -> Response {
+pub fn handle(session: &Session, p: &Prepare<'_>, warnings: &Warnings) -> Response {
     let parsed = match parse(p.query) {
         Ok(parsed) => parsed,
         Err(e) => return Response::Error(crate::error::syntax(e.to_string()).to_wire()),
     };
     // v5 may name the keyspace in the request; it then counts instead of the connection's.
     let keyspace = p.keyspace.map(str::to_owned).or_else(|| session.keyspace());
-    let ctx = session.context(keyspace.as_deref(), None);
+    let ctx = session.context(keyspace.as_deref(), None, warnings);
     let prepared = match crate::query::prepare::prepare(&ctx, &parsed.statement, &parsed.bind_markers) {
         Ok(p) => p,
         Err(e) => return Response::Error(e.to_wire()),

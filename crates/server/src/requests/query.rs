@@ -5,9 +5,9 @@ use hayate_cql::response::Response;
 use hayate_cql::statement::parse;
 
 use super::Session;
-use crate::query::Binds;
+use crate::query::{Binds, Warnings};
 
-pub async fn handle(session: &Session, q: &Query<'_>) -> (&'static str, Response) {
+pub async fn handle(session: &Session, q: &Query<'_>, warnings: &Warnings) -> (&'static str, Response) {
     let parsed = match parse(q.query) {
         Ok(p) => p,
         Err(e) => {
@@ -50,6 +50,7 @@ pub async fn handle(session: &Session, q: &Query<'_>) -> (&'static str, Response
                 &q.parameters,
                 keyspace.as_deref(),
                 None,
+                warnings,
             )
             .await,
     )

@@ -55,6 +55,12 @@ pub fn handle(session: &Session, startup: &Startup<'_>) -> Response {
     state.throw_on_overload = startup
         .option("THROW_ON_OVERLOAD")
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    // For system_views.clients; the frame bound keeps them small.
+    state.startup_options = startup
+        .options
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
     match auth.new_exchange() {
         Some(exchange) => {
             state.exchange = Some(exchange);

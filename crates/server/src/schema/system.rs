@@ -243,6 +243,68 @@ const TRACE_EVENTS: &[ColumnDef] = &[
     ("thread", "text", R),
 ];
 
+// `system_views`, with Cassandra 5.0's columns (its db/virtual/*Table.java); what hayate puts in
+// them is said in crate::system::views.
+
+const CLIENTS: &[ColumnDef] = &[
+    ("address", "inet", P),
+    ("port", "int", C),
+    ("authentication_metadata", "frozen<map<text, text>>", R),
+    ("authentication_mode", "text", R),
+    ("client_options", "frozen<map<text, text>>", R),
+    ("connection_stage", "text", R),
+    ("driver_name", "text", R),
+    ("driver_version", "text", R),
+    ("hostname", "text", R),
+    ("keyspace_name", "text", R),
+    ("protocol_version", "int", R),
+    ("request_count", "bigint", R),
+    ("ssl_cipher_suite", "text", R),
+    ("ssl_enabled", "boolean", R),
+    ("ssl_protocol", "text", R),
+    ("username", "text", R),
+];
+
+const SETTINGS: &[ColumnDef] = &[("name", "text", P), ("value", "text", R)];
+
+const THREAD_POOLS: &[ColumnDef] = &[
+    ("name", "text", P),
+    ("active_tasks", "int", R),
+    ("active_tasks_limit", "int", R),
+    ("blocked_tasks", "bigint", R),
+    ("blocked_tasks_all_time", "bigint", R),
+    ("completed_tasks", "bigint", R),
+    ("pending_tasks", "int", R),
+];
+
+const CACHES: &[ColumnDef] = &[
+    ("name", "text", P),
+    ("capacity_bytes", "bigint", R),
+    ("entry_count", "int", R),
+    ("hit_count", "bigint", R),
+    ("hit_ratio", "double", R),
+    ("recent_hit_rate_per_second", "bigint", R),
+    ("recent_request_rate_per_second", "bigint", R),
+    ("request_count", "bigint", R),
+    ("size_bytes", "bigint", R),
+];
+
+const DISK_USAGE: &[ColumnDef] = &[
+    ("keyspace_name", "text", P),
+    ("table_name", "text", P),
+    ("mebibytes", "bigint", R),
+];
+
+const LATENCY: &[ColumnDef] = &[
+    ("keyspace_name", "text", P),
+    ("table_name", "text", P),
+    ("50th_ms", "double", R),
+    ("99th_ms", "double", R),
+    ("count", "bigint", R),
+    ("max_ms", "double", R),
+    ("per_second", "double", R),
+];
+
 /// A built-in keyspace: its name, where it is listed, and its tables.
 type KeyspaceDef = (
     &'static str,
@@ -291,6 +353,20 @@ const SYSTEM_KEYSPACES: &[KeyspaceDef] = &[
         "system_traces",
         VirtualKind::System,
         &[("sessions", TRACE_SESSIONS), ("events", TRACE_EVENTS)],
+    ),
+    // After the others, for the same reason.
+    (
+        "system_views",
+        VirtualKind::Virtual,
+        &[
+            ("caches", CACHES),
+            ("clients", CLIENTS),
+            ("disk_usage", DISK_USAGE),
+            ("local_read_latency", LATENCY),
+            ("local_write_latency", LATENCY),
+            ("settings", SETTINGS),
+            ("thread_pools", THREAD_POOLS),
+        ],
     ),
 ];
 

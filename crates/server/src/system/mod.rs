@@ -1,8 +1,9 @@
 //! The rows of the built-in tables, made from the node's state when they are read: what
 //! drivers read at connect (`system.local`, `system.peers`), and the schema tables they build
-//! their metadata from.
+//! their metadata from, and Cassandra 5.0's `system_views` of the node's own state ([`views`]).
 
 pub mod describe;
+pub mod views;
 
 use std::net::IpAddr;
 
@@ -50,6 +51,10 @@ pub trait ClusterView: Send + Sync {
     /// Recent traced requests, for `system_traces`.
     fn trace_sessions(&self) -> Vec<std::sync::Arc<crate::trace::TraceSession>> {
         Vec::new()
+    }
+    /// The node's own state, for `system_views`; `None` shows those tables empty.
+    fn views(&self) -> Option<&dyn views::NodeViews> {
+        None
     }
 }
 
@@ -222,6 +227,10 @@ fn rows(cluster: &dyn ClusterView, schema: &Schema, table: &Table) -> QueryResul
             .collect(),
         ("system_virtual_schema", "tables") => schema_tables_rows(schema, table, true),
         ("system_virtual_schema", "columns") => schema_columns(schema, table, true),
+        ("system_views", _) => cluster
+            .views()
+            .map(|v| views::rows(v, schema, table))
+            .unwrap_or_default(),
         _ => Vec::new(),
     };
     Ok(rows)
