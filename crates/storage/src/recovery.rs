@@ -9,7 +9,7 @@
 //! engine opens either way.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::blocks::{read_header, BlockState, BlockTable, DeviceSet};
 use crate::cache::PostWriteCache;
@@ -183,7 +183,6 @@ fn scan(
 ) -> Recovered {
     let started = std::time::Instant::now();
     let mut max_sequence = 0u64;
-    let (mut records, mut damaged_blocks) = (0u64, 0u64);
     let block_size = devices.block_size_bytes() as usize;
     let mut headers = Vec::with_capacity(blocks.len() as usize);
     for b in 0..blocks.len() {
@@ -206,83 +205,73 @@ fn scan(
             None => blocks.release(b),
         }
     }
-    // The last version written wins: every write merged the version before it, so the last
-    // one holds everything the others did (and its timestamp is the newest, unless a tombstone
-    // was purged after its grace period, when ordering by timestamp would wrongly bring it
-    // back). Sequences are known for all blocks before any record is offered.
-    let newer = |a: &Entry, b: &Entry| {
-        (blocks.sequence(a.location.block()), a.location.offset())
-            > (blocks.sequence(b.location.block()), b.location.offset())
+    // The blocks are read and walked by a few threads at once, each taking the next block in
+    // device order: walking a block (checksums, index inserts) costs more CPU than reading it
+    // costs the device, so one thread alone leaves the device idle half the time. Records are
+    // offered in any order: the newest version wins whatever order they come in (`newer`).
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, SCAN_THREADS_MAX)
+        .min(headers.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let progress = Mutex::new(Progress::new(headers.len(), block_size, blocks.len()));
+    let scan = Scan {
+        config,
+        devices,
+        blocks,
+        cache,
+        tables,
     };
-    let mut seen: HashMap<u32, Arc<TableIndex>> = HashMap::new();
-    // Each row's newest delta record, kept if it turns out newer than the row's newest whole
-    // version (`adopt_deltas`).
+    // The threads log where this one does (a test's capture, say).
+    let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+    let walked: Vec<Walked> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        let mut mine = Walked::default();
+                        // One buffer for every block, unless each is kept in RAM (data in memory).
+                        let mut reused = None;
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&(b, h)) = headers.get(i) else { break };
+                            progress.lock().expect("progress lock poisoned").block_done(i);
+                            reused = scan.block(b, h.sequence, reused.take(), &mut mine);
+                        }
+                        mine
+                    })
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("cold start scan thread panicked"))
+            .collect()
+    });
+    let mut records = 0u64;
+    let mut damaged_blocks = 0u64;
     let mut newest_deltas: HashMap<(u32, IndexKey), Delta> = HashMap::new();
-    for (b, h) in headers {
-        let (device, offset) = devices.locate(b);
-        let mut buf = AlignedBuf::zeroed(block_size);
-        if let Err(e) = device.read_at(&mut buf, offset) {
-            tracing::error!(
-                "block {b} on {} at offset {offset}: unreadable ({e}); its records are skipped",
-                device.name()
-            );
-            damaged_blocks += 1;
-            continue;
-        }
-        let end = walk_block(&buf, h.sequence, |off, view| {
-            records += 1;
-            let loc = Location::new(b, off as u32, view.record_bytes as u32);
-            if view.meta.delta {
-                let key = entry_for(view, loc).key;
-                let later = |d: &Delta| order(blocks, loc) > order(blocks, d.location);
-                if newest_deltas.get(&(view.meta.table, key)).is_none_or(later) {
-                    newest_deltas.insert(
-                        (view.meta.table, key),
-                        Delta {
-                            base: loc,
-                            location: loc,
-                            write_timestamp_us: view.meta.write_timestamp_us,
-                            body: view.body.into(),
-                        },
-                    );
-                }
-                return;
+    for w in walked {
+        records += w.records;
+        damaged_blocks += w.damaged_blocks;
+        for (key, d) in w.newest_deltas {
+            let later = |old: &Delta| order(blocks, d.location) > order(blocks, old.location);
+            if newest_deltas.get(&key).is_none_or(later) {
+                newest_deltas.insert(key, d);
             }
-            // Looked up once per table, not once per record under the tables' write lock.
-            let table = seen.entry(view.meta.table).or_insert_with(|| {
-                let mut t = tables.write().expect("tables lock poisoned");
-                Arc::clone(t.entry(view.meta.table).or_default())
-            });
-            match table.offer(entry_for(view, loc), newer) {
-                Offer::Inserted => blocks.add_live(b, loc.len()),
-                Offer::Replaced(old) => {
-                    blocks.add_live(b, loc.len());
-                    blocks.sub_live(old.location.block(), old.location.len());
-                }
-                Offer::Rejected => {}
-            }
-        });
-        if let WalkEnd::Damaged { offset: at, detail } = end {
-            damaged_blocks += 1;
-            tracing::warn!(
-                "block {b} (sequence {}) on {} at offset {}: record at block offset {at} does not \
-                 verify ({detail}); the rest of this block is skipped. After a crash this is the \
-                 unfinished tail of the last write; otherwise the device returned damaged data",
-                h.sequence,
-                device.name(),
-                offset + at as u64
-            );
-        }
-        if config.data_in_memory {
-            cache.insert(b, h.sequence, Arc::new(buf), true);
         }
     }
+    let progress = progress.into_inner().expect("progress lock poisoned");
+    count_live(blocks, tables);
     let adopted = adopt_deltas(blocks, tables, deltas, newest_deltas);
+    let took = started.elapsed();
+    let read_mib = progress.total as f64 * block_size as f64 / f64::from(1 << 20);
     tracing::info!(
-        "cold start scanned {} blocks: {records} records, {damaged_blocks} damaged blocks, \
-         {adopted} rows with a pending delta, in {:?}",
+        "cold start read the {} of {} blocks that hold data ({read_mib:.0} MiB): {records} records, \
+         {damaged_blocks} damaged blocks, {adopted} rows with a pending delta, in {took:?} ({:.0} MiB/s)",
+        progress.total,
         blocks.len(),
-        started.elapsed()
+        read_mib / took.as_secs_f64().max(1e-9)
     );
     Recovered {
         next_sequence: max_sequence + 1,
@@ -343,5 +332,160 @@ fn load_block_into_cache(devices: &DeviceSet, blocks: &BlockTable, cache: &PostW
     match device.read_at(&mut buf, offset) {
         Ok(()) => cache.insert(b, blocks.sequence(b), Arc::new(buf), true),
         Err(e) => tracing::error!("block {b} on {}: unreadable ({e})", device.name()),
+    }
+}
+
+/// How often a cold start logs how far it is.
+const PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A cold start's progress through the blocks that hold data, logged every
+/// [`PROGRESS_INTERVAL`] with its rate and the time left, so that an operator waiting on a
+/// large device sees it move.
+struct Progress {
+    total: usize,
+    done: usize,
+    block_bytes: usize,
+    started: std::time::Instant,
+    last: std::time::Instant,
+}
+
+impl Progress {
+    fn new(total: usize, block_bytes: usize, all_blocks: u32) -> Progress {
+        let now = std::time::Instant::now();
+        tracing::info!(
+            "cold start: reading the {total} of {all_blocks} blocks that hold data ({} MiB) to \
+             rebuild the index",
+            (total * block_bytes) >> 20
+        );
+        Progress {
+            total,
+            done: 0,
+            block_bytes,
+            started: now,
+            last: now,
+        }
+    }
+
+    /// Called before the `done`th block is read.
+    fn block_done(&mut self, done: usize) {
+        self.done = done;
+        let now = std::time::Instant::now();
+        if now.duration_since(self.last) >= PROGRESS_INTERVAL && self.done > 0 {
+            self.last = now;
+            let secs = now.duration_since(self.started).as_secs_f64();
+            let per_s = self.done as f64 / secs;
+            let left_s = (self.total - self.done) as f64 / per_s.max(1e-9);
+            tracing::info!(
+                "cold start: {} of {} blocks read ({:.0}%), {:.0} MiB/s, about {left_s:.0} s left",
+                self.done,
+                self.total,
+                100.0 * self.done as f64 / self.total.max(1) as f64,
+                per_s * self.block_bytes as f64 / f64::from(1 << 20)
+            );
+        }
+    }
+}
+
+/// Threads a cold start walks blocks on, at most.
+const SCAN_THREADS_MAX: usize = 8;
+
+/// What every thread of a cold start's scan shares.
+struct Scan<'a> {
+    config: &'a NamespaceConfig,
+    devices: &'a DeviceSet,
+    blocks: &'a BlockTable,
+    cache: &'a PostWriteCache,
+    tables: &'a Tables,
+}
+
+/// What one thread of the scan found.
+#[derive(Default)]
+struct Walked {
+    records: u64,
+    damaged_blocks: u64,
+    /// Each row's newest delta record this thread saw.
+    newest_deltas: HashMap<(u32, IndexKey), Delta>,
+    /// Each table's index, looked up once per thread, not once per record.
+    seen: HashMap<u32, Arc<TableIndex>>,
+}
+
+impl Scan<'_> {
+    /// Reads block `b` (written at `sequence`) into `buf` (or a new buffer) and offers each of
+    /// its records to the index; the buffer, to read the next block into, unless the block is
+    /// kept in RAM.
+    fn block(&self, b: u32, sequence: u64, buf: Option<AlignedBuf>, w: &mut Walked) -> Option<AlignedBuf> {
+        let blocks = self.blocks;
+        // The last version written wins: every write merged the version before it, so the last
+        // one holds everything the others did (and its timestamp is the newest, unless a
+        // tombstone was purged after its grace period, when ordering by timestamp would wrongly
+        // bring it back). Sequences are known for all blocks before any record is offered.
+        let newer = |a: &Entry, b: &Entry| {
+            (blocks.sequence(a.location.block()), a.location.offset())
+                > (blocks.sequence(b.location.block()), b.location.offset())
+        };
+        let (device, offset) = self.devices.locate(b);
+        let mut buf = buf.unwrap_or_else(|| AlignedBuf::zeroed(self.devices.block_size_bytes() as usize));
+        if let Err(e) = device.read_at(&mut buf, offset) {
+            tracing::error!(
+                "block {b} on {} at offset {offset}: unreadable ({e}); its records are skipped",
+                device.name()
+            );
+            w.damaged_blocks += 1;
+            return Some(buf);
+        }
+        let end = walk_block(&buf, sequence, |off, view| {
+            w.records += 1;
+            let loc = Location::new(b, off as u32, view.record_bytes as u32);
+            if view.meta.delta {
+                let key = entry_for(view, loc).key;
+                let later = |d: &Delta| order(blocks, loc) > order(blocks, d.location);
+                if w.newest_deltas.get(&(view.meta.table, key)).is_none_or(later) {
+                    w.newest_deltas.insert(
+                        (view.meta.table, key),
+                        Delta {
+                            base: loc,
+                            location: loc,
+                            write_timestamp_us: view.meta.write_timestamp_us,
+                            body: view.body.into(),
+                        },
+                    );
+                }
+                return;
+            }
+            let table = w.seen.entry(view.meta.table).or_insert_with(|| {
+                let mut t = self.tables.write().expect("tables lock poisoned");
+                Arc::clone(t.entry(view.meta.table).or_default())
+            });
+            // Live bytes are counted once every record is in (`count_live`): counted here, a
+            // version could be replaced by another thread before its own count was added.
+            let _: Offer = table.offer(entry_for(view, loc), newer);
+        });
+        if let WalkEnd::Damaged { offset: at, detail } = end {
+            w.damaged_blocks += 1;
+            tracing::warn!(
+                "block {b} (sequence {sequence}) on {} at offset {}: record at block offset {at} does \
+                 not verify ({detail}); the rest of this block is skipped. After a crash this is the \
+                 unfinished tail of the last write; otherwise the device returned damaged data",
+                device.name(),
+                offset + at as u64
+            );
+        }
+        if self.config.data_in_memory {
+            self.cache.insert(b, sequence, Arc::new(buf), true);
+            return None;
+        }
+        Some(buf)
+    }
+}
+
+/// Counts the live bytes of every block from the index entries that point into it.
+fn count_live(blocks: &BlockTable, tables: &Tables) {
+    for index in tables.read().expect("tables lock poisoned").values() {
+        for p in 0..PARTITIONS {
+            index.partition_select(p, |e| {
+                blocks.add_live(e.location.block(), e.location.len());
+                false
+            });
+        }
     }
 }

@@ -195,6 +195,10 @@ fn damage_found_at_cold_start_is_skipped_and_reported() {
         logs.count("header belongs to block") >= 1,
         "the misplaced block copy is not reported:\n{log}"
     );
+    assert!(
+        logs.count("cold start: reading the") == 1 && logs.count("cold start read the") == 1,
+        "the cold start does not say what it reads and what it found:\n{log}"
+    );
 
     let in_block = |records: &[Placed], k: u32| records.iter().position(|p| p.key == k);
     for k in 0..KEYS {
