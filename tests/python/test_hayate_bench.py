@@ -216,6 +216,22 @@ def test_insertstart_and_insertcount_load_in_parts(node, usertable):
         assert ks.session.execute("SELECT y_id FROM usertable WHERE y_id = %s", [key]).one() is not None, key
 
 
+def test_createtable_makes_the_keyspace_and_table_a_load_needs(node, session, fresh_name):
+    """`-p hayate.createtable=true`: a load on a node with no keyspace works as written."""
+    name = fresh_name("bench_create")
+    args = ["-P", str(WORKLOADS / "workloada"), "-p", f"hosts={node.host}", "-p", f"port={node.port}",
+            "-p", f"cassandra.keyspace={name}", "-p", "recordcount=100", "-p", "hayate.createtable=true"]
+    load = bench("load", "cassandra-cql", *args)
+    assert load.returncode == 0, load.stderr
+    assert session.execute(f"SELECT count(*) FROM {name}.usertable").one()[0] == 100
+    again = bench("load", "cassandra-cql", *args)
+    assert again.returncode == 0, f"a second createtable over the same table fails: {again.stderr}"
+    bad = bench("load", "cassandra-cql", *args[:-2], "-p", "hayate.createtable=true", "-p",
+                "hayate.replicationfactor=0")
+    assert bad.returncode != 0 and "hayate.replicationfactor" in bad.stderr, bad.stderr
+    session.execute(f"DROP KEYSPACE {name}")
+
+
 def test_a_missing_table_counts_errors_and_exits_cleanly(node, ks):
     load = bench("load", "-P", str(WORKLOADS / "workloada"), *connection(node, ks), "-p", "recordcount=100", "-threads", "2")
     assert load.returncode == 0, load.stderr

@@ -53,6 +53,11 @@ pub struct CqlConfig {
     pub connect_timeout: Option<Duration>,
     pub read_timeout: Option<Duration>,
     pub connections_per_host: Option<NonZeroUsize>,
+    /// `hayate.createtable=true` (hayate-bench's own, not YCSB's): make the keyspace, with
+    /// SimpleStrategy and `hayate.replicationfactor` (1), and YCSB's table (the key `y_id`
+    /// and the workload's fields, all `varchar`, as YCSB's Cassandra binding documents) if
+    /// they do not exist, before the load or run.
+    pub create_table: Option<u32>,
 }
 
 impl CqlConfig {
@@ -98,6 +103,13 @@ impl CqlConfig {
             connect_timeout: millis("cassandra.connecttimeoutmillis")?,
             read_timeout: millis("cassandra.readtimeoutmillis")?,
             connections_per_host,
+            create_table: match p.bool_or("hayate.createtable", false) {
+                false => None,
+                true => Some(match p.u64_or("hayate.replicationfactor", 1)? {
+                    rf @ 1..=16 => rf as u32,
+                    rf => return Err(invalid("hayate.replicationfactor", &rf.to_string(), "1 to 16")),
+                }),
+            },
         })
     }
 }
@@ -198,11 +210,16 @@ impl CqlDb {
         if let Some(t) = config.read_timeout {
             profile = profile.request_timeout(Some(t));
         }
+        if let Some(rf) = config.create_table {
+            create_table(&config, workload, rf, connect_timeout_of(&config))
+                .await
+                .map_err(|e| fail(format!("cannot create the keyspace and table: {e}")))?;
+        }
         let mut builder = SessionBuilder::new()
             .known_nodes(&config.hosts)
             .default_execution_profile_handle(profile.build().into_handle())
             .use_keyspace(&config.keyspace, false);
-        let connect_timeout = config.connect_timeout.unwrap_or(Duration::from_secs(5));
+        let connect_timeout = connect_timeout_of(&config);
         builder = builder.connection_timeout(connect_timeout);
         if let Some(user) = &config.username {
             builder = builder.user(user, &config.password);
@@ -454,4 +471,37 @@ mod tests {
             CqlConfig::from_properties(&props("hosts=h\ncassandra.readconsistencylevel=MOST\n")).is_err()
         );
     }
+}
+
+fn connect_timeout_of(config: &CqlConfig) -> Duration {
+    config.connect_timeout.unwrap_or(Duration::from_secs(5))
+}
+
+/// Makes the keyspace and YCSB's table if they do not exist (`hayate.createtable`).
+async fn create_table(config: &CqlConfig, workload: &CoreWorkload, rf: u32, timeout: Duration) -> Result<(), String> {
+    let mut builder = SessionBuilder::new()
+        .known_nodes(&config.hosts)
+        .connection_timeout(timeout);
+    if let Some(user) = &config.username {
+        builder = builder.user(user, &config.password);
+    }
+    let session = tokio::time::timeout(timeout + CONNECT_SLACK, builder.build())
+        .await
+        .map_err(|_| "no session".to_string())?
+        .map_err(|e| e.to_string())?;
+    let fields: String = workload.field_names.iter().map(|f| format!(", {f} varchar")).collect();
+    for cql in [
+        format!(
+            "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {{'class': 'SimpleStrategy', \
+             'replication_factor': {rf}}}",
+            config.keyspace
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {}.{} (y_id varchar PRIMARY KEY{fields})",
+            config.keyspace, workload.table
+        ),
+    ] {
+        session.query_unpaged(cql.as_str(), ()).await.map_err(|e| format!("{cql}: {e}"))?;
+    }
+    Ok(())
 }
