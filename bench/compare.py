@@ -156,6 +156,17 @@ def proc_counters(pid):
     return {"cpu_s": proc_cpu_s(pid), "read_bytes": read_bytes, "write_bytes": write_bytes}
 
 
+def compress_histogram_logs(rundir):
+    """Gzips a run's raw HdrHistogram logs (`*.hlog`, up to tens of MB each) in place, so a
+    sitting stays small in the repository; `zcat` gives the log back for HdrHistogram's tools.
+    Nothing here reads them: the charts and summaries come from the time series and summaries."""
+    import gzip
+    for path in sorted(rundir.glob("*.hlog")):
+        with open(path, "rb") as raw, gzip.open(f"{path}.gz", "wb", compresslevel=9) as packed:
+            shutil.copyfileobj(raw, packed)
+        path.unlink()
+
+
 def du_bytes(path):
     """Bytes allocated on disk under `path`."""
     return int(run(["du", "-s", "-B1", path], record=False).split()[0])
@@ -453,6 +464,7 @@ class Client:
                 raise
         figures = nodes.end(mark)
         figures["client_started_unix"] = started_unix
+        compress_histogram_logs(rundir)
         stdout = (rundir / "client-stdout.txt").read_text()
         if not (rundir / "summary.txt").exists():
             (rundir / "summary.txt").write_text(stdout)

@@ -42,6 +42,9 @@ if [ "$status" -ne 0 ]; then
   exit "$status"
 fi
 
+echo "== benchmark sittings' size"
+scripts/sitting-sizes.sh
+
 if [ -x scripts/fuzz-smoke.sh ]; then
   echo "== fuzz smoke (${FUZZ_SECONDS:-20} s per target)"
   scripts/fuzz-smoke.sh
