@@ -478,7 +478,12 @@ fn connect_timeout_of(config: &CqlConfig) -> Duration {
 }
 
 /// Makes the keyspace and YCSB's table if they do not exist (`hayate.createtable`).
-async fn create_table(config: &CqlConfig, workload: &CoreWorkload, rf: u32, timeout: Duration) -> Result<(), String> {
+async fn create_table(
+    config: &CqlConfig,
+    workload: &CoreWorkload,
+    rf: u32,
+    timeout: Duration,
+) -> Result<(), String> {
     let mut builder = SessionBuilder::new()
         .known_nodes(&config.hosts)
         .connection_timeout(timeout);
@@ -489,7 +494,11 @@ async fn create_table(config: &CqlConfig, workload: &CoreWorkload, rf: u32, time
         .await
         .map_err(|_| "no session".to_string())?
         .map_err(|e| e.to_string())?;
-    let fields: String = workload.field_names.iter().map(|f| format!(", {f} varchar")).collect();
+    let fields: String = workload
+        .field_names
+        .iter()
+        .map(|f| format!(", {f} varchar"))
+        .collect();
     for cql in [
         format!(
             "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {{'class': 'SimpleStrategy', \
@@ -501,7 +510,10 @@ async fn create_table(config: &CqlConfig, workload: &CoreWorkload, rf: u32, time
             config.keyspace, workload.table
         ),
     ] {
-        session.query_unpaged(cql.as_str(), ()).await.map_err(|e| format!("{cql}: {e}"))?;
+        session
+            .query_unpaged(cql.as_str(), ())
+            .await
+            .map_err(|e| format!("{cql}: {e}"))?;
     }
     Ok(())
 }
