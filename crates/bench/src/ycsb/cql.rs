@@ -429,50 +429,6 @@ impl Db for CqlDb {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn props(text: &str) -> Properties {
-        let mut p = Properties::new();
-        p.load_str(text);
-        p
-    }
-
-    #[test]
-    fn properties_of_ycsbs_cassandra_binding() {
-        let c = CqlConfig::from_properties(&props(
-            "hosts=10.0.0.1, 10.0.0.2:9043,::1\nport=9142\ncassandra.keyspace=bench\n\
-             cassandra.readconsistencylevel=ONE\ncassandra.writeconsistencylevel=local_quorum\n\
-             cassandra.username=u\ncassandra.password=p\ncassandra.readtimeoutmillis=2000\n\
-             cassandra.maxconnections=4\n",
-        ))
-        .expect("valid");
-        assert_eq!(c.hosts, ["10.0.0.1:9142", "10.0.0.2:9043", "[::1]:9142"]);
-        assert_eq!(c.keyspace, "bench");
-        assert_eq!(c.read_consistency, Consistency::One);
-        assert_eq!(c.write_consistency, Consistency::LocalQuorum);
-        assert_eq!(c.username.as_deref(), Some("u"));
-        assert_eq!(c.read_timeout, Some(Duration::from_millis(2000)));
-        assert_eq!(c.connections_per_host.map(NonZeroUsize::get), Some(4));
-
-        let d = CqlConfig::from_properties(&props("hosts=h\n")).expect("defaults");
-        assert_eq!(d.hosts, ["h:9042"]);
-        assert_eq!(d.keyspace, "ycsb");
-        assert_eq!(
-            (d.read_consistency, d.write_consistency),
-            (Consistency::Quorum, Consistency::Quorum)
-        );
-        assert!(d.username.is_none() && d.connections_per_host.is_none() && d.connect_timeout.is_none());
-
-        let missing = CqlConfig::from_properties(&props("")).expect_err("hosts is required");
-        assert!(missing.to_string().contains("hosts"), "{missing}");
-        assert!(
-            CqlConfig::from_properties(&props("hosts=h\ncassandra.readconsistencylevel=MOST\n")).is_err()
-        );
-    }
-}
-
 fn connect_timeout_of(config: &CqlConfig) -> Duration {
     config.connect_timeout.unwrap_or(Duration::from_secs(5))
 }
@@ -516,4 +472,48 @@ async fn create_table(
             .map_err(|e| format!("{cql}: {e}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(text: &str) -> Properties {
+        let mut p = Properties::new();
+        p.load_str(text);
+        p
+    }
+
+    #[test]
+    fn properties_of_ycsbs_cassandra_binding() {
+        let c = CqlConfig::from_properties(&props(
+            "hosts=10.0.0.1, 10.0.0.2:9043,::1\nport=9142\ncassandra.keyspace=bench\n\
+             cassandra.readconsistencylevel=ONE\ncassandra.writeconsistencylevel=local_quorum\n\
+             cassandra.username=u\ncassandra.password=p\ncassandra.readtimeoutmillis=2000\n\
+             cassandra.maxconnections=4\n",
+        ))
+        .expect("valid");
+        assert_eq!(c.hosts, ["10.0.0.1:9142", "10.0.0.2:9043", "[::1]:9142"]);
+        assert_eq!(c.keyspace, "bench");
+        assert_eq!(c.read_consistency, Consistency::One);
+        assert_eq!(c.write_consistency, Consistency::LocalQuorum);
+        assert_eq!(c.username.as_deref(), Some("u"));
+        assert_eq!(c.read_timeout, Some(Duration::from_millis(2000)));
+        assert_eq!(c.connections_per_host.map(NonZeroUsize::get), Some(4));
+
+        let d = CqlConfig::from_properties(&props("hosts=h\n")).expect("defaults");
+        assert_eq!(d.hosts, ["h:9042"]);
+        assert_eq!(d.keyspace, "ycsb");
+        assert_eq!(
+            (d.read_consistency, d.write_consistency),
+            (Consistency::Quorum, Consistency::Quorum)
+        );
+        assert!(d.username.is_none() && d.connections_per_host.is_none() && d.connect_timeout.is_none());
+
+        let missing = CqlConfig::from_properties(&props("")).expect_err("hosts is required");
+        assert!(missing.to_string().contains("hosts"), "{missing}");
+        assert!(
+            CqlConfig::from_properties(&props("hosts=h\ncassandra.readconsistencylevel=MOST\n")).is_err()
+        );
+    }
 }
