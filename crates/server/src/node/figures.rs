@@ -154,17 +154,14 @@ fn admin(
     if method == "GET" && matches!(path, "/netstats" | "/removenode") {
         return Some((OK.to_owned(), operations::netstats(cluster).to_string()));
     }
-    if method != "POST" || !changes {
-        let allowed = if changes { "POST" } else { "GET" };
-        return Some(("405 Method Not Allowed".to_owned(), format!("use {allowed}\n")));
-    }
-    if !from_loopback {
-        return Some((
-            "403 Forbidden".to_owned(),
-            "decommission, removenode and cleanup are taken only from the node's own machine: run \
-             hayate there (or through ssh)\n"
-                .to_owned(),
-        ));
+    let allowed = if changes { "POST" } else { "GET" };
+    if let Some(refused) = refuse(
+        method,
+        allowed,
+        from_loopback,
+        "decommission, removenode and cleanup",
+    ) {
+        return Some(refused);
     }
     let Some(node) = node else {
         return Some((
@@ -186,4 +183,20 @@ fn admin(
         }
         _ => answer(false, node.runtime.block_on(operations::cleanup(&node))),
     })
+}
+
+/// The refusal of a request by the wrong method (`allowed` is the right one), or, for one that
+/// changes something (a POST), from another machine: `what` names the operations, as nodetool
+/// reaches Cassandra only over local JMX. `None` if it may go on.
+pub fn refuse(method: &str, allowed: &str, from_loopback: bool, what: &str) -> Option<(String, String)> {
+    if method != allowed {
+        return Some(("405 Method Not Allowed".to_owned(), format!("use {allowed}\n")));
+    }
+    if method == "POST" && !from_loopback {
+        return Some((
+            "403 Forbidden".to_owned(),
+            format!("{what} are taken only from the node's own machine: run hayate there (or through ssh)\n"),
+        ));
+    }
+    None
 }

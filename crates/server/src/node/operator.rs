@@ -60,17 +60,11 @@ pub fn answer(
         };
         return Some((OK.to_owned(), doc.to_string()));
     }
-    if method != "POST" || !changes {
-        let allowed = if changes { "POST" } else { "GET" };
-        return Some(("405 Method Not Allowed".to_owned(), format!("use {allowed}\n")));
-    }
-    if !from_loopback {
-        return Some((
-            "403 Forbidden".to_owned(),
-            "flush, drain and setlogginglevel are taken only from the node's own machine: run \
-             hayate there (or through ssh)\n"
-                .to_owned(),
-        ));
+    let allowed = if changes { "POST" } else { "GET" };
+    if let Some(refused) =
+        super::figures::refuse(method, allowed, from_loopback, "flush, drain and setlogginglevel")
+    {
+        return Some(refused);
     }
     let result = match path {
         "/flush" => flush(parts.engine),

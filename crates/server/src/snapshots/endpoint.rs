@@ -42,16 +42,9 @@ pub fn answer(
         "/restore" if method == "GET" => "GET",
         _ => "POST",
     };
-    if method != wanted {
-        return Some(("405 Method Not Allowed".to_owned(), format!("use {wanted}\n")));
-    }
-    if !from_loopback {
-        return Some((
-            "403 Forbidden".to_owned(),
-            "snapshot operations are taken only from the node's own machine: run hayate there (or \
-             through ssh)\n"
-                .to_owned(),
-        ));
+    if let Some(refused) = crate::node::figures::refuse(method, wanted, from_loopback, "snapshot operations")
+    {
+        return Some(refused);
     }
     let Some(node) = node else {
         return Some((
@@ -131,7 +124,7 @@ fn list(node: &Node) -> serde_json::Value {
     json!({
         "snapshots": super::list(&node.engine),
         "pinned_bytes": space.pinned_blocks * block,
-        "held_bytes": space.held_blocks * block,
+        "held_bytes": space.held_bytes,
     })
 }
 

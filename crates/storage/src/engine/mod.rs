@@ -518,10 +518,11 @@ impl Engine {
 
     /// Device space pinned and held for snapshots.
     pub fn snapshot_space(&self) -> SnapshotSpace {
-        let (pinned_blocks, held_blocks) = self.inner.blocks().pinned_and_held();
+        let block_bytes = u64::from(self.inner.config().block_size_bytes);
+        let (pinned_blocks, held_bytes) = self.inner.blocks().pinned_and_held(block_bytes);
         SnapshotSpace {
             pinned_blocks,
-            held_blocks,
+            held_bytes,
             block_size_bytes: self.inner.config().block_size_bytes,
         }
     }

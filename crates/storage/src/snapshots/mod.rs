@@ -3,10 +3,12 @@
 //!
 //! Write blocks are never changed in place, so a snapshot copies no record: it saves the index
 //! entries of its tables (`file.rs`: 48 bytes a row, plus any pending delta's cells) and pins
-//! the blocks those entries point into. A pinned block is never freed: when its data moves on
-//! (rewritten, deleted, defragmented away, or its table dropped) it is Held (`blocks.rs`)
-//! rather than wiped and reused, until every snapshot that pins it is cleared. Taking one is
-//! one pass over the tables' index entries in RAM, with no device I/O but its own file.
+//! the blocks those entries point into. A pinned block is never freed until every snapshot that
+//! pins it is cleared: defragmentation leaves it alone however little of it is still live (its
+//! rows rewritten, deleted, or their table dropped), and one that was already on its way to be
+//! freed (a chunk block whose row went, a block defragmented just before) is Held (`blocks.rs`)
+//! rather than wiped and reused. Taking one is one pass over the tables' index entries in RAM,
+//! with no device I/O but its own file.
 //!
 //! Each row is as it was at some instant during that pass: a write acknowledged before the
 //! snapshot started is in it, a write acknowledged after it ended is not, and a write during
@@ -76,8 +78,9 @@ impl SnapshotSummary {
 pub struct SnapshotSpace {
     /// Blocks some snapshot pins (the most the snapshots can hold).
     pub pinned_blocks: u64,
-    /// Of those, blocks whose data has moved on: space the snapshots hold now.
-    pub held_blocks: u64,
+    /// The bytes of those blocks that hold no live data: the space only the snapshots keep now
+    /// (it grows as their rows are rewritten or deleted, up to all of the pinned blocks).
+    pub held_bytes: u64,
     pub block_size_bytes: u32,
 }
 
