@@ -81,6 +81,16 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
+# 2c. The Grafana dashboard's test (tests/python/test_dashboard.py) runs every panel's query on
+#     a real Prometheus scraping a cluster: install Debian's prometheus when we can (root with
+#     apt); without it that test skips and says why. The package also enables a prometheus
+#     service on port 9090 where systemd runs; the test starts its own on a free port.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! command -v prometheus >/dev/null 2>&1; then
+  echo "driver-tests: installing prometheus with apt-get (for the dashboard test)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } ||
+    echo "driver-tests: could not install prometheus; the dashboard test will be skipped" >&2
+fi
+
 # 3. The binaries under test.
 if [ -z "${HAYATE_BIN:-}" ]; then
   echo "== cargo build -p hayate-server"

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use hayate_cluster::coordinator::MetricsSnapshot as CoordinatorSnapshot;
 use hayate_cql::error::ErrorCode;
 use hayate_cql::opcode::Opcode;
-use hayate_storage::StatsSnapshot;
+use hayate_storage::{SnapshotSpace, StatsSnapshot};
 use hdrhistogram::Histogram;
 
 /// Distinct statement kinds tracked, the last slot being "other" for any beyond.
@@ -817,6 +817,11 @@ pub trait NodeFigures: Send + Sync + 'static {
     fn streams(&self) -> Option<StreamFigures> {
         None
     }
+    /// Device space the node's snapshots pin and hold (`None` where it has no engine, as in
+    /// tests).
+    fn snapshots(&self) -> Option<SnapshotSpace> {
+        None
+    }
     /// The cluster's status as `hayate status` reads it (`/status`), a JSON document.
     fn status(&self) -> String;
     /// An operator's request other than a scrape (`/netstats`, `/decommission`, ...), with
@@ -921,6 +926,9 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, node: &dyn NodeFigures) -> i
         if let Some(streams) = node.streams() {
             render_streams(&streams, &mut body);
         }
+        if let Some(space) = node.snapshots() {
+            render_snapshots(&space, &mut body);
+        }
         body
     }));
     match body {
@@ -1004,6 +1012,30 @@ pub fn render_streams(s: &StreamFigures, out: &mut String) {
         "Ranges (of every table) this node is a pending replica of during a topology change.",
     );
     sample(out, "hayate_pending_ranges", &[], s.pending_ranges);
+}
+
+/// Device space kept for snapshots (`Engine::snapshot_space`). A block a snapshot pins is not
+/// defragmented or reused until the snapshot is cleared, so pinned bytes are the most the
+/// snapshots keep from new writes; held bytes are the pinned blocks that were being freed when
+/// a snapshot kept them.
+pub fn render_snapshots(space: &SnapshotSpace, out: &mut String) {
+    let block_size_bytes = u64::from(space.block_size_bytes);
+    let figures = [
+        (
+            "hayate_snapshot_pinned_bytes",
+            "Device bytes in blocks some snapshot pins, kept from defragmentation and reuse until cleared.",
+            space.pinned_blocks * block_size_bytes,
+        ),
+        (
+            "hayate_snapshot_held_bytes",
+            "Device bytes in pinned blocks that would have been freed by now had no snapshot pinned them.",
+            space.held_blocks * block_size_bytes,
+        ),
+    ];
+    for (name, help, value) in figures {
+        family(out, name, "gauge", help);
+        sample(out, name, &[], value);
+    }
 }
 
 /// The coordinator's figures: consistency failures, repairs, hints, replica latency.
@@ -1391,6 +1423,14 @@ mod tests {
             }
         }
 
+        fn snapshots(&self) -> Option<SnapshotSpace> {
+            Some(SnapshotSpace {
+                pinned_blocks: 3,
+                held_blocks: 1,
+                block_size_bytes: 1024,
+            })
+        }
+
         fn status(&self) -> String {
             "{\"nodes\": []}".to_owned()
         }
@@ -1428,6 +1468,8 @@ mod tests {
         assert_eq!(value(body, "hayate_storage_records"), 42.0);
         assert_eq!(value(body, "hayate_requests_total{kind=\"select\"}"), 1.0);
         assert_eq!(value(body, "hayate_hints_written_total"), 3.0);
+        assert_eq!(value(body, "hayate_snapshot_pinned_bytes"), 3072.0);
+        assert_eq!(value(body, "hayate_snapshot_held_bytes"), 1024.0);
         let status = http(addr, b"GET /status HTTP/1.1\r\n\r\n");
         assert!(status.ends_with("{\"nodes\": []}"), "{status}");
 

@@ -103,6 +103,10 @@ impl NodeFigures for Figures {
         })
     }
 
+    fn snapshots(&self) -> Option<hayate_storage::SnapshotSpace> {
+        self.engine.upgrade().map(|e| e.snapshot_space())
+    }
+
     fn status(&self) -> String {
         self.status_doc().to_string()
     }
