@@ -87,6 +87,12 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// What was written so far and not taken: a caller writing into a `Vec` drains it from
+    /// here as it goes, so that a file is never held whole.
+    pub fn out_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     pub fn add(&mut self, record: &Record) -> io::Result<()> {
         encode(&mut self.frame, record);
         self.records += 1;

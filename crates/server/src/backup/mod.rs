@@ -1,7 +1,9 @@
 //! Backups: `hayate backup --to DIR` exports a snapshot of this node's tables as files a user
 //! can keep anywhere (Cassandra operators copy snapshot directories; Aerospike's `asbackup`
 //! writes files of its own), and `hayate restore --from DIR/TAG` loads them into a running
-//! cluster of any size and replication factor. Formats in `docs/backups.md`.
+//! cluster of any size and replication factor. Formats in `docs/backups.md`. DIR may be a
+//! directory or an S3-compatible bucket (`s3://BUCKET/PREFIX`), with the same layout in both
+//! (`store.rs`):
 //!
 //! ```text
 //! DIR/TAG/HOST_ID/manifest.json          what this node's part holds (written last)
@@ -17,10 +19,8 @@
 //! it writes anything, so a damaged backup loads nothing.
 
 pub mod format;
+pub mod store;
 
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -29,11 +29,14 @@ use crate::node::Node;
 use crate::snapshots::restore::{choose, Progress, RestoreRequest, Target};
 use crate::snapshots::TableManifest;
 use format::Record;
+use store::{Store, StoreError, Upload};
 
 const MANIFEST: &str = "manifest.json";
 const FORMAT: u32 = 1;
 /// Snapshot entries read at once while a backup writes.
 const PAGE_ENTRIES: usize = 1024;
+/// A data file is handed to its store in pieces of about this size as it is encoded.
+const WRITE_BYTES: usize = 1 << 20;
 
 /// One node's part of a backup.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -66,7 +69,8 @@ pub struct BackedUpTable {
 /// What to back up.
 #[derive(Clone, Debug, Default)]
 pub struct BackupRequest {
-    pub to: PathBuf,
+    /// A directory, or `s3://BUCKET/PREFIX`.
+    pub to: String,
     pub tag: String,
     /// Export this snapshot (else one is taken for the backup and cleared after).
     pub snapshot: Option<String>,
@@ -79,50 +83,61 @@ fn host_hex(node: &Node) -> String {
     node.local.host_id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// This node's newest backup in `root` other than `tag`, if any.
-fn newest_backup(root: &Path, host: &str, tag: &str) -> Option<BackupManifest> {
-    std::fs::read_dir(root)
-        .ok()?
-        .flatten()
-        .filter(|d| d.file_name().to_string_lossy() != tag)
-        .filter_map(|d| read_manifest(&d.path().join(host)).ok())
-        .max_by_key(|m| m.taken_at_ms)
+/// This node's newest backup in `store` other than `tag`, if any.
+async fn newest_backup(store: &Store, host: &str, tag: &str) -> Result<Option<BackupManifest>, StoreError> {
+    let mut newest: Option<BackupManifest> = None;
+    for other in store.children("").await? {
+        if other == tag {
+            continue;
+        }
+        match read_manifest(store, &format!("{other}/{host}")).await {
+            Ok(m) if newest.as_ref().is_none_or(|n| m.taken_at_ms > n.taken_at_ms) => newest = Some(m),
+            _ => {}
+        }
+    }
+    Ok(newest)
 }
 
-pub fn read_manifest(dir: &Path) -> Result<BackupManifest, String> {
-    let path = dir.join(MANIFEST);
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let m: BackupManifest = serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+/// The manifest of the node's part at `dir` (`TAG/HOST_ID`).
+pub async fn read_manifest(store: &Store, dir: &str) -> Result<BackupManifest, String> {
+    let key = format!("{dir}/{MANIFEST}");
+    let bytes = store.get(&key).await?;
+    let m: BackupManifest =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", store.name(&key)))?;
     if m.format != FORMAT {
         return Err(format!(
             "{}: backup format {}, which this hayate does not read",
-            path.display(),
+            store.name(&key),
             m.format
         ));
     }
     Ok(m)
 }
 
-/// Writes this node's part of backup `request.tag` under `request.to`.
-pub fn backup(node: &Node, request: &BackupRequest) -> Result<BackupManifest, String> {
+/// Writes this node's part of backup `request.tag` under `request.to`. It runs on the caller's
+/// thread (reading the snapshot blocks), the store's requests on the node's runtime.
+pub async fn backup(node: &Node, request: &BackupRequest) -> Result<BackupManifest, String> {
     if !hayate_storage::valid_snapshot_tag(&request.tag) {
         return Err(format!("backup tag {:?} is not a plain name", request.tag));
     }
+    let store = Store::open(&request.to, &node.config.backup)?;
+    // A bucket that is missing or refuses the node fails the backup before a snapshot is taken.
+    store.check().await?;
     let host = host_hex(node);
-    let dir = request.to.join(&request.tag).join(&host);
-    if dir.join(MANIFEST).exists() {
+    let dir = format!("{}/{host}", request.tag);
+    if store.exists(&format!("{dir}/{MANIFEST}")).await? {
         return Err(format!(
             "{} already holds backup {} of this node",
-            request.to.display(),
+            store.name(""),
             request.tag
         ));
     }
     let base = match request.incremental {
         false => None,
-        true => Some(newest_backup(&request.to, &host, &request.tag).ok_or_else(|| {
+        true => Some(newest_backup(&store, &host, &request.tag).await?.ok_or_else(|| {
             format!(
                 "--incremental: {} holds no earlier backup of this node ({host}) to build on; take a full one first",
-                request.to.display()
+                store.name("")
             )
         })?),
     };
@@ -140,7 +155,7 @@ pub fn backup(node: &Node, request: &BackupRequest) -> Result<BackupManifest, St
             (tag, true)
         }
     };
-    let written = write_backup(node, request, &snapshot_tag, &dir, &host, base.as_ref());
+    let written = write_backup(node, request, &snapshot_tag, &store, &host, base.as_ref()).await;
     if ours {
         if let Err(e) = engine.clear_snapshot(&snapshot_tag) {
             tracing::warn!(
@@ -152,42 +167,33 @@ pub fn backup(node: &Node, request: &BackupRequest) -> Result<BackupManifest, St
     written
 }
 
-fn write_backup(
+async fn write_backup(
     node: &Node,
     request: &BackupRequest,
     snapshot_tag: &str,
-    dir: &Path,
+    store: &Store,
     host: &str,
     base: Option<&BackupManifest>,
 ) -> Result<BackupManifest, String> {
+    let dir = format!("{}/{host}", request.tag);
     let engine = &node.engine;
     let snapshot_dir = engine.snapshot_dir(snapshot_tag).map_err(|e| e.to_string())?;
     let snapshot_manifest = crate::snapshots::read_manifest(&snapshot_dir)?;
     let snapshot = engine.open_snapshot(snapshot_tag).map_err(|e| e.to_string())?;
     let since = base.map_or(0, |b| b.max_sequence);
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut tables = Vec::new();
     for t in &snapshot_manifest.tables {
         let file = format!("{}.{}.hyb", t.keyspace, t.table);
-        let path = dir.join(&file);
-        let tmp = dir.join(format!("{file}.tmp"));
-        let io = |e: std::io::Error| format!("{}: {e}", tmp.display());
-        let mut w = format::Writer::new(BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(io)?))
-            .map_err(io)?;
-        let mut from = Some(0);
-        while let Some(at) = from {
-            let (records, next) = engine
-                .read_snapshot(&snapshot, t.storage_id, at, PAGE_ENTRIES, since)
-                .map_err(|e| e.to_string())?;
-            from = next;
-            for r in records {
-                w.add(&Record::from(r)).map_err(io)?;
+        let key = format!("{dir}/{file}");
+        let mut upload = store.create(&key)?;
+        let (records, bytes, crc32c) = match write_table(node, &snapshot, t, since, &mut upload).await {
+            Ok(written) => written,
+            Err(e) => {
+                upload.abort().await;
+                return Err(e);
             }
-        }
-        let (out, records, bytes, crc32c) = w.finish().map_err(io)?;
-        let file_handle = out.into_inner().map_err(|e| io(e.into_error()))?;
-        file_handle.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, &path).map_err(io)?;
+        };
+        upload.finish().await?;
         tables.push(BackedUpTable {
             table: t.clone(),
             file,
@@ -207,41 +213,74 @@ fn write_backup(
         tables,
     };
     let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
-    // Last: a directory without its manifest is a backup that did not finish.
-    hayate_storage::files::write_atomically(&dir.join(MANIFEST), &bytes)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Last: a node's part without its manifest is a backup that did not finish.
+    store.put(&format!("{dir}/{MANIFEST}"), bytes).await?;
     Ok(manifest)
 }
 
-/// One file a restore loads: its node's directory, and its entry in that node's manifest.
+/// Encodes one table's records from the snapshot into `upload`, a piece at a time; the file's
+/// record count, length and crc32c.
+async fn write_table(
+    node: &Node,
+    snapshot: &hayate_storage::Snapshot,
+    t: &TableManifest,
+    since: u64,
+    upload: &mut Upload,
+) -> Result<(u64, u64, u32), String> {
+    let encode = |e: std::io::Error| format!("encoding {}.{}: {e}", t.keyspace, t.table);
+    let mut w = format::Writer::new(Vec::with_capacity(2 * WRITE_BYTES)).map_err(encode)?;
+    let mut from = Some(0);
+    while let Some(at) = from {
+        let (records, next) = node
+            .engine
+            .read_snapshot(snapshot, t.storage_id, at, PAGE_ENTRIES, since)
+            .map_err(|e| e.to_string())?;
+        from = next;
+        for r in records {
+            w.add(&Record::from(r)).map_err(encode)?;
+        }
+        if w.out_mut().len() >= WRITE_BYTES {
+            upload.write(w.out_mut()).await?;
+            w.out_mut().clear();
+        }
+    }
+    let (rest, records, bytes, crc32c) = w.finish().map_err(encode)?;
+    upload.write(&rest).await?;
+    Ok((records, bytes, crc32c))
+}
+
+/// One file a restore loads: its node's part (`TAG/HOST_ID`), and its entry in that node's
+/// manifest.
 struct Part {
-    dir: PathBuf,
+    dir: String,
     table: BackedUpTable,
 }
 
-/// The files of backup `from` (a `DIR/TAG` directory) for `request`, every node's, with the
-/// bases of incremental ones.
-fn parts(from: &Path, request: &RestoreRequest) -> Result<Vec<Part>, String> {
-    let root = from
-        .parent()
-        .ok_or_else(|| format!("{}: give the backup as DIR/TAG", from.display()))?;
-    let hosts: Vec<PathBuf> = std::fs::read_dir(from)
-        .map_err(|e| format!("no backup at {}: {e}", from.display()))?
-        .flatten()
-        .map(|d| d.path())
-        .filter(|p| p.is_dir())
-        .collect();
+impl Part {
+    fn key(&self) -> String {
+        format!("{}/{}", self.dir, self.table.file)
+    }
+}
+
+/// The files of backup `tag` in `store` for `request`, every node's, with the bases of
+/// incremental ones.
+async fn parts(store: &Store, tag: &str, request: &RestoreRequest) -> Result<Vec<Part>, String> {
+    let hosts = store
+        .children(tag)
+        .await
+        .map_err(|e| format!("no backup at {e}"))?;
     if hosts.is_empty() {
         return Err(format!(
             "no backup at {}: it holds no node's directory",
-            from.display()
+            store.name(tag)
         ));
     }
     let mut parts = Vec::new();
-    for host_dir in hosts {
-        let mut manifest = read_manifest(&host_dir)
+    for host in hosts {
+        let mut dir = format!("{tag}/{host}");
+        let mut manifest = read_manifest(store, &dir)
+            .await
             .map_err(|e| format!("{e} (a node's part of the backup did not finish, or is damaged)"))?;
-        let mut dir = host_dir.clone();
         loop {
             let tables: Vec<TableManifest> = manifest.tables.iter().map(|t| t.table.clone()).collect();
             let chosen = choose(&tables, request, "backup")?;
@@ -257,8 +296,8 @@ fn parts(from: &Path, request: &RestoreRequest) -> Result<Vec<Part>, String> {
                 }
             }
             let Some(base) = manifest.base.clone() else { break };
-            dir = root.join(&base).join(&manifest.host_id);
-            manifest = read_manifest(&dir).map_err(|e| {
+            dir = format!("{base}/{}", manifest.host_id);
+            manifest = read_manifest(store, &dir).await.map_err(|e| {
                 format!(
                     "incremental backup {} needs its base {base}, which is missing or damaged: {e}",
                     manifest.tag
@@ -269,50 +308,46 @@ fn parts(from: &Path, request: &RestoreRequest) -> Result<Vec<Part>, String> {
     Ok(parts)
 }
 
-/// Loads backup `from` (`DIR/TAG`) into the cluster, as [`crate::snapshots::restore`] does a
-/// snapshot, after checking every file it needs.
+/// Loads backup `from` (`DIR/TAG` or `s3://BUCKET/PREFIX/TAG`) into the cluster, as
+/// [`crate::snapshots::restore`] does a snapshot, after checking every file it needs.
 pub async fn restore(
     node: &Node,
-    from: &Path,
+    from: &str,
     request: &RestoreRequest,
     progress: &Mutex<Progress>,
 ) -> Result<(), String> {
-    let parts = parts(from, request)?;
+    let (root, tag) = store::split_tag(from).ok_or_else(|| format!("{from}: give the backup as DIR/TAG"))?;
+    let store = Store::open(root, &node.config.backup)?;
+    store.check().await?;
+    let parts = parts(&store, tag, request).await?;
     // Everything is checked before anything is written.
     for p in &parts {
-        let bytes = read_part(p)?;
-        format::check(&bytes).map_err(|e| {
-            format!(
-                "{}: {e}; nothing was restored",
-                p.dir.join(&p.table.file).display()
-            )
-        })?;
+        let bytes = read_part(&store, p).await?;
+        format::check(&bytes).map_err(|e| format!("{}: {e}; nothing was restored", store.name(&p.key())))?;
     }
     for p in &parts {
-        let bytes = read_part(p)?;
+        let bytes = read_part(&store, p).await?;
         let mut target = Target::prepare(node, &p.table.table, request, progress).await?;
         let frames = format::frames(&bytes).map_err(|e| e.to_string())?;
         for frame in frames {
             target.write(node, frame.map_err(|e| e.to_string())?).await?;
         }
-        target.finish(
-            &p.table.table.keyspace,
-            &p.table.table.table,
-            &from.display().to_string(),
-        );
+        target.finish(&p.table.table.keyspace, &p.table.table.table, from);
     }
     Ok(())
 }
 
 /// A part's bytes, checked against its manifest's length and checksum.
-fn read_part(p: &Part) -> Result<Vec<u8>, String> {
-    let path = p.dir.join(&p.table.file);
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}; nothing was restored", path.display()))?;
+async fn read_part(store: &Store, p: &Part) -> Result<Vec<u8>, String> {
+    let name = store.name(&p.key());
+    let bytes = store
+        .get(&p.key())
+        .await
+        .map_err(|e| format!("{e}; nothing was restored"))?;
     if bytes.len() as u64 != p.table.bytes || crc32c::crc32c(&bytes) != p.table.crc32c {
         return Err(format!(
-            "{}: {} bytes, checksum {:08x}, where the manifest says {} bytes, {:08x} (damaged or cut \
+            "{name}: {} bytes, checksum {:08x}, where the manifest says {} bytes, {:08x} (damaged or cut \
              short); nothing was restored",
-            path.display(),
             bytes.len(),
             crc32c::crc32c(&bytes),
             p.table.bytes,

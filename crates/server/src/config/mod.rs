@@ -154,6 +154,7 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub client_encryption: ClientEncryptionConfig,
     pub guardrails: GuardrailsConfig,
+    pub backup: BackupConfig,
     /// The file the settings came from, for messages; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -326,6 +327,17 @@ pub enum AuthenticatorKind {
     Password,
 }
 
+/// The `[backup]` section: where `hayate backup --to s3://...` finds its object store. Unset,
+/// each is taken from the node's environment, as AWS's own tools do (`AWS_ENDPOINT_URL`,
+/// `AWS_REGION`); credentials are only ever taken from there (`backup/store.rs`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BackupConfig {
+    /// An S3-compatible store's URL (`http://` is allowed), instead of Amazon's.
+    pub s3_endpoint: Option<String>,
+    pub s3_region: Option<String>,
+}
+
 /// The `[metrics]` section: the Prometheus endpoint.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -351,6 +363,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             client_encryption: ClientEncryptionConfig::default(),
             guardrails: GuardrailsConfig::default(),
+            backup: BackupConfig::default(),
             source: None,
             warnings: Vec::new(),
         }

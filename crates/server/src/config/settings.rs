@@ -87,6 +87,14 @@ impl Config {
                 g.in_select_cartesian_product_fail_threshold.to_string(),
             ),
             // hayate's own.
+            (
+                "backup.s3_endpoint",
+                self.backup.s3_endpoint.clone().unwrap_or_default(),
+            ),
+            (
+                "backup.s3_region",
+                self.backup.s3_region.clone().unwrap_or_default(),
+            ),
             ("data_dir", self.data_dir.display().to_string()),
             ("log_level", self.log_level.clone()),
             ("cluster.data_center", c.data_center.clone()),

@@ -5,10 +5,10 @@
 //! - `GET /snapshots`: the snapshots on this node and the device space they hold;
 //! - `POST /clearsnapshot?tag=T` (or `all=1`);
 //! - `POST /restore?tag=T&keyspace=K&table=t&to_table=ks.t&consistency=ALL` starts a restore
-//!   from a snapshot (or, with `from=DIR/TAG`, from a backup), and `GET /restore` shows how far
-//!   it is;
+//!   from a snapshot (or, with `from=DIR/TAG` or `from=s3://BUCKET/PREFIX/TAG`, from a backup),
+//!   and `GET /restore` shows how far it is;
 //! - `POST /backup?to=DIR&tag=T&snapshot=S&keyspace=K&tables=a,b&incremental=1` writes this
-//!   node's part of a backup (`crate::backup`).
+//!   node's part of a backup (`crate::backup`) to a directory or to `to=s3://BUCKET/PREFIX`.
 //!
 //! Values are percent-encoded where they must be (`%XX`).
 //!
@@ -159,9 +159,9 @@ fn restore(node: &Arc<Node>, param: impl Fn(&str) -> Option<String>) -> Result<s
             })?)
         }
     };
-    let from = param("from").map(std::path::PathBuf::from);
-    let tag = match &from {
-        Some(dir) => dir.file_name().map_or(tag, |t| t.to_string_lossy().into_owned()),
+    let from = param("from");
+    let tag = match from.as_deref().and_then(crate::backup::store::split_tag) {
+        Some((_, backup)) => backup.to_owned(),
         None => tag,
     };
     let request = RestoreRequest {
@@ -185,7 +185,7 @@ fn restore(node: &Arc<Node>, param: impl Fn(&str) -> Option<String>) -> Result<s
     let node = Arc::clone(node);
     node.runtime.clone().spawn(async move {
         let result = match &from {
-            Some(dir) => crate::backup::restore(&node, dir, &request, &RESTORE).await,
+            Some(from) => crate::backup::restore(&node, from, &request, &RESTORE).await,
             None => super::restore(&node, &request, &RESTORE).await,
         };
         let mut p = RESTORE.lock().expect("restore progress lock poisoned");
@@ -210,10 +210,10 @@ static RESTORE: Mutex<Progress> = Mutex::new(Progress {
 });
 
 fn backup(node: &Node, param: impl Fn(&str) -> Option<String>) -> Result<serde_json::Value, String> {
-    let to = param("to").ok_or("say where the backup goes (to=DIR)")?;
+    let to = param("to").ok_or("say where the backup goes (to=DIR or to=s3://BUCKET/PREFIX)")?;
     let tag = param("tag").unwrap_or_else(|| super::now_ms().to_string());
     let request = crate::backup::BackupRequest {
-        to: std::path::PathBuf::from(to),
+        to,
         tag,
         snapshot: param("snapshot"),
         keyspace: param("keyspace"),
@@ -223,7 +223,9 @@ fn backup(node: &Node, param: impl Fn(&str) -> Option<String>) -> Result<serde_j
         incremental: param("incremental").is_some(),
     };
     let started = std::time::Instant::now();
-    let m = crate::backup::backup(node, &request)?;
+    // This thread is the endpoint's own, not the runtime's: it may block on the backup's
+    // requests to its store while the runtime drives them.
+    let m = node.runtime.block_on(crate::backup::backup(node, &request))?;
     Ok(json!({
         "tag": m.tag,
         "base": m.base,

@@ -144,10 +144,12 @@ pub enum Tool {
     },
     /// Writes a backup of the node's tables to DIR/TAG/HOST_ID/, as files (one per table, in a
     /// documented, versioned, checksummed format: docs/backups.md) that can be kept anywhere:
-    /// of a snapshot taken for it (and cleared after), or of `--snapshot TAG`. `--incremental`
-    /// writes only what the node wrote since its newest backup in DIR.
+    /// of a snapshot taken for it (and cleared after), or of `--snapshot TAG`. DIR may be an
+    /// S3-compatible bucket, s3://BUCKET/PREFIX, which the node reaches with the AWS_*
+    /// variables of its environment. `--incremental` writes only what the node wrote since its
+    /// newest backup in DIR.
     Backup {
-        /// Where the backup goes (a directory on the node's machine).
+        /// Where the backup goes: a directory on the node's machine, or s3://BUCKET/PREFIX.
         #[arg(long)]
         to: String,
         /// The backup's name (default: the time in milliseconds).
@@ -180,7 +182,7 @@ pub enum Tool {
         /// The snapshot's tag (`hayate listsnapshots`).
         #[arg(long)]
         snapshot: Option<String>,
-        /// A backup's directory, DIR/TAG (`hayate backup`): one node loads every node's part
+        /// A backup, DIR/TAG or s3://BUCKET/PREFIX/TAG (`hayate backup`): one node loads every node's part
         /// into the whole cluster, whatever its size and replication factor, after checking
         /// every file (a damaged backup loads nothing).
         #[arg(long, conflicts_with = "snapshot")]

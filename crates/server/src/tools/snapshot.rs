@@ -12,6 +12,9 @@ use super::say;
 use super::{http, status};
 use crate::snapshots::endpoint::percent_encode;
 
+/// A backup location that names an S3-compatible bucket rather than a directory.
+const S3_SCHEME: &str = "s3://";
+
 const TIMEOUT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(500);
 
@@ -169,7 +172,7 @@ pub fn clearsnapshot(addr: SocketAddr, tag: Option<&str>, all: bool, all_nodes: 
 
 pub struct RestoreArgs<'a> {
     pub snapshot: Option<&'a str>,
-    /// A backup (`DIR/TAG`), instead of a snapshot.
+    /// A backup (`DIR/TAG` or `s3://BUCKET/PREFIX/TAG`), instead of a snapshot.
     pub from: Option<&'a str>,
     pub keyspace: Option<&'a str>,
     pub table: Option<&'a str>,
@@ -181,6 +184,7 @@ pub struct RestoreArgs<'a> {
 pub fn restore(addr: SocketAddr, a: &RestoreArgs<'_>) -> Result<(), String> {
     let from = match (a.snapshot, a.from) {
         (Some(_), None) => None,
+        (None, Some(s3)) if s3.starts_with(S3_SCHEME) => Some(s3.to_owned()),
         (None, Some(dir)) => Some(
             std::fs::canonicalize(dir)
                 .map_err(|e| format!("--from {dir}: {e}"))?
@@ -272,8 +276,17 @@ pub struct BackupArgs<'a> {
 }
 
 pub fn backup(addr: SocketAddr, a: &BackupArgs<'_>) -> Result<(), String> {
-    std::fs::create_dir_all(a.to).map_err(|e| format!("--to {}: {e}", a.to))?;
-    let to = std::fs::canonicalize(a.to).map_err(|e| format!("--to {}: {e}", a.to))?;
+    // A bucket is the node's to reach, with its credentials; a directory is made here.
+    let to = match a.to.strip_suffix('/').unwrap_or(a.to) {
+        s3 if s3.starts_with(S3_SCHEME) => s3.to_owned(),
+        dir => {
+            std::fs::create_dir_all(dir).map_err(|e| format!("--to {dir}: {e}"))?;
+            std::fs::canonicalize(dir)
+                .map_err(|e| format!("--to {dir}: {e}"))?
+                .to_string_lossy()
+                .into_owned()
+        }
+    };
     // One tag for every node's part.
     let tag = a.tag.map(str::to_owned).unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -282,7 +295,7 @@ pub fn backup(addr: SocketAddr, a: &BackupArgs<'_>) -> Result<(), String> {
             .to_string()
     });
     let q = query(&[
-        ("to", Some(to.to_string_lossy().into_owned())),
+        ("to", Some(to.clone())),
         ("tag", Some(tag.clone())),
         ("snapshot", a.snapshot.map(str::to_owned)),
         ("keyspace", a.keyspace.map(str::to_owned)),
@@ -308,6 +321,6 @@ pub fn backup(addr: SocketAddr, a: &BackupArgs<'_>) -> Result<(), String> {
             doc["seconds"].as_f64().unwrap_or(0.0)
         );
     }
-    say!("backup written to {}\n", to.join(&tag).display());
+    say!("backup written to {to}/{tag}\n");
     Ok(())
 }
