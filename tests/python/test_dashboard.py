@@ -79,9 +79,6 @@ MAY_BE_ZERO = {
                                                   "(3 h) or max_hints_size_per_host (1 GiB)",
     ("Hints pending", "A"): "the hints are all replayed before the queries; a one-point query at "
                             "the end reads 0",
-    ("Snapshot space", "B"): "a pinned block whose data moves on stays sealed (defragmentation "
-                             "skips pinned blocks) and counts as pinned; it is held only if it was "
-                             "being freed as the snapshot was taken (crates/storage/src/blocks.rs)",
     ("Stream bytes in and out", "A"): "no node joins or leaves in this test "
                                       "(tests/python/test_topology_*.py stream)",
     ("Streams in flight", "A"): "no node joins or leaves in this test",

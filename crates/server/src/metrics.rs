@@ -1016,8 +1016,8 @@ pub fn render_streams(s: &StreamFigures, out: &mut String) {
 
 /// Device space kept for snapshots (`Engine::snapshot_space`). A block a snapshot pins is not
 /// defragmented or reused until the snapshot is cleared, so pinned bytes are the most the
-/// snapshots keep from new writes; held bytes are the pinned blocks that were being freed when
-/// a snapshot kept them.
+/// snapshots keep from new writes; held bytes are the part of them that holds no live data,
+/// what only the snapshots keep now.
 pub fn render_snapshots(space: &SnapshotSpace, out: &mut String) {
     let block_size_bytes = u64::from(space.block_size_bytes);
     let figures = [
@@ -1028,8 +1028,8 @@ pub fn render_snapshots(space: &SnapshotSpace, out: &mut String) {
         ),
         (
             "hayate_snapshot_held_bytes",
-            "Device bytes in pinned blocks that would have been freed by now had no snapshot pinned them.",
-            space.held_blocks * block_size_bytes,
+            "Device bytes of pinned blocks that hold no live data: the space only snapshots keep now.",
+            space.held_bytes,
         ),
     ];
     for (name, help, value) in figures {
@@ -1426,7 +1426,7 @@ mod tests {
         fn snapshots(&self) -> Option<SnapshotSpace> {
             Some(SnapshotSpace {
                 pinned_blocks: 3,
-                held_blocks: 1,
+                held_bytes: 1024,
                 block_size_bytes: 1024,
             })
         }
