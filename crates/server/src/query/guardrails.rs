@@ -3,7 +3,8 @@
 //! SELECT's IN restriction (`partition_keys_in_select_*`) and the keys the cartesian product
 //! of IN restrictions makes (`in_select_cartesian_product_*`). The thresholds are the node's
 //! `[guardrails]` settings ([`GuardrailsConfig`]); a warning goes to the client with the
-//! response ([`Warnings`]) and to the node's log, a failure is an Invalid error.
+//! response ([`Warnings`]) and to the node's log (at most one line a minute of each kind), a
+//! failure is an Invalid error.
 //!
 //! Two differences from Cassandra, both so that the cartesian bound keeps the node's memory
 //! bounded as hayate's fixed bound did before it became a setting: every role is checked
@@ -12,6 +13,7 @@
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hayate_storage::row::{CellValue, Row};
 
@@ -126,21 +128,28 @@ pub fn check_batch_size(guard: Guard<'_>, mutations: &[Mutation]) -> QueryResult
     let tables = format!("[{}]", tables.into_iter().collect::<Vec<_>>().join(", "));
     match decided {
         Verdict::Fail { threshold } => {
-            tracing::error!(
-                "Batch for {tables} is of size {}, exceeding specified threshold of {} by {}. (see batch_size_fail_threshold)",
-                pretty_bytes(size),
-                pretty_bytes(threshold),
-                pretty_bytes(size - threshold)
-            );
+            if let Some(more) = BATCH_FAILED.allow() {
+                tracing::error!(
+                    "Batch for {tables} is of size {}, exceeding specified threshold of {} by {}. (see \
+                     batch_size_fail_threshold){}",
+                    pretty_bytes(size),
+                    pretty_bytes(threshold),
+                    pretty_bytes(size - threshold),
+                    more
+                );
+            }
             Err(invalid("Batch too large"))
         }
         Verdict::Warn { threshold } => {
-            tracing::warn!(
-                "Batch for {tables} is of size {}, exceeding specified threshold of {} by {}.",
-                pretty_bytes(size),
-                pretty_bytes(threshold),
-                pretty_bytes(size - threshold)
-            );
+            if let Some(more) = BATCH_WARNED.allow() {
+                tracing::warn!(
+                    "Batch for {tables} is of size {}, exceeding specified threshold of {} by {}.{}",
+                    pretty_bytes(size),
+                    pretty_bytes(threshold),
+                    pretty_bytes(size - threshold),
+                    more
+                );
+            }
             // The client's copy gives plain byte counts, as Cassandra's does.
             guard.warnings.add(format!(
                 "Batch for {tables} is of size {size}, exceeding specified threshold of {threshold} by {}.",
@@ -230,15 +239,71 @@ pub fn check_in_cartesian_product(guard: Guard<'_>, what: &str, lists: &[Vec<Vec
 /// A guardrail's warning, prefixed as Cassandra prefixes it, to the client and the log.
 fn warn_guardrail(guard: Guard<'_>, name: &str, message: String) {
     let message = format!("Guardrail {name} violated: {message}");
-    tracing::warn!("{message}");
+    if let Some(more) = GUARDRAIL_WARNED.allow() {
+        tracing::warn!("{message}{more}");
+    }
     guard.warnings.add(message);
 }
 
 /// A guardrail's refusal, prefixed as Cassandra prefixes it: an Invalid error, logged.
 fn fail_guardrail(name: &str, message: String) -> crate::error::QueryError {
     let message = format!("Guardrail {name} violated: {message}");
-    tracing::error!("{message}");
+    if let Some(more) = GUARDRAIL_FAILED.allow() {
+        tracing::error!("{message}{more}");
+    }
     invalid(message)
+}
+
+/// At most one log line a minute for each kind of guardrail event, as Cassandra logs its
+/// guardrails through a `NoSpamLogger`: a client sending large batches in a loop must not fill
+/// the node's log. The client hears every warning and refusal all the same.
+struct LogLimit {
+    /// The Unix second before which nothing more is logged.
+    quiet_until_s: AtomicU64,
+    skipped: AtomicU64,
+}
+
+const LOG_INTERVAL_S: u64 = 60;
+
+static BATCH_WARNED: LogLimit = LogLimit::new();
+static BATCH_FAILED: LogLimit = LogLimit::new();
+static GUARDRAIL_WARNED: LogLimit = LogLimit::new();
+static GUARDRAIL_FAILED: LogLimit = LogLimit::new();
+
+impl LogLimit {
+    const fn new() -> LogLimit {
+        LogLimit {
+            quiet_until_s: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some` (with a note of the lines left out since the last, if any) if this one may be
+    /// logged.
+    fn allow(&self) -> Option<String> {
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let until = self.quiet_until_s.load(Ordering::Relaxed);
+        if now_s < until
+            || self
+                .quiet_until_s
+                .compare_exchange(
+                    until,
+                    now_s + LOG_INTERVAL_S,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(match self.skipped.swap(0, Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(" ({n} more like it in the last minute not logged)"),
+        })
+    }
 }
 
 /// A size as Cassandra's log lines print it: three decimals of the largest binary unit.
@@ -254,6 +319,20 @@ pub fn pretty_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_of_guardrail_event_is_logged_once_a_minute() {
+        let limit = LogLimit::new();
+        assert_eq!(limit.allow().as_deref(), Some(""));
+        assert_eq!(limit.allow(), None);
+        assert_eq!(limit.allow(), None);
+        // A minute later the next line says how many were left out.
+        limit.quiet_until_s.store(0, Ordering::Relaxed);
+        assert_eq!(
+            limit.allow().as_deref(),
+            Some(" (2 more like it in the last minute not logged)")
+        );
+    }
     use hayate_storage::row::{Cell, Deletion, Liveness};
 
     #[test]
