@@ -339,14 +339,18 @@ impl BlockTable {
 
     /// Blocks pinned by snapshots, and the bytes in them that hold no live data: what only the
     /// snapshots keep from reuse now (a Held block whole; a pinned block that still holds some
-    /// live rows, its dead part, which defragmentation would otherwise have reclaimed).
+    /// live rows, its dead part, which defragmentation would otherwise have reclaimed; nothing
+    /// of the open block, which writes still fill).
     pub fn pinned_and_held(&self, block_bytes: u64) -> (u64, u64) {
         let mut pinned = 0;
         let mut held = 0;
         for b in 0..self.len() {
             if self.pinned_by_a_snapshot(b) {
                 pinned += 1;
-                held += block_bytes.saturating_sub(self.live_bytes(b));
+                // The open block's unfilled part is not dead: writes still go there.
+                if self.state(b) != BlockState::Open {
+                    held += block_bytes.saturating_sub(self.live_bytes(b));
+                }
             }
         }
         (pinned, held)
