@@ -50,31 +50,22 @@ pub enum Tool {
     /// Prints what `nodetool status` prints: each node's state, address, load, tokens,
     /// ownership, host id and rack, per data center.
     Status {
-        /// A node of the cluster (its metrics endpoint answers /status).
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        /// The node's metrics port.
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Prints what `nodetool netstats` prints: the node's mode (normal, joining, leaving), the
     /// topology change in progress, and each stream in and out with records and bytes done of
     /// the total, its rate and the time left; on a terminal it redraws while streams run.
     Netstats {
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Decommissions the node: streams its ranges to their next owners, then it leaves the ring
     /// and stops. Refused when a keyspace would keep fewer nodes (in the node's data center)
     /// than its replication factor. Run on the node's own machine; returns when it has left.
     Decommission {
-        /// The node to decommission (its metrics endpoint).
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Removes a dead node from the ring (HOST_ID, as `hayate status` shows it): the other
     /// replicas stream its ranges to their next owners. `removenode status` shows a removal in
@@ -82,19 +73,14 @@ pub enum Tool {
     Removenode {
         /// The dead node's host id, or `status`.
         target: String,
-        /// A live node of the cluster, which drives the removal.
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Drops the records of ranges the node no longer holds. A node does this by itself after a
     /// topology change moves ranges away from it; this forces it.
     Cleanup {
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Takes a snapshot of tables on the node, as `nodetool snapshot`: every user table, a
     /// keyspace's, or the ones named. Instant whatever the data size: it saves the tables'
@@ -112,20 +98,16 @@ pub enum Tool {
         /// Take it on every node of the cluster, with the same tag.
         #[arg(long)]
         all_nodes: bool,
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Lists the node's snapshots (those taken by hand and the automatic ones before DROP and
     /// TRUNCATE), their tables and the device space they pin, as `nodetool listsnapshots`.
     Listsnapshots {
         #[arg(long)]
         all_nodes: bool,
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Deletes a snapshot (or all of them) and gives its blocks back to defragmentation, as
     /// `nodetool clearsnapshot`.
@@ -137,10 +119,8 @@ pub enum Tool {
         all: bool,
         #[arg(long)]
         all_nodes: bool,
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Writes a backup of the node's tables to DIR/TAG/HOST_ID/, as files (one per table, in a
     /// documented, versioned, checksummed format: docs/backups.md) that can be kept anywhere:
@@ -168,10 +148,8 @@ pub enum Tool {
         /// Every node's part, under one tag.
         #[arg(long)]
         all_nodes: bool,
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Puts a snapshot's rows back into the cluster, as `sstableloader` does: each row to its
     /// current replicas (at ALL by default), with its timestamps, TTLs and tombstones. A table
@@ -199,10 +177,8 @@ pub enum Tool {
         consistency: Option<String>,
         #[arg(long)]
         all_nodes: bool,
-        #[arg(long, default_value = "127.0.0.1")]
-        host: IpAddr,
-        #[arg(long, default_value_t = 9180)]
-        port: u16,
+        #[command(flatten)]
+        at: NodeAddress,
     },
     /// Prints what `nodetool info` prints: the node's host id, whether it gossips and serves
     /// CQL, its load, gossip generation, uptime, memory (Cassandra's heap is hayate's RAM index
@@ -375,37 +351,25 @@ pub enum LocalAction {
 pub fn run(tool: &Tool) -> std::process::ExitCode {
     let result = match tool {
         Tool::Local { action } => local::run(action),
-        Tool::Status { host, port } => status::run(*host, *port),
-        Tool::Netstats { host, port } => netstats::run(SocketAddr::new(*host, *port)),
-        Tool::Decommission { host, port } => ops::decommission(SocketAddr::new(*host, *port)),
-        Tool::Removenode { target, host, port } => ops::removenode(SocketAddr::new(*host, *port), target),
-        Tool::Cleanup { host, port } => ops::cleanup(SocketAddr::new(*host, *port)),
+        Tool::Status { at } => status::run(at.host, at.port),
+        Tool::Netstats { at } => netstats::run(at.addr()),
+        Tool::Decommission { at } => ops::decommission(at.addr()),
+        Tool::Removenode { target, at } => ops::removenode(at.addr(), target),
+        Tool::Cleanup { at } => ops::cleanup(at.addr()),
         Tool::Snapshot {
             keyspace,
             tables,
             tag,
             all_nodes,
-            host,
-            port,
-        } => snapshot::snapshot(
-            SocketAddr::new(*host, *port),
-            keyspace.as_deref(),
-            tables,
-            tag.as_deref(),
-            *all_nodes,
-        ),
-        Tool::Listsnapshots {
-            all_nodes,
-            host,
-            port,
-        } => snapshot::listsnapshots(SocketAddr::new(*host, *port), *all_nodes),
+            at,
+        } => snapshot::snapshot(at.addr(), keyspace.as_deref(), tables, tag.as_deref(), *all_nodes),
+        Tool::Listsnapshots { all_nodes, at } => snapshot::listsnapshots(at.addr(), *all_nodes),
         Tool::Clearsnapshot {
             tag,
             all,
             all_nodes,
-            host,
-            port,
-        } => snapshot::clearsnapshot(SocketAddr::new(*host, *port), tag.as_deref(), *all, *all_nodes),
+            at,
+        } => snapshot::clearsnapshot(at.addr(), tag.as_deref(), *all, *all_nodes),
         Tool::Backup {
             to,
             tag,
@@ -414,10 +378,9 @@ pub fn run(tool: &Tool) -> std::process::ExitCode {
             tables,
             incremental,
             all_nodes,
-            host,
-            port,
+            at,
         } => snapshot::backup(
-            SocketAddr::new(*host, *port),
+            at.addr(),
             &snapshot::BackupArgs {
                 to,
                 tag: tag.as_deref(),
@@ -436,10 +399,9 @@ pub fn run(tool: &Tool) -> std::process::ExitCode {
             to_table,
             consistency,
             all_nodes,
-            host,
-            port,
+            at,
         } => snapshot::restore(
-            SocketAddr::new(*host, *port),
+            at.addr(),
             &snapshot::RestoreArgs {
                 snapshot: snapshot.as_deref(),
                 from: from.as_deref(),
