@@ -15,26 +15,14 @@ import shutil
 from pathlib import Path
 
 from cassandra import ConsistencyLevel
-from cassandra.query import SimpleStatement
 
-from topology import KEYSPACE, TABLE, create_table, hayate, load, on, output, topology_cluster, value_of
+from topology import (KEYSPACE, TABLE, create_table, hayate, hayate_ok, load, on, output, scan,
+                      topology_cluster, value_of)
 
 ROWS = 4_000
 DELETED = range(0, 50)
 CHANGED = range(50, 100)
 ADDED = range(ROWS, ROWS + 300)
-
-
-def rows_at_all(session, table: str) -> dict[int, str]:
-    statement = SimpleStatement(f"SELECT k, v FROM {table}", consistency_level=ConsistencyLevel.ALL,
-                                fetch_size=5000)
-    return {row.k: row.v for row in session.execute(statement)}
-
-
-def run_ok(*args: str) -> str:
-    result = hayate(*args)
-    assert result.returncode == 0, output(result)
-    return result.stdout
 
 
 def records_written(out: str) -> int:
@@ -53,19 +41,19 @@ def test_a_backup_of_three_nodes_loads_into_five_with_another_replication_factor
         for k in DELETED:
             session.execute(f"DELETE FROM {TABLE} WHERE k = {k}")
         node1 = on(source.node(1))
-        full = run_ok("backup", "--to", str(backups), "-t", "full", KEYSPACE, "--all-nodes", *node1)
+        full = hayate_ok("backup", "--to", str(backups), "-t", "full", KEYSPACE, "--all-nodes", *node1)
         assert full.count("backup full of 1 tables") == 3, full
 
         changed = session.prepare(f"UPDATE {TABLE} SET v = ? WHERE k = ?")
         for k in CHANGED:
             session.execute(changed, (f"changed {k}", k))
         load(session, ADDED)
-        incremental = run_ok("backup", "--to", str(backups), "-t", "incr", "--incremental", KEYSPACE,
+        incremental = hayate_ok("backup", "--to", str(backups), "-t", "incr", "--incremental", KEYSPACE,
                              "--all-nodes", *node1)
         assert incremental.count("(incremental over full)") == 3, incremental
         assert records_written(incremental) < records_written(full) / 2, (
             f"the incremental backup wrote nearly as much as the full one:\n{full}\n{incremental}")
-        expected = rows_at_all(session, TABLE)
+        expected = scan(session, ConsistencyLevel.ALL, TABLE)
         assert len(expected) == ROWS - len(DELETED) + len(ADDED)
 
     with topology_cluster("backup_target", nodes=5) as target:
@@ -93,9 +81,9 @@ def test_a_backup_of_three_nodes_loads_into_five_with_another_replication_factor
                 "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (KEYSPACE,))
             assert not list(tables), "a damaged backup created its table"
 
-        out = run_ok("restore", "--from", str(backups / "incr"), *node1)
+        out = hayate_ok("restore", "--from", str(backups / "incr"), *node1)
         assert "(table created)" in out, out
-        back = rows_at_all(session, TABLE)
+        back = scan(session, ConsistencyLevel.ALL, TABLE)
         assert back == expected, (
             f"{len(expected.keys() - back.keys())} rows missing, {len(back.keys() - expected.keys())} "
             f"that should not be there, "

@@ -21,10 +21,12 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
+from cassandra import ConsistencyLevel
 
 from hayate_node import free_port
-from test_backups import ADDED, CHANGED, DELETED, ROWS, records_written, rows_at_all, run_ok
-from topology import KEYSPACE, TABLE, create_table, hayate, load, on, output, topology_cluster, value_of
+from test_backups import ADDED, CHANGED, DELETED, ROWS, records_written
+from topology import (KEYSPACE, TABLE, create_table, hayate, hayate_ok, load, on, output, scan,
+                      topology_cluster, value_of)
 
 BUCKET = "hayate-backups"
 PREFIX = "nightly/c1"
@@ -93,7 +95,7 @@ def test_a_backup_to_s3_loads_into_another_cluster_and_a_damaged_one_loads_nothi
         assert missing.returncode != 0, output(missing)
         assert "no such bucket" in missing.stderr and "s3://no-such-bucket" in missing.stderr, output(missing)
 
-        full = run_ok("backup", "--to", location, "-t", "full", KEYSPACE, "--all-nodes", *node1)
+        full = hayate_ok("backup", "--to", location, "-t", "full", KEYSPACE, "--all-nodes", *node1)
         assert full.count("backup full of 1 tables") == 3, full
         assert f"backup written to {location}/full" in full, full
         written = keys(s3, PREFIX + "/full/")
@@ -103,12 +105,12 @@ def test_a_backup_to_s3_loads_into_another_cluster_and_a_damaged_one_loads_nothi
         for k in CHANGED:
             session.execute(changed, (f"changed {k}", k))
         load(session, ADDED)
-        incremental = run_ok("backup", "--to", location, "-t", "incr", "--incremental", KEYSPACE,
+        incremental = hayate_ok("backup", "--to", location, "-t", "incr", "--incremental", KEYSPACE,
                              "--all-nodes", *node1)
         assert incremental.count("(incremental over full)") == 3, incremental
         assert records_written(incremental) < records_written(full) / 2, (
             f"the incremental backup wrote nearly as much as the full one:\n{full}\n{incremental}")
-        expected = rows_at_all(session, TABLE)
+        expected = scan(session, ConsistencyLevel.ALL, TABLE)
         assert len(expected) == ROWS - len(DELETED) + len(ADDED)
         source.check_alive()
 
@@ -136,9 +138,9 @@ def test_a_backup_to_s3_loads_into_another_cluster_and_a_damaged_one_loads_nothi
         missing = hayate("restore", "--from", "s3://no-such-bucket/x/incr", *node1)
         assert missing.returncode != 0 and "no such bucket" in missing.stderr, output(missing)
 
-        out = run_ok("restore", "--from", f"{location}/incr", *node1)
+        out = hayate_ok("restore", "--from", f"{location}/incr", *node1)
         assert "(table created)" in out, out
-        back = rows_at_all(session, TABLE)
+        back = scan(session, ConsistencyLevel.ALL, TABLE)
         assert back == expected, (
             f"{len(expected.keys() - back.keys())} rows missing, {len(back.keys() - expected.keys())} "
             f"that should not be there, "

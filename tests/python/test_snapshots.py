@@ -13,25 +13,13 @@ from __future__ import annotations
 import re
 
 from cassandra import ConsistencyLevel
-from cassandra.query import SimpleStatement
 
-from topology import KEYSPACE, TABLE, create_table, hayate, load, on, output, topology_cluster, value_of
+from topology import (KEYSPACE, TABLE, create_table, hayate, hayate_ok, load, on, output, scan,
+                      topology_cluster, value_of)
 
 ROWS = 3_000
 DELETED = range(0, 100)
 CHANGED = range(100, 200)
-
-
-def rows_at_all(session, table: str) -> dict[int, str]:
-    statement = SimpleStatement(f"SELECT k, v FROM {table}", consistency_level=ConsistencyLevel.ALL,
-                                fetch_size=5000)
-    return {row.k: row.v for row in session.execute(statement)}
-
-
-def run_ok(*args: str) -> str:
-    result = hayate(*args)
-    assert result.returncode == 0, output(result)
-    return result.stdout
 
 
 def test_a_dropped_table_comes_back_from_its_automatic_snapshot_on_every_node():
@@ -43,7 +31,7 @@ def test_a_dropped_table_comes_back_from_its_automatic_snapshot_on_every_node():
         node1 = on(cluster.node(1))
 
         # A snapshot by hand of the keyspace, on every node, before anything changes.
-        out = run_ok("snapshot", KEYSPACE, "-t", "before", "--all-nodes", *node1)
+        out = hayate_ok("snapshot", KEYSPACE, "-t", "before", "--all-nodes", *node1)
         assert out.count("snapshot before of 1 tables") == 3, out
 
         for k in DELETED:
@@ -55,16 +43,16 @@ def test_a_dropped_table_comes_back_from_its_automatic_snapshot_on_every_node():
         at_drop.update({k: f"changed {k}" for k in CHANGED})
 
         session.execute(f"DROP TABLE {TABLE}")
-        listing = run_ok("listsnapshots", "--all-nodes", *node1)
+        listing = hayate_ok("listsnapshots", "--all-nodes", *node1)
         tags = set(re.findall(r"dropped-\d+-topo\.t", listing))
         assert len(tags) == 1, f"every node takes the automatic snapshot under one tag:\n{listing}"
         dropped = tags.pop()
         assert listing.count(dropped) == 3, listing
         assert listing.count("before") >= 3, listing
 
-        out = run_ok("restore", "--snapshot", dropped, "--all-nodes", *node1)
+        out = hayate_ok("restore", "--snapshot", dropped, "--all-nodes", *node1)
         assert "(table created)" in out, out
-        back = rows_at_all(session, TABLE)
+        back = scan(session, ConsistencyLevel.ALL, TABLE)
         assert back == at_drop, (
             f"after the restore, {len(at_drop.keys() - back.keys())} rows are missing, "
             f"{len(back.keys() - at_drop.keys())} came back that were deleted, "
@@ -72,15 +60,15 @@ def test_a_dropped_table_comes_back_from_its_automatic_snapshot_on_every_node():
             f"{out}\n{cluster.logs(20)}")
 
         # The snapshot by hand, as it was then, into a table of its own.
-        out = run_ok("restore", "--snapshot", "before", KEYSPACE, "t", "--to-table", f"{KEYSPACE}.copy",
+        out = hayate_ok("restore", "--snapshot", "before", KEYSPACE, "t", "--to-table", f"{KEYSPACE}.copy",
                      "--all-nodes", *node1)
-        copy = rows_at_all(session, f"{KEYSPACE}.copy")
+        copy = scan(session, ConsistencyLevel.ALL, f"{KEYSPACE}.copy")
         assert copy == {k: value_of(k) for k in range(ROWS)}, f"the copy holds {len(copy)} rows\n{out}"
 
         # Restoring again changes nothing; a newer write wins over a restored row.
         session.execute(f"UPDATE {TABLE} SET v = 'newest' WHERE k = 500")
-        run_ok("restore", "--snapshot", dropped, "--all-nodes", *node1)
-        again = rows_at_all(session, TABLE)
+        hayate_ok("restore", "--snapshot", dropped, "--all-nodes", *node1)
+        again = scan(session, ConsistencyLevel.ALL, TABLE)
         assert again[500] == "newest" and len(again) == len(at_drop)
 
         # Bad requests are refused by name.
@@ -93,7 +81,7 @@ def test_a_dropped_table_comes_back_from_its_automatic_snapshot_on_every_node():
             result = hayate(*args, *node1)
             assert result.returncode != 0 and says in result.stderr, output(result)
 
-        run_ok("clearsnapshot", "--all", "--all-nodes", *node1)
-        listing = run_ok("listsnapshots", "--all-nodes", *node1)
+        hayate_ok("clearsnapshot", "--all", "--all-nodes", *node1)
+        listing = hayate_ok("listsnapshots", "--all-nodes", *node1)
         assert listing.count("There are no snapshots") == 3, listing
         cluster.check_alive()

@@ -226,10 +226,10 @@ def unreadable_rows(session, keys: Iterable[int], consistency: int) -> list[tupl
     return bad
 
 
-def scan(session, consistency: int) -> dict[int, str]:
+def scan(session, consistency: int, table: str = TABLE) -> dict[int, str]:
     """Every row of the table, read by token range at `consistency` (pages of 5000 rows):
     much faster from Python than a request per row."""
-    statement = SimpleStatement(f"SELECT k, v FROM {TABLE}", consistency_level=consistency, fetch_size=5000)
+    statement = SimpleStatement(f"SELECT k, v FROM {table}", consistency_level=consistency, fetch_size=5000)
     return {row.k: row.v for row in session.execute(statement)}
 
 
@@ -354,6 +354,13 @@ def hayate(*args: str, timeout_s: float = TOOL_TIMEOUT_S) -> subprocess.Complete
     except subprocess.TimeoutExpired as e:
         raise ClusterError(f"`hayate {' '.join(args)}` did not end within {timeout_s} s; it printed:\n"
                            f"{e.stdout}\n{e.stderr}") from e
+
+
+def hayate_ok(*args: str) -> str:
+    """Runs `hayate ARGS` and returns what it printed; it must exit 0."""
+    result = hayate(*args)
+    assert result.returncode == 0, output(result)
+    return result.stdout
 
 
 def on(node: ClusterNode) -> list[str]:
