@@ -79,6 +79,11 @@ struct FlushState {
 }
 
 impl FlushState {
+    /// Whether a block waits to be freed behind records that are already durable.
+    fn frees_ready(&self) -> bool {
+        self.pending_free.iter().any(|(_, p)| *p <= self.durable)
+    }
+
     /// Why a writer waiting on the flusher must give up: a device error, or shutdown.
     fn refusal(&self) -> Option<WriteError> {
         if let Some(e) = &self.error {
@@ -484,7 +489,7 @@ impl Writer {
         loop {
             let (sealed, sync_now, shutdown) = {
                 let mut fs = self.lock_flush();
-                while fs.queue.is_empty() && !fs.sync_requested && !fs.shutdown {
+                while fs.queue.is_empty() && !fs.sync_requested && !fs.shutdown && !fs.frees_ready() {
                     let wait = self.flush_interval.saturating_sub(last_sync.elapsed());
                     if wait.is_zero() {
                         break;
@@ -507,7 +512,12 @@ impl Writer {
             if sync_now {
                 self.flush_partial_and_sync();
                 last_sync = Instant::now();
-                self.wipe_freed_blocks();
+            }
+            // Also without a round of its own: a block handed to `free_when_durable` after the
+            // records that replaced it became durable waits for nothing (else it waited for the
+            // next round, which a writer already durable never asks for).
+            self.wipe_freed_blocks();
+            if sync_now {
                 self.lock_flush().rounds += 1;
                 self.durable_wake.notify_all();
             }
@@ -748,6 +758,34 @@ mod tests {
             }
         };
         assert!(matches!(refused, WriteError::DeviceFull { .. }), "{refused}");
+        w.shutdown();
+        flusher.join().expect("flusher");
+    }
+
+    /// Regression: a block handed to `free_when_durable` once the records that replaced it were
+    /// already durable waited for the next sync round, which nobody asks for when everything is
+    /// durable (an hour away here): a test saw it stay in use for 30 s.
+    #[test]
+    fn a_block_replaced_by_durable_records_is_freed_without_another_round() {
+        let (w, flusher) = writer();
+        let (first, _) = w.append(&[1u8; 128], Claim::Write).expect("append");
+        // Records until one opens the next block, so the first block is sealed.
+        while w
+            .append(&[2u8; 32 << 10], Claim::Write)
+            .expect("append")
+            .0
+            .block()
+            == first.block()
+        {}
+        w.wait_durable(w.appended()).expect("durable");
+        let free = w.blocks.free_blocks();
+        w.blocks.set_state(first.block(), BlockState::Sealed);
+        w.free_when_durable(first.block());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while w.blocks.free_blocks() == free && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(w.blocks.free_blocks(), free + 1, "freed with no round asked for");
         w.shutdown();
         flusher.join().expect("flusher");
     }
