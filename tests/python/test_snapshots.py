@@ -14,8 +14,8 @@ import re
 
 from cassandra import ConsistencyLevel
 
-from topology import (KEYSPACE, TABLE, create_table, hayate, hayate_ok, load, on, output, scan,
-                      topology_cluster, value_of)
+from topology import (KEYSPACE, TABLE, create_table, hayate, hayate_ok, load, logged_since, on, output,
+                      scan, topology_cluster, value_of)
 
 ROWS = 3_000
 DELETED = range(0, 100)
@@ -30,9 +30,13 @@ def test_a_dropped_table_comes_back_from_its_automatic_snapshot_on_every_node():
         load(session, range(ROWS))
         node1 = on(cluster.node(1))
 
-        # A snapshot by hand of the keyspace, on every node, before anything changes.
+        # A snapshot by hand of the keyspace, on every node, before anything changes: one
+        # metadata log entry that every node applies (each logs the entry's position).
         out = hayate_ok("snapshot", KEYSPACE, "-t", "before", "--all-nodes", *node1)
         assert out.count("snapshot before of 1 tables") == 3, out
+        positions = {n: re.findall(r"took snapshot before of 1 tables at metadata log entry (\d+)",
+                                   logged_since(cluster.node(n), 0)) for n in (1, 2, 3)}
+        assert len({tuple(p) for p in positions.values()}) == 1 and positions[1], positions
 
         for k in DELETED:
             session.execute(f"DELETE FROM {TABLE} WHERE k = {k}")
@@ -77,6 +81,8 @@ def test_a_dropped_table_comes_back_from_its_automatic_snapshot_on_every_node():
             (("snapshot", "no_such_keyspace"), "keyspace no_such_keyspace does not exist"),
             (("snapshot", "-t", "../escape"), "not a plain name"),
             (("snapshot", KEYSPACE, "-t", "before"), "already exists"),
+            (("snapshot", KEYSPACE, "no_such_table", "--all-nodes"), "table topo.no_such_table does not exist"),
+            (("snapshot", "-t", "../escape", "--all-nodes"), "not a plain name"),
         ]:
             result = hayate(*args, *node1)
             assert result.returncode != 0 and says in result.stderr, output(result)

@@ -168,6 +168,12 @@ impl SchemaEffects for NodeSchemaEffects {
         }
     }
 
+    fn snapshot(&self, tag: &str, tables: &[crate::snapshots::Chosen<'_>], index: u64) {
+        if let Some(node) = self.0.upgrade() {
+            crate::snapshots::by_log(&node.engine, tag, tables, index);
+        }
+    }
+
     fn tables_changed(&self) {
         if let Some(node) = self.0.upgrade() {
             node.apply_table_grace();

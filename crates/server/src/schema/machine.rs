@@ -37,6 +37,14 @@ pub enum SchemaCommand {
     /// The whole schema of a node that ran before it was part of a cluster (its `schema.json`),
     /// taken over as the cluster's.
     Import { file: String },
+    /// `hayate snapshot --all-nodes`: every node takes snapshot `tag` of the tables chosen (as
+    /// [`crate::snapshots::select`] chooses them) when it applies this entry, so every node's
+    /// snapshot holds the same schema: no DDL falls between one node's and another's.
+    Snapshot {
+        tag: String,
+        keyspace: Option<String>,
+        tables: Vec<String>,
+    },
 }
 
 /// What applying a command answered.
@@ -86,6 +94,9 @@ pub trait SchemaEffects: Send + Sync {
         truncated: bool,
         index: u64,
     );
+    /// Every node takes snapshot `tag` of `tables` at the log's entry `index` (`hayate
+    /// snapshot --all-nodes`). Not called for entries replayed at startup.
+    fn snapshot(&self, tag: &str, tables: &[crate::snapshots::Chosen<'_>], index: u64);
     /// The schema changed: tell prepared statements, registered connections and gossip.
     fn schema_changed(&self, change: &SchemaChange, version: [u8; 16]);
     /// The set of tables or their options may have changed (any applied change, TRUNCATE and a
@@ -145,6 +156,27 @@ impl SchemaMachine {
                     }
                     Err(e) => SchemaAnswer::Failed {
                         error: ErrorRecord::Server(format!("the schema to import does not read: {e}")),
+                    },
+                }
+            }
+            Ok(SchemaCommand::Snapshot {
+                tag,
+                keyspace,
+                tables,
+            }) => {
+                let schema = self.store.current();
+                match crate::snapshots::select(&schema, keyspace.as_deref(), &tables) {
+                    Ok(chosen) if !chosen.is_empty() => {
+                        if let Some(effects) = self.effects.get() {
+                            effects.snapshot(&tag, &chosen, index);
+                        }
+                        SchemaAnswer::Changed { change: None }
+                    }
+                    Ok(_) => SchemaAnswer::Failed {
+                        error: ErrorRecord::Invalid("no table to snapshot".to_owned()),
+                    },
+                    Err(e) => SchemaAnswer::Failed {
+                        error: ErrorRecord::Invalid(e),
                     },
                 }
             }
@@ -362,6 +394,16 @@ pub fn statement_command(cql: &str, keyspace: Option<&str>, data_centers: &[Stri
     .expect("a command always serializes")
 }
 
+/// The command that has every node take snapshot `tag` at one log position.
+pub fn snapshot_command(tag: &str, keyspace: Option<&str>, tables: &[String]) -> Vec<u8> {
+    serde_json::to_vec(&SchemaCommand::Snapshot {
+        tag: tag.to_owned(),
+        keyspace: keyspace.map(str::to_owned),
+        tables: tables.to_vec(),
+    })
+    .expect("a command always serializes")
+}
+
 /// The command that takes over a pre-cluster node's `schema.json`.
 pub fn import_command(file: &[u8]) -> Vec<u8> {
     serde_json::to_vec(&SchemaCommand::Import {
@@ -406,5 +448,73 @@ mod tests {
         let ta = &sa.keyspaces["ks"].tables["t"];
         let tb = &sb.keyspaces["ks"].tables["t"];
         assert_eq!((ta.storage_id, ta.uuid), (tb.storage_id, tb.uuid));
+    }
+
+    /// What a node was asked to do, in the order the log asked.
+    #[derive(Default)]
+    struct Recorded(std::sync::Mutex<Vec<String>>);
+
+    impl SchemaEffects for Recorded {
+        fn table_dropped(
+            &self,
+            table: TableId,
+            _: Option<(&Arc<Keyspace>, &Arc<Table>)>,
+            _: bool,
+            index: u64,
+        ) {
+            self.0
+                .lock()
+                .expect("lock")
+                .push(format!("{index}: drop {table}"));
+        }
+        fn snapshot(&self, tag: &str, tables: &[crate::snapshots::Chosen<'_>], index: u64) {
+            let names: Vec<&str> = tables.iter().map(|(_, t)| t.name.as_str()).collect();
+            self.0
+                .lock()
+                .expect("lock")
+                .push(format!("{index}: snapshot {tag} of {}", names.join(",")));
+        }
+        fn schema_changed(&self, _: &SchemaChange, _: [u8; 16]) {}
+        fn tables_changed(&self) {}
+    }
+
+    /// `hayate snapshot --all-nodes` is a log entry: each node snapshots the tables as they are
+    /// at that entry (a table created after it is not in it, one dropped after it is), and a
+    /// snapshot of a table that does not exist there is refused the same way on every node.
+    #[test]
+    fn a_snapshot_entry_takes_the_tables_of_its_log_position() {
+        let log = [
+            statement_command(
+                "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+                None,
+                &[],
+            ),
+            statement_command("CREATE TABLE a (k int PRIMARY KEY)", Some("ks"), &[]),
+            snapshot_command("s1", Some("ks"), &[]),
+            snapshot_command("s2", Some("ks"), &["b".to_owned()]),
+            statement_command("CREATE TABLE b (k int PRIMARY KEY)", Some("ks"), &[]),
+            snapshot_command("s3", None, &[]),
+            statement_command("DROP TABLE a", Some("ks"), &[]),
+        ];
+        let m = SchemaMachine::new(Arc::new(SchemaStore::new()));
+        let seen = Arc::new(Recorded::default());
+        m.set_effects(Arc::clone(&seen) as Arc<dyn SchemaEffects>);
+        let answers: Vec<_> = log
+            .iter()
+            .enumerate()
+            .map(|(i, c)| decode_answer(&m.apply(i as u64 + 1, c)))
+            .collect();
+        assert!(matches!(answers[2], Ok(None)), "{:?}", answers[2]);
+        match &answers[3] {
+            Err(QueryError::Invalid(m)) => assert!(m.contains("ks.b does not exist"), "{m}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let now = m.store().current();
+        assert!(!now.keyspaces["ks"].tables.contains_key("a"));
+        let seen = seen.0.lock().expect("lock").clone();
+        assert_eq!(seen[0], "3: snapshot s1 of a");
+        assert_eq!(seen[1], "6: snapshot s3 of a,b");
+        assert!(seen[2].starts_with("7: drop "), "{seen:?}");
+        assert_eq!(seen.len(), 3, "{seen:?}");
     }
 }

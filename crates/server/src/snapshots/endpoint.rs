@@ -1,7 +1,9 @@
 //! The snapshot operations on the node's HTTP endpoint, which `hayate snapshot`,
 //! `listsnapshots`, `clearsnapshot` and `restore --snapshot` ask:
 //!
-//! - `POST /snapshot?tag=T&keyspace=K&tables=a,b`: takes a snapshot on this node;
+//! - `POST /snapshot?tag=T&keyspace=K&tables=a,b`: takes a snapshot on this node; with
+//!   `all_nodes=1`, proposes it to the metadata log, so that every node takes it when it applies
+//!   that entry, and `GET /snapshot?tag=T` then says what this node made of it;
 //! - `GET /snapshots`: the snapshots on this node and the device space they hold;
 //! - `POST /clearsnapshot?tag=T` (or `all=1`);
 //! - `POST /restore?tag=T&keyspace=K&table=t&to_table=ks.t&consistency=ALL` starts a restore
@@ -39,7 +41,7 @@ pub fn answer(
     }
     let wanted = match path {
         "/snapshots" => "GET",
-        "/restore" if method == "GET" => "GET",
+        "/snapshot" | "/restore" if method == "GET" => "GET",
         _ => "POST",
     };
     if let Some(refused) = crate::node::figures::refuse(method, wanted, from_loopback, "snapshot operations")
@@ -60,6 +62,10 @@ pub fn answer(
             .map(percent_decode)
     };
     let result = match path {
+        "/snapshot" if method == "GET" => logged(param("tag")),
+        "/snapshot" if param("all_nodes").is_some() => {
+            by_log(&node, param("tag"), param("keyspace"), param("tables"))
+        }
         "/snapshot" => take(&node, param("tag"), param("keyspace"), param("tables")),
         "/snapshots" => Ok(list(&node)),
         "/clearsnapshot" => match (param("tag"), param("all")) {
@@ -81,13 +87,12 @@ pub fn answer(
     })
 }
 
-fn take(
-    node: &Node,
+/// A snapshot request's tag (Cassandra's default: the time in milliseconds) and tables.
+fn request(
     tag: Option<String>,
-    keyspace: Option<String>,
+    keyspace: Option<&str>,
     tables: Option<String>,
-) -> Result<serde_json::Value, String> {
-    // Cassandra's default tag: the time in milliseconds.
+) -> Result<(String, Vec<String>), String> {
     let tag = tag.unwrap_or_else(|| super::now_ms().to_string());
     let tables: Vec<String> = tables
         .map(|t| t.split(',').map(str::to_owned).collect())
@@ -95,6 +100,46 @@ fn take(
     if !tables.is_empty() && keyspace.is_none() {
         return Err("tables are named within a keyspace: give the keyspace too".to_owned());
     }
+    if !hayate_storage::valid_snapshot_tag(&tag) {
+        return Err(hayate_storage::SnapshotError::BadTag(tag).to_string());
+    }
+    Ok((tag, tables))
+}
+
+/// Proposes snapshot `tag` to the metadata log: every node takes it as it applies the entry.
+fn by_log(
+    node: &Node,
+    tag: Option<String>,
+    keyspace: Option<String>,
+    tables: Option<String>,
+) -> Result<serde_json::Value, String> {
+    let (tag, tables) = request(tag, keyspace.as_deref(), tables)?;
+    let command = crate::schema::machine::snapshot_command(&tag, keyspace.as_deref(), &tables);
+    // This thread is the endpoint's own, not the runtime's (as for a backup).
+    node.runtime
+        .block_on(node.schema_log.propose(command))
+        .and_then(|a| crate::schema::machine::decode_answer(&a))
+        .map_err(|e| e.to_string())?;
+    Ok(json!({ "tag": tag, "proposed": true }))
+}
+
+/// What this node made of the snapshot `tag` the metadata log asked for.
+fn logged(tag: Option<String>) -> Result<serde_json::Value, String> {
+    let tag = tag.ok_or("name the snapshot (tag=T)")?;
+    Ok(match super::logged_outcome(&tag) {
+        None => json!({ "tag": tag, "state": "pending" }),
+        Some(Ok(taken)) => json!({ "tag": tag, "state": "taken", "snapshot": taken }),
+        Some(Err(e)) => json!({ "tag": tag, "state": "failed", "error": e }),
+    })
+}
+
+fn take(
+    node: &Node,
+    tag: Option<String>,
+    keyspace: Option<String>,
+    tables: Option<String>,
+) -> Result<serde_json::Value, String> {
+    let (tag, tables) = request(tag, keyspace.as_deref(), tables)?;
     let schema = node.schema.current();
     let chosen = super::select(&schema, keyspace.as_deref(), &tables)?;
     if chosen.is_empty() {
@@ -107,15 +152,7 @@ fn take(
         summary.pinned_blocks,
         summary.took
     );
-    Ok(json!({
-        "tag": tag,
-        "tables": manifest.tables.iter().map(|t| json!({
-            "keyspace": t.keyspace, "table": t.table, "entries": t.entries,
-        })).collect::<Vec<_>>(),
-        "pinned_bytes": summary.pinned_bytes(),
-        "newly_pinned_bytes": summary.newly_pinned_blocks * u64::from(summary.block_size_bytes),
-        "took_ms": summary.took.as_secs_f64() * 1000.0,
-    }))
+    Ok(super::described(&manifest, &summary))
 }
 
 fn list(node: &Node) -> serde_json::Value {

@@ -15,7 +15,7 @@ pub mod endpoint;
 pub mod restore;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hayate_storage::{Engine, SnapshotError, TableId};
@@ -187,6 +187,57 @@ pub fn before_drop(
             table.name
         ),
     }
+}
+
+/// `hayate snapshot --all-nodes`: snapshot `tag` taken when the metadata log's entry `index`
+/// is applied, on every node at the same log position. Refused for space as one asked of a
+/// single node is; the outcome is kept for [`logged_outcome`], where the tool reads it.
+pub fn by_log(engine: &Engine, tag: &str, tables: &[Chosen<'_>], index: u64) {
+    let outcome = take(engine, tag, tables, "snapshot", false).map(|(manifest, summary)| {
+        tracing::info!(
+            "took snapshot {tag} of {} tables at metadata log entry {index} ({} blocks pinned) in {:?}",
+            manifest.tables.len(),
+            summary.pinned_blocks,
+            summary.took
+        );
+        described(&manifest, &summary)
+    });
+    if let Err(e) = &outcome {
+        tracing::error!("snapshot {tag} asked of every node at metadata log entry {index}: {e}");
+    }
+    let mut logged = LOGGED.lock().expect("snapshot outcomes lock poisoned");
+    if logged.len() >= LOGGED_MAX {
+        drop(logged.remove(0));
+    }
+    logged.push((tag.to_owned(), outcome));
+}
+
+/// What this node made of the snapshot `tag` the metadata log asked for, if it has applied it:
+/// the snapshot taken, or why not.
+pub fn logged_outcome(tag: &str) -> Option<Result<serde_json::Value, String>> {
+    let logged = LOGGED.lock().expect("snapshot outcomes lock poisoned");
+    logged
+        .iter()
+        .rev()
+        .find(|(t, _)| t == tag)
+        .map(|(_, o)| o.clone())
+}
+
+/// The outcomes of the last snapshots the metadata log asked for (one node per process).
+static LOGGED: Mutex<Vec<(String, Result<serde_json::Value, String>)>> = Mutex::new(Vec::new());
+const LOGGED_MAX: usize = 64;
+
+/// A snapshot just taken, as the endpoint answers it.
+pub fn described(manifest: &Manifest, summary: &hayate_storage::SnapshotSummary) -> serde_json::Value {
+    serde_json::json!({
+        "tag": manifest.tag,
+        "tables": manifest.tables.iter().map(|t| serde_json::json!({
+            "keyspace": t.keyspace, "table": t.table, "entries": t.entries,
+        })).collect::<Vec<_>>(),
+        "pinned_bytes": summary.pinned_bytes(),
+        "newly_pinned_bytes": summary.newly_pinned_blocks * u64::from(summary.block_size_bytes),
+        "took_ms": summary.took.as_secs_f64() * 1000.0,
+    })
 }
 
 /// A snapshot as `hayate listsnapshots` shows it.

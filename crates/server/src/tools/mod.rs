@@ -95,7 +95,9 @@ pub enum Tool {
         /// The snapshot's name (default: the time in milliseconds).
         #[arg(short = 't', long)]
         tag: Option<String>,
-        /// Take it on every node of the cluster, with the same tag.
+        /// Take it on every node of the cluster, with the same tag, through one metadata log
+        /// entry: every node takes it at the same log position, so no schema change falls
+        /// between one node's snapshot and another's. Every node must be up.
         #[arg(long)]
         all_nodes: bool,
         #[command(flatten)]

@@ -78,23 +78,65 @@ pub fn snapshot(
         "Requested creating snapshot(s) for [{}] with snapshot name [{tag}]\n",
         keyspace.unwrap_or("all keyspaces")
     );
-    for node in targets {
-        let q = query(&[
-            ("tag", Some(tag.clone())),
-            ("keyspace", keyspace.map(str::to_owned)),
-            ("tables", (!tables.is_empty()).then(|| tables.join(","))),
-        ]);
-        let doc = post(node, &format!("/snapshot?{q}"))?;
-        let tables = doc["tables"].as_array().map_or(0, Vec::len);
-        say!(
-            "{}: snapshot {tag} of {tables} tables, {} pinned ({} more than before), in {:.1} ms\n",
-            node.ip(),
-            mib(&doc["pinned_bytes"]),
-            mib(&doc["newly_pinned_bytes"]),
-            doc["took_ms"].as_f64().unwrap_or(0.0)
-        );
+    let q = query(&[
+        ("tag", Some(tag.clone())),
+        ("keyspace", keyspace.map(str::to_owned)),
+        ("tables", (!tables.is_empty()).then(|| tables.join(","))),
+    ]);
+    if !all_nodes {
+        let doc = post(addr, &format!("/snapshot?{q}"))?;
+        say_taken(addr, &tag, &doc);
+        return Ok(());
     }
-    Ok(())
+    // One metadata log entry: every node takes it as it applies that entry, at the same
+    // position relative to schema changes.
+    post(addr, &format!("/snapshot?{q}&all_nodes=1"))?;
+    let mut failed = Vec::new();
+    for node in targets {
+        let deadline = Instant::now() + TIMEOUT;
+        let path = format!("/snapshot?{}", query(&[("tag", Some(tag.clone()))]));
+        loop {
+            let doc: Value =
+                serde_json::from_str(&http::get(node, &path, TIMEOUT)?).map_err(|e| e.to_string())?;
+            match doc["state"].as_str() {
+                Some("taken") => say_taken(node, &tag, &doc["snapshot"]),
+                Some("failed") => {
+                    let why = doc["error"].as_str().unwrap_or("?");
+                    say!("{}: snapshot {tag} not taken: {why}\n", node.ip());
+                    failed.push(format!("{}: {why}", node.ip()));
+                }
+                _ if Instant::now() < deadline => {
+                    std::thread::sleep(POLL);
+                    continue;
+                }
+                _ => failed.push(format!(
+                    "{}: has not applied the snapshot's log entry after {TIMEOUT:?}",
+                    node.ip()
+                )),
+            }
+            break;
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "snapshot {tag} is missing on {} node(s): {}",
+            failed.len(),
+            failed.join("; ")
+        ))
+    }
+}
+
+fn say_taken(node: SocketAddr, tag: &str, doc: &Value) {
+    let tables = doc["tables"].as_array().map_or(0, Vec::len);
+    say!(
+        "{}: snapshot {tag} of {tables} tables, {} pinned ({} more than before), in {:.1} ms\n",
+        node.ip(),
+        mib(&doc["pinned_bytes"]),
+        mib(&doc["newly_pinned_bytes"]),
+        doc["took_ms"].as_f64().unwrap_or(0.0)
+    );
 }
 
 pub fn listsnapshots(addr: SocketAddr, all_nodes: bool) -> Result<(), String> {
