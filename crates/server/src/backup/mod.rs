@@ -26,7 +26,8 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::node::Node;
-use crate::snapshots::restore::{choose, Progress, RestoreRequest, Target};
+use crate::snapshots::restore::{choose, resuming, Progress, RestoreRequest, Target};
+use crate::snapshots::resume::Checkpoint;
 use crate::snapshots::TableManifest;
 use format::Record;
 use store::{Store, StoreError, Upload};
@@ -325,15 +326,24 @@ pub async fn restore(
         let bytes = read_part(&store, p).await?;
         format::check(&bytes).map_err(|e| format!("{}: {e}; nothing was restored", store.name(&p.key())))?;
     }
+    let mut checkpoint = Checkpoint::open(&node.config.data_dir, request.describe("backup", from));
+    resuming(&checkpoint, from, progress);
     for p in &parts {
+        let unit = p.key();
+        let Some(start) = checkpoint.start(&unit) else {
+            continue; // restored whole by the run this one goes on from
+        };
         let bytes = read_part(&store, p).await?;
         let mut target = Target::prepare(node, &p.table.table, request, progress).await?;
         let frames = format::frames(&bytes).map_err(|e| e.to_string())?;
-        for frame in frames {
+        for (i, frame) in frames.enumerate().skip(start as usize) {
             target.write(node, frame.map_err(|e| e.to_string())?).await?;
+            checkpoint.advance(&unit, i as u64 + 1)?;
         }
         target.finish(&p.table.table.keyspace, &p.table.table.table, from);
+        checkpoint.finish_unit(&unit)?;
     }
+    checkpoint.finish();
     Ok(())
 }
 

@@ -15,6 +15,9 @@
 //! <data_dir>/hayate.dat     the device file, when [storage] lists no devices
 //! <data_dir>/hayate.index   the index snapshot a clean shutdown writes, for a fast restart
 //! <data_dir>/roles.json     roles and password hashes (see `auth::roles`)
+//! <data_dir>/snapshots/     snapshots: pinned index entries and manifests (`docs/snapshots.md`)
+//! <data_dir>/restore-progress.json
+//!                           where an interrupted restore goes on from (`snapshots::resume`)
 //! ```
 
 use std::fmt;

@@ -243,6 +243,7 @@ static RESTORE: Mutex<Progress> = Mutex::new(Progress {
     tag: String::new(),
     state: String::new(),
     tables: Vec::new(),
+    resumed: false,
     error: None,
 });
 

@@ -13,6 +13,7 @@
 
 pub mod endpoint;
 pub mod restore;
+pub mod resume;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -11,8 +11,8 @@
 //! Every node holds a snapshot of its own replicas, so a cluster's restore runs on each node
 //! (`hayate restore --all-nodes`); the replicas of a row then receive it once from each node
 //! that held it, which the merge makes harmless. Writes are at ALL by default (every replica
-//! has the row when the restore says done), in pages of [`PAGE_ROWS`]. An interrupted restore
-//! is run again from the start: what it already wrote is written again, to the same effect.
+//! has the row when the restore says done), in pages of [`PAGE_ROWS`]. An interrupted restore,
+//! asked again, goes on from the page it had reached (`resume.rs`).
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -26,6 +26,7 @@ use hayate_storage::{Row, SnapshotRecord};
 use crate::backup::format::Record;
 use serde::Serialize;
 
+use super::resume::Checkpoint;
 use super::{read_manifest, TableManifest};
 use crate::error::QueryError;
 use crate::node::Node;
@@ -67,6 +68,9 @@ pub struct Progress {
     pub state: String,
     /// The tables done, and the one being restored last.
     pub tables: Vec<Restored>,
+    /// Went on from an interrupted run of the same restore (`resume.rs`): the counts are of
+    /// this run only.
+    pub resumed: bool,
     pub error: Option<String>,
 }
 
@@ -84,9 +88,18 @@ pub async fn restore(
     let manifest = read_manifest(&dir)?;
     let snapshot = engine.open_snapshot(&request.tag).map_err(|e| e.to_string())?;
     let chosen = choose(&manifest.tables, request, "snapshot")?;
+    // The time it was taken too: a snapshot cleared and taken again under the same tag is
+    // another one.
+    let source = format!("{} taken at {} ms", request.tag, manifest.taken_at_ms);
+    let mut checkpoint = Checkpoint::open(&node.config.data_dir, request.describe("snapshot", &source));
+    resuming(&checkpoint, &request.tag, progress);
     for source in chosen {
+        let unit = format!("{}.{}", source.keyspace, source.table);
+        let Some(start) = checkpoint.start(&unit) else {
+            continue; // restored whole by the run this one goes on from
+        };
         let mut target = Target::prepare(node, source, request, progress).await?;
-        let mut from = Some(0);
+        let mut from = Some(start as usize);
         while let Some(at) = from {
             let (records, next) = engine
                 .read_snapshot(&snapshot, source.storage_id, at, PAGE_ROWS, 0)
@@ -95,10 +108,34 @@ pub async fn restore(
             target
                 .write(node, records.into_iter().map(Record::from).collect())
                 .await?;
+            if let Some(next) = next {
+                checkpoint.advance(&unit, next as u64)?;
+            }
         }
         target.finish(&source.keyspace, &source.table, &request.tag);
+        checkpoint.finish_unit(&unit)?;
     }
+    checkpoint.finish();
     Ok(())
+}
+
+/// Says, in the log and the progress, that a restore goes on from an interrupted run.
+pub fn resuming(checkpoint: &Checkpoint, from: &str, progress: &Mutex<Progress>) {
+    if checkpoint.resumed() {
+        tracing::info!("restore from {from}: going on from where an interrupted run of it stopped");
+        progress.lock().expect("restore progress lock poisoned").resumed = true;
+    }
+}
+
+impl RestoreRequest {
+    /// What the request restores, from where (`what` and `from`) into what: a restore asked
+    /// again with the same description goes on from an interrupted run of it.
+    pub fn describe(&self, what: &str, from: &str) -> String {
+        format!(
+            "{what} {from} keyspace {:?} table {:?} into {:?}",
+            self.keyspace, self.table, self.to_table
+        )
+    }
 }
 
 /// The tables of `tables` that `request` names; refused if none, or several with `--to-table`.

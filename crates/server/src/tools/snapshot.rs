@@ -287,9 +287,14 @@ pub fn restore(addr: SocketAddr, a: &RestoreArgs<'_>) -> Result<(), String> {
             match doc["state"].as_str() {
                 Some("done") => {
                     say!(
-                        "{}: restored from {source} in {:.1} s\n",
+                        "{}: restored from {source} in {:.1} s{}\n",
                         node.ip(),
-                        started.elapsed().as_secs_f64()
+                        started.elapsed().as_secs_f64(),
+                        if doc["resumed"] == true {
+                            " (went on from where an interrupted run stopped; the counts are this run's)"
+                        } else {
+                            ""
+                        }
                     );
                     break;
                 }
