@@ -9,8 +9,10 @@
 //! - `POST /restore?tag=T&keyspace=K&table=t&to_table=ks.t&consistency=ALL` starts a restore
 //!   from a snapshot (or, with `from=DIR/TAG` or `from=s3://BUCKET/PREFIX/TAG`, from a backup),
 //!   and `GET /restore` shows how far it is;
-//! - `POST /backup?to=DIR&tag=T&snapshot=S&keyspace=K&tables=a,b&incremental=1` writes this
-//!   node's part of a backup (`crate::backup`) to a directory or to `to=s3://BUCKET/PREFIX`.
+//! - `POST /backup?to=DIR&tag=T&snapshot=S&keyspace=K&tables=a,b&incremental=1` starts writing
+//!   this node's part of a backup (`crate::backup`) to a directory or to `to=s3://BUCKET/PREFIX`,
+//!   and `GET /backup` shows whether it is done, and what it wrote. Both run in the background:
+//!   the endpoint answers one request at a time, and a backup can take hours.
 //!
 //! Values are percent-encoded where they must be (`%XX`).
 //!
@@ -41,7 +43,7 @@ pub fn answer(
     }
     let wanted = match path {
         "/snapshots" => "GET",
-        "/snapshot" | "/restore" if method == "GET" => "GET",
+        "/snapshot" | "/restore" | "/backup" if method == "GET" => "GET",
         _ => "POST",
     };
     if let Some(refused) = crate::node::figures::refuse(method, wanted, from_loopback, "snapshot operations")
@@ -74,6 +76,7 @@ pub fn answer(
             (None, None) => Err("name the snapshot (tag=T), or ask for all=1".to_owned()),
         }
         .map(|cleared| json!({ "cleared": cleared })),
+        "/backup" if method == "GET" => Ok(BACKUP.lock().expect("backup progress lock poisoned").clone()),
         "/backup" => backup(&node, param),
         _ if method == "GET" => Ok(json!(RESTORE
             .lock()
@@ -247,7 +250,11 @@ static RESTORE: Mutex<Progress> = Mutex::new(Progress {
     error: None,
 });
 
-fn backup(node: &Node, param: impl Fn(&str) -> Option<String>) -> Result<serde_json::Value, String> {
+/// The backup running on this node, or the last one: `{"state": "running" | "done" | "failed",
+/// "tag", "result" | "error"}`.
+static BACKUP: Mutex<serde_json::Value> = Mutex::new(serde_json::Value::Null);
+
+fn backup(node: &Arc<Node>, param: impl Fn(&str) -> Option<String>) -> Result<serde_json::Value, String> {
     let to = param("to").ok_or("say where the backup goes (to=DIR or to=s3://BUCKET/PREFIX)")?;
     let tag = param("tag").unwrap_or_else(|| super::now_ms().to_string());
     let request = crate::backup::BackupRequest {
@@ -260,18 +267,33 @@ fn backup(node: &Node, param: impl Fn(&str) -> Option<String>) -> Result<serde_j
             .unwrap_or_default(),
         incremental: param("incremental").is_some(),
     };
-    let started = std::time::Instant::now();
-    // This thread is the endpoint's own, not the runtime's: it may block on the backup's
-    // requests to its store while the runtime drives them.
-    let m = node.runtime.block_on(crate::backup::backup(node, &request))?;
-    Ok(json!({
-        "tag": m.tag,
-        "base": m.base,
-        "tables": m.tables.iter().map(|t| json!({
-            "keyspace": t.table.keyspace, "table": t.table.table, "records": t.records, "bytes": t.bytes,
-        })).collect::<Vec<_>>(),
-        "seconds": started.elapsed().as_secs_f64(),
-    }))
+    {
+        let mut b = BACKUP.lock().expect("backup progress lock poisoned");
+        if b["state"] == "running" {
+            return Err(format!("refused: backup {} is being written", b["tag"]));
+        }
+        *b = json!({ "state": "running", "tag": request.tag });
+    }
+    let node = Arc::clone(node);
+    node.runtime.clone().spawn(async move {
+        let started = std::time::Instant::now();
+        let outcome = match crate::backup::backup(&node, &request).await {
+            Ok(m) => json!({ "state": "done", "tag": request.tag, "result": {
+                "tag": m.tag,
+                "base": m.base,
+                "tables": m.tables.iter().map(|t| json!({
+                    "keyspace": t.table.keyspace, "table": t.table.table, "records": t.records, "bytes": t.bytes,
+                })).collect::<Vec<_>>(),
+                "seconds": started.elapsed().as_secs_f64(),
+            }}),
+            Err(e) => {
+                tracing::warn!("backup {} failed: {e}", request.tag);
+                json!({ "state": "failed", "tag": request.tag, "error": e })
+            }
+        };
+        *BACKUP.lock().expect("backup progress lock poisoned") = outcome;
+    });
+    Ok(json!({ "started": true }))
 }
 
 /// `%XX` sequences decoded (`+` is left as it is).

@@ -350,7 +350,23 @@ pub fn backup(addr: SocketAddr, a: &BackupArgs<'_>) -> Result<(), String> {
         ("incremental", a.incremental.then(|| "1".to_owned())),
     ]);
     for node in nodes(addr, a.all_nodes)? {
-        let doc = post(node, &format!("/backup?{q}"))?;
+        post(node, &format!("/backup?{q}"))?;
+        // The node writes it in the background; asked how far it is until it ends.
+        let doc = loop {
+            std::thread::sleep(POLL);
+            let doc = http::get_json(node, "/backup", TIMEOUT)?;
+            match doc["state"].as_str() {
+                Some("done") => break doc["result"].clone(),
+                Some("failed") => {
+                    return Err(format!(
+                        "{}: {}",
+                        node.ip(),
+                        doc["error"].as_str().unwrap_or("the backup failed")
+                    ))
+                }
+                _ => {}
+            }
+        };
         let (mut records, mut bytes) = (0u64, 0u64);
         for t in doc["tables"].as_array().into_iter().flatten() {
             records += t["records"].as_u64().unwrap_or(0);
