@@ -830,4 +830,75 @@ mod scenarios {
             );
         });
     }
+
+    /// A decommissioned node's hints for a replica it believes down go to a node that stays,
+    /// which delivers them once the replica is back (Cassandra's decommission hands its hints
+    /// over the same way): before, they left with the node, and the replica never had the
+    /// writes (there is no repair yet to bring them).
+    #[test]
+    fn a_decommission_hands_its_hints_over_to_a_node_that_stays() {
+        runtime().block_on(tokio::task::LocalSet::new().run_until(async {
+            let mut layout = three_nodes(2);
+            layout.node_dcs = vec!["dc1".to_string(); 4];
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let cluster = Cluster::new(&layout, 1, dir.path());
+            let replication = &cluster.replication;
+            let (leaving, target) = (0, 3);
+            // A key whose replicas are the target and a node that stays. (The ring is not held
+            // past this: a decommission waits until no request uses the ring it replaces.)
+            let key = {
+                let now = cluster.nodes[leaving].coordinator.topology();
+                (0u32..)
+                    .map(|i| format!("key{i}").into_bytes())
+                    .find(|k| {
+                        let replicas = now.map(replication).replicas(token(k)).to_vec();
+                        replicas.contains(&host(target)) && !replicas.contains(&host(leaving))
+                    })
+                    .expect("a key the target holds")
+            };
+            // The target is down as the leaving node sees it: the write at ONE is hinted.
+            cluster.nodes[leaving].liveness.set(host(target), false);
+            cluster.network.partition(host(leaving), host(target));
+            cluster.nodes[leaving]
+                .coordinator
+                .write(WriteRequest {
+                    replication,
+                    consistency: ConsistencyLevel::One,
+                    mutations: vec![upsert(&key, EPOCH_US + 1, 7)],
+                    write_type: WriteType::Simple,
+                })
+                .await
+                .expect("a write at ONE with the other replica up");
+            assert_eq!(
+                cluster.nodes[leaving].coordinator.hinted_targets(),
+                vec![host(target)]
+            );
+            // The target can be reached again, but the leaving node's failure detector has not
+            // noticed yet: it hands the hints over rather than deliver them.
+            cluster.network.heal(host(leaving), host(target));
+            cluster.nodes[leaving]
+                .topology()
+                .decommission()
+                .await
+                .expect("the decommission");
+            assert!(
+                cluster.nodes[leaving].coordinator.hinted_targets().is_empty(),
+                "the leaving node still keeps hints"
+            );
+            let keepers: Vec<usize> = (1..3)
+                .filter(|&i| !cluster.nodes[i].coordinator.hinted_targets().is_empty())
+                .collect();
+            assert_eq!(
+                keepers,
+                vec![1],
+                "the first live normal node by host id keeps them"
+            );
+            assert_eq!(cluster.nodes[1].coordinator.replay_hints(host(target)).await, 1);
+            let held = cluster.nodes[target]
+                .engine
+                .read(&point(&key))
+                .expect("read an engine in memory");
+            assert_eq!(held.rows.len(), 1, "the target has the hinted write: {held:?}");
+        }));
+    }
 }

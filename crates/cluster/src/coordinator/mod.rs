@@ -317,6 +317,11 @@ impl Coordinator {
         .await
     }
 
+    /// Where this node keeps its hints, if it keeps any.
+    pub fn hint_store(&self) -> Option<&Arc<HintStore>> {
+        self.hinter.as_ref().map(|h| &h.store)
+    }
+
     /// Nodes this node keeps hints for.
     pub fn hinted_targets(&self) -> Vec<HostId> {
         self.hinter

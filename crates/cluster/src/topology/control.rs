@@ -73,6 +73,48 @@ pub enum Call {
         purpose: String,
         spans: Vec<SpanFrom>,
     },
+    /// Keep these hints for `target` as this node's own (a decommissioned node hands its hints
+    /// over, `hints.rs`). Answered `Kept` once every one is stored.
+    KeepHints { target: HostId, hints: Vec<HandedHint> },
+}
+
+/// A hint handed over: its creation time and its payload (the encoded mutation message), in
+/// hex, as JSON carries bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandedHint {
+    pub created_at_us: i64,
+    pub payload_hex: String,
+}
+
+impl HandedHint {
+    pub fn new(created_at_us: i64, payload: &[u8]) -> HandedHint {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = String::with_capacity(payload.len() * 2);
+        for b in payload {
+            hex.push(DIGITS[usize::from(b >> 4)] as char);
+            hex.push(DIGITS[usize::from(b & 0xf)] as char);
+        }
+        HandedHint {
+            created_at_us,
+            payload_hex: hex,
+        }
+    }
+
+    pub fn payload(&self) -> Result<Vec<u8>, String> {
+        let digits = self.payload_hex.as_bytes();
+        if !digits.len().is_multiple_of(2) {
+            return Err("an odd number of hex digits".to_owned());
+        }
+        let value = |c: u8| {
+            (c as char)
+                .to_digit(16)
+                .ok_or_else(|| format!("{:?} is not a hex digit", c as char))
+        };
+        digits
+            .chunks(2)
+            .map(|pair| Ok((value(pair[0])? * 16 + value(pair[1])?) as u8))
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +132,8 @@ pub enum Answer {
         spans_total: u64,
     },
     Fetched,
+    /// Every hint of a `KeepHints` call is stored.
+    Kept,
     /// The fetch failed in a way another try cannot mend (a full device): the change must be
     /// aborted; `reason` says what to do.
     Failed {
@@ -126,5 +170,27 @@ pub(crate) async fn call(
             .map_err(|e| format!("{to} answered what this node cannot read: {e}")),
         Ok(_) => Err(format!("{to} answered with another kind of message")),
         Err(_) => Err(format!("{to} did not answer within {} s", timeout.as_secs())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handed_hint_carries_its_bytes_exactly() {
+        let payload: Vec<u8> = (0..=255).collect();
+        let hint = HandedHint::new(42, &payload);
+        assert_eq!(hint.payload().expect("decodes"), payload);
+        let json = serde_json::to_string(&hint).expect("serializes");
+        let back: HandedHint = serde_json::from_str(&json).expect("deserializes");
+        assert_eq!(back, hint);
+        for bad in ["abc", "zz", "0g"] {
+            let hint = HandedHint {
+                created_at_us: 0,
+                payload_hex: bad.to_owned(),
+            };
+            assert!(hint.payload().is_err(), "{bad}");
+        }
     }
 }

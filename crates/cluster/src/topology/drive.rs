@@ -96,6 +96,7 @@ impl TopologyService {
             .start_or_resume(leave, Command::StartLeave(self.local))
             .await?;
         self.hand_over(&change, "decommission").await?;
+        self.hand_over_hints().await?;
         let result = self
             .log
             .propose_removing(self.local, Command::FinishChange { id: change.id })

@@ -26,6 +26,7 @@ mod checkpoint;
 mod cleanup;
 pub mod control;
 mod drive;
+mod hints;
 pub mod plan;
 mod receive;
 
@@ -390,6 +391,7 @@ impl TopologyService {
                 purpose,
                 spans,
             } => self.fetch_for(from, change, purpose, spans).await,
+            Call::KeepHints { target, hints } => self.keep_hints(from, target, hints),
         }
     }
 }
