@@ -220,10 +220,17 @@ async fn start(
         }
     }
     // Rows of tables dropped (or truncated) while this node was down, or before a restart,
-    // come back with the cold start: forget them again.
+    // come back with the cold start: forget them again. A drop this node applied only now (it
+    // was down when the cluster agreed it) gets its automatic snapshot first, as it would have.
     let live = schema.live_table_ids();
+    let early_drops = machine.take_early_drops();
     for id in engine.table_ids() {
         if !live.contains(&id) {
+            if let Some(d) = early_drops.iter().find(|d| d.table == id) {
+                if config.storage.auto_snapshot {
+                    snapshots::before_drop(&engine, &d.keyspace, &d.was, d.truncated, d.index);
+                }
+            }
             let rows = engine.drop_table(id);
             tracing::info!(table_id = id, rows, "forgot the rows of a dropped table");
         }

@@ -108,6 +108,19 @@ pub trait SchemaEffects: Send + Sync {
 pub struct SchemaMachine {
     store: Arc<SchemaStore>,
     effects: OnceLock<Arc<dyn SchemaEffects>>,
+    /// Tables dropped or truncated by entries applied before the effects were set (replayed at
+    /// startup, or caught up from the leader while the node joined): the node forgets their
+    /// rows once at startup, and takes their automatic snapshot first ([`Self::take_early_drops`]).
+    early_drops: std::sync::Mutex<Vec<EarlyDrop>>,
+}
+
+/// A table dropped or truncated by the log's entry `index` before the node's effects were set.
+pub struct EarlyDrop {
+    pub table: TableId,
+    pub keyspace: Arc<Keyspace>,
+    pub was: Arc<Table>,
+    pub truncated: bool,
+    pub index: u64,
 }
 
 impl SchemaMachine {
@@ -115,7 +128,13 @@ impl SchemaMachine {
         SchemaMachine {
             store,
             effects: OnceLock::new(),
+            early_drops: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// The tables dropped or truncated before the effects were set, once.
+    pub fn take_early_drops(&self) -> Vec<EarlyDrop> {
+        std::mem::take(&mut *self.early_drops.lock().expect("early drops lock poisoned"))
     }
 
     /// Sets what happens on this node when the schema changes (once the node is built; the
@@ -283,19 +302,34 @@ impl SchemaMachine {
             }
             other => return Err(invalid(format!("{} is not a schema statement", other.kind()))),
         };
-        if let Some(effects) = self.effects.get() {
-            let truncated = matches!(parsed.statement, Statement::Truncate { .. });
+        let truncated = matches!(parsed.statement, Statement::Truncate { .. });
+        let was = |id: TableId| {
+            before
+                .user_keyspaces()
+                .find_map(|ks| ks.tables.values().find(|t| t.storage_id == id).map(|t| (ks, t)))
+        };
+        let Some(effects) = self.effects.get() else {
+            let mut early = self.early_drops.lock().expect("early drops lock poisoned");
             for id in dropped {
-                let was = before
-                    .user_keyspaces()
-                    .find_map(|ks| ks.tables.values().find(|t| t.storage_id == id).map(|t| (ks, t)));
-                effects.table_dropped(id, was, truncated, index);
+                if let Some((keyspace, table)) = was(id) {
+                    early.push(EarlyDrop {
+                        table: id,
+                        keyspace: Arc::clone(keyspace),
+                        was: Arc::clone(table),
+                        truncated,
+                        index,
+                    });
+                }
             }
-            if let Some(change) = &change {
-                effects.schema_changed(change, store.current().version);
-            }
-            effects.tables_changed();
+            return Ok(change);
+        };
+        for id in dropped {
+            effects.table_dropped(id, was(id), truncated, index);
         }
+        if let Some(change) = &change {
+            effects.schema_changed(change, store.current().version);
+        }
+        effects.tables_changed();
         Ok(change)
     }
 }

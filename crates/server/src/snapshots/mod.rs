@@ -172,6 +172,12 @@ pub fn before_drop(
 ) {
     let reason = if truncated { "truncated" } else { "dropped" };
     let tag = format!("{reason}-{log_index}-{}.{}", table.keyspace, table.name);
+    let taken = engine.snapshot_dir(&tag).is_ok_and(|d| d.exists());
+    if taken || cleared_marker(engine, &tag).is_some_and(|m| m.exists()) {
+        // The entry replayed at a restart: its snapshot was taken when it was first applied
+        // (and maybe cleared since).
+        return;
+    }
     match take(engine, &tag, &[(keyspace, table)], reason, true) {
         Ok((_, summary)) => tracing::info!(
             "auto_snapshot: took snapshot {tag} of {}.{} ({} entries, {} blocks pinned); `hayate \
@@ -239,6 +245,19 @@ pub fn described(manifest: &Manifest, summary: &hayate_storage::SnapshotSummary)
         "newly_pinned_bytes": summary.newly_pinned_blocks * u64::from(summary.block_size_bytes),
         "took_ms": summary.took.as_secs_f64() * 1000.0,
     })
+}
+
+/// For an automatic snapshot's tag, the file that says it was cleared (a file, not a folder:
+/// listings skip it).
+fn cleared_marker(engine: &Engine, tag: &str) -> Option<std::path::PathBuf> {
+    let automatic = tag.starts_with("dropped-") || tag.starts_with("truncated-");
+    automatic
+        .then(|| {
+            engine
+                .snapshots_root()
+                .map(|root| root.join(format!(".cleared-{tag}")))
+        })
+        .flatten()
 }
 
 /// A snapshot as `hayate listsnapshots` shows it.
@@ -321,7 +340,15 @@ pub fn clear(engine: &Engine, tag: Option<&str>) -> Result<Vec<String>, String> 
     };
     for t in &tags {
         match engine.clear_snapshot(t) {
-            Ok(()) => tracing::info!("cleared snapshot {t}"),
+            Ok(()) => {
+                tracing::info!("cleared snapshot {t}");
+                if let Some(marker) = cleared_marker(engine, t) {
+                    // The DROP's entry, replayed at a restart, must not take it again.
+                    if let Err(e) = std::fs::write(&marker, b"") {
+                        tracing::warn!("cannot write {}: {e}", marker.display());
+                    }
+                }
+            }
             Err(SnapshotError::NotFound(_)) if tag.is_none() => {}
             Err(e) => return Err(e.to_string()),
         }
