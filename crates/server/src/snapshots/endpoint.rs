@@ -118,7 +118,7 @@ fn by_log(
 ) -> Result<serde_json::Value, String> {
     let (tag, tables) = request(tag, keyspace.as_deref(), tables)?;
     let command = crate::schema::machine::snapshot_command(&tag, keyspace.as_deref(), &tables);
-    // This thread is the endpoint's own, not the runtime's (as for a backup).
+    // This thread is the endpoint's own, not the runtime's: it may wait on the runtime.
     node.runtime
         .block_on(node.schema_log.propose(command))
         .and_then(|a| crate::schema::machine::decode_answer(&a))
