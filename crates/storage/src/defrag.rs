@@ -53,7 +53,8 @@ pub(crate) fn pass(inner: &Namespace) -> usize {
                 inner.stats().add_defrag_block();
                 freed += 1;
             }
-            // Left in the Defragging state, so it is neither retried nor freed; logged below.
+            // Left in the Defragging state, so it is neither retried nor freed (logged in
+            // `move_live_records`), or Sealed again for a later pass (a drop running).
             Ok(false) => {}
             Err(e) => {
                 if !matches!(e, WriteError::DeviceFull { .. }) {
@@ -95,11 +96,15 @@ fn defrag_block(inner: &Namespace, b: u32) -> Result<bool, WriteError> {
 /// Moves every live record out of block `b`, whose bytes at `sequence` are `buf`.
 fn move_live_records(inner: &Namespace, b: u32, sequence: u64, buf: &[u8]) -> Result<bool, WriteError> {
     let mut failure = None;
+    // Records of a table that is gone: a drop removes the table first and then its entries one
+    // by one, taking their live bytes off as it goes, so they may still count here.
+    let mut of_dropped_tables = 0usize;
     let end = walk_block(buf, sequence, |offset, view| {
         if failure.is_some() {
             return;
         }
         let Some(index) = inner.existing_table(view.meta.table) else {
+            of_dropped_tables += 1;
             return;
         };
         let key = IndexKey {
@@ -153,6 +158,13 @@ fn move_live_records(inner: &Namespace, b: u32, sequence: u64, buf: &[u8]) -> Re
         return Err(e);
     }
     let left = inner.blocks().live_bytes(b);
+    if left > 0 && of_dropped_tables > 0 {
+        // A drop still running: the next pass finds the block empty, or what it moved out of
+        // it is dead anyway; what was copied out is already where the index points.
+        tracing::debug!("block {b} keeps {left} live bytes of a table being dropped; looked at again later");
+        inner.blocks().set_state(b, BlockState::Sealed);
+        return Ok(false);
+    }
     if left > 0 {
         let (device, offset) = inner.devices().locate(b);
         let why = match end {
