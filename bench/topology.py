@@ -115,17 +115,23 @@ def cassandra_home():
     return homes[-1]
 
 
-def nodetool(host, *argv, timeout_s=STEP_TIMEOUT_S):
-    """nodetool against one node's local JMX port (the NodeTool class of the installed jars)."""
+def cassandra_tool(main_class, argv, timeout_s=STEP_TIMEOUT_S, jvm=()):
+    """One of Cassandra's tools (a class of the installed jars: NodeTool, BulkLoader) run to
+    completion; its stdout."""
     home = cassandra_home()
     # The module exports and opens the server runs with (ctl.sh reads the same file): without
     # them 5.0's tools refuse to start on Java 17.
     modules = [re.sub(r"^(--add-[a-z]+) ", r"\1=", line.strip())
                for line in (BENCH / "cassandra" / "jvm-options").read_text().splitlines()
                if line.startswith("--add-")]
-    output = run(["java", "-Xms64m", "-Xmx256m", *modules, "-cp", f"{home}/lib/*",
-                  "org.apache.cassandra.tools.NodeTool", "-h", "127.0.0.1", "-p", jmx_port(host),
-                  *argv], timeout=timeout_s)
+    return run(["java", "-Xms64m", "-Xmx256m", *modules, *jvm, "-cp", f"{home}/lib/*",
+                main_class, *argv], timeout=timeout_s)
+
+
+def nodetool(host, *argv, timeout_s=STEP_TIMEOUT_S):
+    """nodetool against one node's local JMX port (the NodeTool class of the installed jars)."""
+    output = cassandra_tool("org.apache.cassandra.tools.NodeTool",
+                            ["-h", "127.0.0.1", "-p", jmx_port(host), *argv], timeout_s)
     # Without a logging configuration the tool's libraries log at DEBUG on stdout.
     return "\n".join(line for line in output.splitlines()
                      if not re.match(r"\d\d:\d\d:\d\d\.\d+ \[", line))
@@ -1155,8 +1161,9 @@ def parse_args():
     return args
 
 
-def reexec_in_pyenv():
-    """The cassandra-driver (system_views.streaming) and matplotlib come from the harness's venv."""
+def reexec_in_pyenv(script=__file__):
+    """The cassandra-driver (system_views.streaming) and matplotlib come from the harness's venv:
+    runs `script` (this one, or a peer that imports it) again under the venv's Python."""
     try:
         # cassandra.cluster, not cassandra: bench/cassandra/ (the scripts) is on the path too,
         # and would pass for a namespace package.
@@ -1172,7 +1179,7 @@ def reexec_in_pyenv():
     if subprocess.run([PYENV / "bin" / "python", "-c", "import matplotlib"],
                       capture_output=True).returncode != 0:
         run([PYENV / "bin" / "pip", "install", "-q", "matplotlib"], record=False)
-    os.execv(PYENV / "bin" / "python", [str(PYENV / "bin" / "python"), __file__, *sys.argv[1:]])
+    os.execv(PYENV / "bin" / "python", [str(PYENV / "bin" / "python"), script, *sys.argv[1:]])
 
 
 def check_addresses(args):
