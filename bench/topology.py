@@ -1197,17 +1197,16 @@ def check_addresses(args):
         raise SystemExit(f"topology.py: something already listens on {', '.join(busy)}")
 
 
-def main():
-    reexec_in_pyenv()
-    sys.path.insert(0, str(BENCH / "lib"))
-    args = parse_args()
-    check_addresses(args)
+def begin_sitting(args, script):
+    """What a sitting of topology.py or backup.py does first: its results folder (today's date
+    and --name, numbered if taken) and its work folder, the build (--build) and Cassandra's
+    install, the provenance (commit, binaries' hashes, a dirty tree), and the client."""
     commit = compare.git_commit()
     stem = f"{datetime.date.today().isoformat()}-{args.name}"
     out = next(Path(args.results_dir) / (stem if n == 1 else f"{stem}-{n}") for n in range(1, 100)
                if not (Path(args.results_dir) / (stem if n == 1 else f"{stem}-{n}")).exists())
     out.mkdir(parents=True)
-    workdir = Path(args.work_dir) / f"topology-{out.name}"
+    workdir = Path(args.work_dir) / f"{script}-{out.name}"
     workdir.mkdir(parents=True, exist_ok=True)
     log(f"results in {out}, the nodes' data in {workdir}")
     if args.build:
@@ -1215,7 +1214,7 @@ def main():
             env={**os.environ, "CARGO_TARGET_DIR": args.target_dir})
     for binary in ("hayate", "hayate-bench") if "hayate" in args.systems else ("hayate-bench",):
         if not (args.bin_dir / binary).exists():
-            raise SystemExit(f"topology.py: no {args.bin_dir / binary} (build it, or --build)")
+            raise SystemExit(f"{script}.py: no {args.bin_dir / binary} (build it, or --build)")
     if "cassandra" in args.systems:
         run([BENCH / "cassandra" / "install.sh"], record=False)
     env = compare.environment(workdir, commit)
@@ -1223,9 +1222,9 @@ def main():
     env["hayate_bench_binary_sha256"] = compare.sha256_of(args.bin_dir / "hayate-bench")
     env["binaries"] = str(args.bin_dir)
     env["cassandra_home"] = str(cassandra_home())
-    env["harness_commit"] = commit  # this script's, compare.py's and the ctl scripts' tree
-    dirty = ", ".join(line[3:] for line in compare.git_dirty().splitlines())
-    if args.built_from_commit:
+    env["harness_commit"] = commit  # the scripts', compare.py's and the ctl scripts' tree
+    dirty = ", ".join(line.split(maxsplit=1)[-1] for line in compare.git_dirty().splitlines())
+    if getattr(args, "built_from_commit", None):
         env["hayate_commit"] = (f"{args.built_from_commit} (the binaries were built from a clean "
                                 f"`git archive` export of this commit)")
         if dirty:
@@ -1233,11 +1232,20 @@ def main():
     elif dirty:
         env["work_tree"] = ("dirty: uncommitted changes to tracked files (other engineers' work "
                             f"in progress; binaries built from this tree may include them): {dirty}")
+    client = compare.Client("hayate-bench", args)
+    client.program = [args.bin_dir / "hayate-bench"]
+    return out, workdir, env, client
+
+
+def main():
+    reexec_in_pyenv()
+    sys.path.insert(0, str(BENCH / "lib"))
+    args = parse_args()
+    check_addresses(args)
+    out, workdir, env, client = begin_sitting(args, "topology")
     state = {"env": env, "systems": {},
              "command": shlex.join(["bench/topology.py", *sys.argv[1:]])}
     workload_file = compare.write_workload("ref", workdir / "workload-ref")
-    client = compare.Client("hayate-bench", args)
-    client.program = [args.bin_dir / "hayate-bench"]
     signal.signal(signal.SIGTERM, compare.on_sigterm)
     try:
         log("fio: the device's sequential rates")
