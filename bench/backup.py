@@ -629,14 +629,9 @@ def write_results(out, args, state):
 
 
 def draw_chart(out, state):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
+    plt = topology.pyplot()
     systems = [(n, r) for n, r in state["systems"].items() if r.get("series")]
-    if not systems:
+    if plt is None or not systems:
         return None
     fig, axes = plt.subplots(len(systems), 1, figsize=(8, 2.2 * len(systems)), squeeze=False)
     for ax, (name, record) in zip(axes[:, 0], systems):

@@ -1057,12 +1057,20 @@ def write_results(out, args, state):
     (out / "results.md").write_text("\n".join(md))
 
 
-def draw_chart(out, state):
+def pyplot():
+    """matplotlib's pyplot drawing into files (Agg), or None without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def draw_chart(out, state):
+    plt = pyplot()
+    if plt is None:
         return None
     panels = [(system, s) for system in ("cassandra", "hayate")
               for s in state["systems"].get(system, {}).get("sets", [])]
