@@ -423,7 +423,8 @@ def one_system(system, client, args, workdir, workload, record, state):
                 record["log_warnings"] += [line[:300] for line in log_file.read_text(
                     errors="replace").splitlines() if re.search(r"\b(ERROR|WARN)", line)][-20:]
         compare.stop_nodes(nodes)
-        shutil.rmtree(bdir, ignore_errors=True)
+        if not args.keep_work:
+            shutil.rmtree(bdir, ignore_errors=True)
 
 
 # ---- the report -----------------------------------------------------------------------------
@@ -510,7 +511,7 @@ def write_results(out, args, state):
            f"`-target {state.get('target_ops')}` on both systems ({state.get('target_source')}), "
            f"{args.run_s} s, snapshots at 1/3 and 2/3 of it.",
            f"- The machine's 1-minute load average over each system's part: {state.get('loadavg') or '-'} "
-           "(2 cores; our own server, client and tools alone make about 1-2).", "",
+           "(2 cores; Cassandra's many threads count in it too).", "",
            "## The device", "",
            f"fio on the disk the data is on: sequential read **{cell(fio.get('seq_read_mb_s'))} MB/s**, "
            f"write **{cell(fio.get('seq_write_mb_s'))} MB/s** (`{fio.get('command', '-')}`). "
@@ -678,6 +679,8 @@ def parse_args():
     parser.add_argument("--settle-quiet-s", type=int, default=30)
     parser.add_argument("--settle-timeout-s", type=int, default=900)
     parser.add_argument("--no-fio", action="store_true")
+    parser.add_argument("--keep-work", action="store_true",
+                        help="keep --work-dir (the nodes' data and logs, the client's files)")
     parser.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", str(REPO / "target")))
     parser.add_argument("--build", action="store_true", help="cargo build --release first")
     parser.add_argument("--allow-unlimited", action="store_true")
@@ -742,7 +745,8 @@ def main():
                                      state["systems"].items() if r.get("loadavg"))
         state["commands"] = list(COMMANDS)
         write_results(out, args, state)
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not args.keep_work:
+            shutil.rmtree(workdir, ignore_errors=True)
         log(f"results in {out}")
     print((out / "results.md").read_text())
 
