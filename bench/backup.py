@@ -110,8 +110,9 @@ def snapshot(system, args, tag):
     """One snapshot of keyspace ycsb: {wall_s, took_ms (hayate's own figure), ...}."""
     if system == "hayate":
         wall_s, out = hayate_tool(args, "snapshot", "ycsb", "-t", tag)
-        return {"wall_s": wall_s, "took_ms": number(r"in ([\d.]+) ms", out),
-                "pinned_mib": number(r"([\d.]+) MiB pinned", out), "output": out.strip()[-300:]}
+        pinned_mib = number(r"([\d.]+) MiB pinned", out)
+        return {"wall_s": wall_s, "took_ms": number(r"in ([\d.]+) ms", out), "pinned_mib": pinned_mib,
+                "snapshot_bytes": pinned_mib and int(pinned_mib * (1 << 20)), "output": out.strip()[-300:]}
     wall_s, out = timed_nodetool(args, "snapshot", "-t", tag, "ycsb")
     folder = cassandra_snapshot_dir(args.workdir / "cassandra", tag)
     return {"wall_s": wall_s, "took_ms": cassandra_snapshot_ms(folder),
@@ -253,7 +254,7 @@ def analyse_windows(rundir, figures, marks, args):
 def backup(system, args, server, bdir, record):
     """Step 3. hayate: its backup tool. Cassandra: a snapshot (its flush included) and a copy of
     the snapshot's files to DIR/ycsb/usertable/, each file synced."""
-    server.drop_cache()
+    page_cache = server.drop_cache()
     if system == "hayate":
         wall_s, out = hayate_tool(args, "backup", "--to", bdir, "-t", "full", "ycsb")
         files = bdir / "full"
@@ -276,7 +277,7 @@ def backup(system, args, server, bdir, record):
         copy_s = round(time.monotonic() - started, 3)
         figures = {"snapshot_wall_s": taken["wall_s"], "copy_s": copy_s,
                    "wall_s": round(taken["wall_s"] + copy_s, 3)}
-    figures["bytes"] = tree_bytes(files)
+    figures["bytes"], figures["page_cache"] = tree_bytes(files), page_cache
     # The rate of the data itself: hayate's tool time, Cassandra's copy (without nodetool).
     data_s = figures.get("tool_s") or figures.get("copy_s") or figures["wall_s"]
     figures["mb_s"] = round(figures["bytes"] / data_s / 1e6, 1) if data_s else None
@@ -372,6 +373,8 @@ def cold_start(system, args, server, record):
             figures["s_per_gib_live"] = round(figures["start_s"] / (live / (1 << 30)), 2)
         if figures.get("scan_mib") and figures.get("scan_s"):
             figures["scan_s_per_gib"] = round(figures["scan_s"] / (figures["scan_mib"] / 1024), 2)
+            figures["scan_records_s"] = round(figures["scan_records"] / figures["scan_s"])
+            figures["scan_mb_s"] = round(figures["scan_mib"] * (1 << 20) / 1e6 / figures["scan_s"], 1)
     elif figures.get("data_bytes"):
         figures["s_per_gib"] = round(figures["start_s"] / (figures["data_bytes"] / (1 << 30)), 2)
     record["cold_start"] = figures
@@ -419,9 +422,10 @@ def one_system(system, client, args, workdir, workload, record, state):
         for name in ("hayate.log", "system.log"):
             log_file = server.rundir / "logs" / name
             if log_file.exists():  # errors and warnings only, for the report
-                record.setdefault("log_warnings", [])
-                record["log_warnings"] += [line[:300] for line in log_file.read_text(
-                    errors="replace").splitlines() if re.search(r"\b(ERROR|WARN)", line)][-20:]
+                lines = [line[:300] for line in log_file.read_text(errors="replace").splitlines()
+                         if re.search(r"\b(ERROR|WARN)", line)]
+                record["log_warning_count"] = record.get("log_warning_count", 0) + len(lines)
+                record["log_warnings"] = record.get("log_warnings", []) + lines[-20:]
         compare.stop_nodes(nodes)
         if not args.keep_work:
             shutil.rmtree(bdir, ignore_errors=True)
@@ -455,11 +459,11 @@ def goals(state):
                      + (f"; against sstableloader's own duration (without its JVM's start, "
                         f"{own:.1f} s): {own / hr:.2f}x, "
                         f"**{'met' if own / hr >= GOAL_RESTORE_SPEEDUP else 'missed'}**" if own else ""))
-    rate, device = get(h, "cold_start", "scan_mib_s"), fio.get("seq_read_mb_s")
+    rate, device = get(h, "cold_start", "scan_mb_s"), fio.get("seq_read_mb_s")
     if rate and device:
-        share = rate * (1 << 20) / 1e6 / device
+        share = rate / device
         lines.append(f"- hayate's cold start reads at least 50% of the device's sequential read rate: "
-                     f"{rate:,.0f} MiB/s of {device:,.0f} MB/s, {share:.0%}: "
+                     f"{rate:,.0f} MB/s of {device:,.0f} MB/s, {share:.0%}: "
                      f"**{'met' if share >= GOAL_COLD_START_SHARE else 'missed'}**")
     for system, record in s.items():
         for name in ("verify_restore", "verify_cold_start"):
@@ -489,8 +493,12 @@ def write_results(out, args, state):
     s, env, fio = state["systems"], state["env"], state.get("fio") or {}
     c, h = s.get("cassandra", {}), s.get("hayate", {})
 
-    def row(label, fn, digits=1, both_ratio=True):
-        cv, hv = fn(c), fn(h)
+    def row(label, fn, digits=1, both_ratio=True, scale=1):
+        """A table row: `fn` a record's figure, or "step.key" paths, the first one found."""
+        if isinstance(fn, str):
+            fn = (lambda paths: lambda r: next((v for v in (get(r, *p.split(".")) for p in paths)
+                                                if v is not None), None))(fn.split("|"))
+        cv, hv = ((v / scale if isinstance(v, (int, float)) else v) for v in (fn(c), fn(h)))
         return (f"| {label} | {cell(cv, digits)} | {cell(hv, digits)} | "
                 f"{ratio(hv, cv) if both_ratio and isinstance(hv, (int, float)) else '-'} |")
 
@@ -517,19 +525,17 @@ def write_results(out, args, state):
            f"write **{cell(fio.get('seq_write_mb_s'))} MB/s** (`{fio.get('command', '-')}`). "
            "MB = 10^6 bytes, MiB = 2^20.", "",
            "## Load", "", "| | Cassandra | hayate | hayate ÷ Cassandra |", "|---|---:|---:|---:|",
-           row("load (rows/s)", lambda r: get(r, "load", "throughput_ops"), 0),
-           row("on disk after the load (MB; hayate: blocks in use)", lambda r: (get(r, "disk_after_load", "hayate_used_bytes")
-               or get(r, "disk_after_load", "disk_allocated_bytes") or 0) / 1e6, 0),
-           row("unthrottled maximum, workload ref (ops/s)", lambda r: r.get("max_ops"), 0), "",
+           row("load (rows/s)", "load.throughput_ops", 0),
+           row("on disk after the load (MB; hayate: blocks in use)", "disk_after_load.hayate_used_bytes|disk_after_load.disk_allocated_bytes", 0, scale=1e6),
+           row("unthrottled maximum, workload ref (ops/s)", "max_ops", 0), "",
            "## 1. Snapshot of the idle, loaded node", "",
            "| | Cassandra | hayate | hayate ÷ Cassandra |", "|---|---:|---:|---:|",
-           row("snapshot, the tool's wall time (s)", lambda r: get(r, "snapshot_idle", "wall_s"), 3),
-           row("snapshot itself (ms)", lambda r: get(r, "snapshot_idle", "took_ms"), 1),
+           row("snapshot, the tool's wall time (s)", "snapshot_idle.wall_s", 3),
+           row("snapshot itself (ms)", "snapshot_idle.took_ms", 1),
            row("its size (MB): Cassandra's files (hard links), hayate's pinned blocks",
-               lambda r: (get(r, "snapshot_idle", "snapshot_bytes") or (get(r, "snapshot_idle", "pinned_mib") or 0)
-                          * (1 << 20)) / 1e6, 1),
-           row("Cassandra: `nodetool flush` before it (s)", lambda r: get(r, "snapshot_idle", "flush_wall_s"), 3, False),
-           row("Cassandra: `nodetool version`, the JVM's start alone (s)", lambda r: get(r, "snapshot_idle", "nodetool_version_wall_s"), 3, False),
+               "snapshot_idle.snapshot_bytes", 1, scale=1e6),
+           row("Cassandra: `nodetool flush` before it (s)", "snapshot_idle.flush_wall_s", 3, False),
+           row("Cassandra: `nodetool version`, the JVM's start alone (s)", "snapshot_idle.nodetool_version_wall_s", 3, False),
            "",
            "hayate's \"snapshot itself\" is the time its node reports (`took ms`); Cassandra's is "
            "from its snapshot manifest's `created_at` (taken before it flushes) to the last file "
@@ -563,40 +569,40 @@ def write_results(out, args, state):
                "The client's p99 per second (ms, log scale); shaded: the snapshot windows. Data: `p99.csv`."]
     wr, rd = fio.get("seq_write_mb_s"), fio.get("seq_read_mb_s")
     md += ["", "## 3. Backup", "", "| | Cassandra | hayate | hayate ÷ Cassandra |", "|---|---:|---:|---:|",
-           row("backup, wall time (s)", lambda r: get(r, "backup", "wall_s"), 2),
-           row("Cassandra: its snapshot (flush included) (s)", lambda r: get(r, "backup", "snapshot_wall_s"), 2, False),
+           row("backup, wall time (s)", "backup.wall_s", 2),
+           row("Cassandra: its snapshot (flush included) (s)", "backup.snapshot_wall_s", 2, False),
            row("the data written: hayate's tool time, Cassandra's copy (s)",
-               lambda r: get(r, "backup", "tool_s") or get(r, "backup", "copy_s"), 2),
-           row("bytes written (MB)", lambda r: (get(r, "backup", "bytes") or 0) / 1e6, 1),
-           row("rate of the data written (MB/s)", lambda r: get(r, "backup", "mb_s")),
-           row("rate over the wall time (MB/s)", lambda r: get(r, "backup", "mb_s_wall")),
+               "backup.tool_s|backup.copy_s", 2),
+           row("bytes written (MB)", "backup.bytes", 1, scale=1e6),
+           row("rate of the data written (MB/s)", "backup.mb_s"),
+           row("rate over the wall time (MB/s)", "backup.mb_s_wall"),
            row("share of fio's sequential write", lambda r: (get(r, "backup", "mb_s") or 0) / wr if wr else None, 2),
            "", "## 4. Restore (after TRUNCATE, the backup's files out of the page cache)", "",
            "| | Cassandra (sstableloader) | hayate (restore --from) | hayate ÷ Cassandra |", "|---|---:|---:|---:|",
-           row("TRUNCATE (s)", lambda r: get(r, "restore", "truncate_s"), 2),
-           row("restore, wall time (s)", lambda r: get(r, "restore", "wall_s"), 2),
+           row("TRUNCATE (s)", "restore.truncate_s", 2),
+           row("restore, wall time (s)", "restore.wall_s", 2),
            row("its own figure: sstableloader's \"Total duration\", hayate's \"restored in\" (s)",
-               lambda r: get(r, "restore", "loader_duration_s") or get(r, "restore", "tool_s"), 2),
-           row("rows/s", lambda r: get(r, "restore", "rows_s"), 0),
-           row("MB/s of the backup's bytes", lambda r: get(r, "restore", "mb_s")),
+               "restore.loader_duration_s|restore.tool_s", 2),
+           row("rows/s", "restore.rows_s", 0),
+           row("MB/s of the backup's bytes", "restore.mb_s"),
            row("share of fio's sequential read", lambda r: (get(r, "restore", "mb_s") or 0) / rd if rd else None, 2),
-           row("rows found after it (each key read once)", lambda r: get(r, "verify_restore", "rows_found"), 0),
-           row("reads not found / errors", lambda r: (get(r, "verify_restore", "not_found") or 0)
-               + (get(r, "verify_restore", "errors") or 0), 0, False),
+           row("rows found after it (each key read once)", "verify_restore.rows_found", 0),
+           row("reads not found", "verify_restore.not_found", 0, False),
+           row("read errors", "verify_restore.errors", 0, False),
            "", "hayate ÷ Cassandra of a time above 1 means hayate took longer; of a rate, that it was faster.",
            "", "## 5. Cold start after SIGKILL", "",
-           "| | Cassandra | hayate |", "|---|---:|---:|",
-           f"| start to CQL answering (s) | {cell(get(c, 'cold_start', 'start_s'), 2)} | {cell(get(h, 'cold_start', 'start_s'), 2)} |",
-           f"| data (MB): Cassandra's table on disk, hayate's live bytes | {cell((get(c, 'cold_start', 'data_bytes') or 0) / 1e6, 0)} | "
-           f"{cell((get(h, 'cold_start', 'live_bytes') or 0) / 1e6, 0)} |",
-           f"| s per GiB of that data | {cell(get(c, 'cold_start', 's_per_gib'), 2)} | {cell(get(h, 'cold_start', 's_per_gib_live'), 2)} |",
-           f"| hayate: the scan (MiB read, s, MiB/s) | - | {cell(get(h, 'cold_start', 'scan_mib'), 0)}, "
-           f"{cell(get(h, 'cold_start', 'scan_s'), 2)}, {cell(get(h, 'cold_start', 'scan_mib_s'), 0)} |",
-           f"| hayate: the scan's rate ÷ fio's sequential read | - | "
-           f"{ratio((get(h, 'cold_start', 'scan_mib_s') or 0) * 1.048576, rd)} |",
-           f"| hayate: records the scan read, per second | - | "
-           f"{cell((get(h, 'cold_start', 'scan_records') or 0) / get(h, 'cold_start', 'scan_s') if get(h, 'cold_start', 'scan_s') else None, 0)} |",
-           f"| rows found after it | {cell(get(c, 'verify_cold_start', 'rows_found'), 0)} | {cell(get(h, 'verify_cold_start', 'rows_found'), 0)} |",
+           "| | Cassandra | hayate | hayate ÷ Cassandra |", "|---|---:|---:|---:|",
+           row("start to CQL answering (s)", "cold_start.start_s", 2),
+           row("data (MB): Cassandra's table on disk, hayate's live bytes",
+               "cold_start.data_bytes|cold_start.live_bytes", 0, scale=1e6),
+           row("s per GiB of that data", "cold_start.s_per_gib|cold_start.s_per_gib_live", 2),
+           row("hayate: the scan: MiB read", "cold_start.scan_mib", 0, False),
+           row("hayate: the scan: seconds", "cold_start.scan_s", 2, False),
+           row("hayate: the scan: MB/s", "cold_start.scan_mb_s", 0, False),
+           row("hayate: the scan's rate ÷ fio's sequential read",
+               lambda r: (get(r, "cold_start", "scan_mb_s") or 0) / rd if rd else None, 2, False),
+           row("hayate: records the scan read, per second", "cold_start.scan_records_s", 0, False),
+           row("rows found after it", "verify_cold_start.rows_found", 0),
            "", f"hayate's log: `{get(h, 'cold_start', 'log')}`", "",
            f"Aerospike: {AEROSPIKE_COLD[0]} ({AEROSPIKE_COLD[1]}); and {AEROSPIKE_EXAMPLE[0]} "
            f"({AEROSPIKE_EXAMPLE[1]}). Neither says how large the records or how fast the devices "
@@ -622,8 +628,9 @@ def write_results(out, args, state):
     md += ["## The servers' logs", ""]
     for system, record in s.items():
         lines = record.get("log_warnings") or []
-        md += [f"{system}: {len(lines)} lines with ERROR or WARN (the last 20 kept)"
-               + (":" if lines else "."), ""] + (["```", *lines[-8:], "```", ""] if lines else [])
+        md += [f"{system}: {record.get('log_warning_count', 0)} lines with ERROR or WARN (hayate: "
+               "since its last start; Cassandra: its system.log; the last 20 in summary.json)" + (", the last ones:" if lines else "."), ""]
+        md += ["```", *lines[-8:], "```", ""] if lines else []
     md += ["## Environment and provenance", ""] + [f"- {k}: {v}" for k, v in env.items()]
     md += ["", "## Commands", "", "```"] + state.get("commands", [])[:200] + ["```", ""]
     (out / "results.md").write_text("\n".join(md))
