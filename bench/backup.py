@@ -600,7 +600,7 @@ def write_results(out, args, state):
            row("hayate: the scan: seconds", "cold_start.scan_s", 2, False),
            row("hayate: the scan: MB/s", "cold_start.scan_mb_s", 0, False),
            row("hayate: the scan's rate ÷ fio's sequential read",
-               lambda r: (get(r, "cold_start", "scan_mb_s") or 0) / rd if rd else None, 2, False),
+               lambda r: get(r, "cold_start", "scan_mb_s") / rd if rd and get(r, "cold_start", "scan_mb_s") else None, 2, False),
            row("hayate: records the scan read, per second", "cold_start.scan_records_s", 0, False),
            row("rows found after it", "verify_cold_start.rows_found", 0),
            "", f"hayate's log: `{get(h, 'cold_start', 'log')}`", "",
