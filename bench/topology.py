@@ -115,17 +115,23 @@ def cassandra_home():
     return homes[-1]
 
 
-def nodetool(host, *argv, timeout_s=STEP_TIMEOUT_S):
-    """nodetool against one node's local JMX port (the NodeTool class of the installed jars)."""
+def cassandra_tool(main_class, argv, timeout_s=STEP_TIMEOUT_S, jvm=()):
+    """One of Cassandra's tools (a class of the installed jars: NodeTool, BulkLoader) run to
+    completion; its stdout."""
     home = cassandra_home()
     # The module exports and opens the server runs with (ctl.sh reads the same file): without
     # them 5.0's tools refuse to start on Java 17.
     modules = [re.sub(r"^(--add-[a-z]+) ", r"\1=", line.strip())
                for line in (BENCH / "cassandra" / "jvm-options").read_text().splitlines()
                if line.startswith("--add-")]
-    output = run(["java", "-Xms64m", "-Xmx256m", *modules, "-cp", f"{home}/lib/*",
-                  "org.apache.cassandra.tools.NodeTool", "-h", "127.0.0.1", "-p", jmx_port(host),
-                  *argv], timeout=timeout_s)
+    return run(["java", "-Xms64m", "-Xmx256m", *modules, *jvm, "-cp", f"{home}/lib/*",
+                main_class, *argv], timeout=timeout_s)
+
+
+def nodetool(host, *argv, timeout_s=STEP_TIMEOUT_S):
+    """nodetool against one node's local JMX port (the NodeTool class of the installed jars)."""
+    output = cassandra_tool("org.apache.cassandra.tools.NodeTool",
+                            ["-h", "127.0.0.1", "-p", jmx_port(host), *argv], timeout_s)
     # Without a logging configuration the tool's libraries log at DEBUG on stdout.
     return "\n".join(line for line in output.splitlines()
                      if not re.match(r"\d\d:\d\d:\d\d\.\d+ \[", line))
@@ -1051,12 +1057,20 @@ def write_results(out, args, state):
     (out / "results.md").write_text("\n".join(md))
 
 
-def draw_chart(out, state):
+def pyplot():
+    """matplotlib's pyplot drawing into files (Agg), or None without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def draw_chart(out, state):
+    plt = pyplot()
+    if plt is None:
         return None
     panels = [(system, s) for system in ("cassandra", "hayate")
               for s in state["systems"].get(system, {}).get("sets", [])]
@@ -1155,8 +1169,9 @@ def parse_args():
     return args
 
 
-def reexec_in_pyenv():
-    """The cassandra-driver (system_views.streaming) and matplotlib come from the harness's venv."""
+def reexec_in_pyenv(script=__file__):
+    """The cassandra-driver (system_views.streaming) and matplotlib come from the harness's venv:
+    runs `script` (this one, or a peer that imports it) again under the venv's Python."""
     try:
         # cassandra.cluster, not cassandra: bench/cassandra/ (the scripts) is on the path too,
         # and would pass for a namespace package.
@@ -1172,7 +1187,7 @@ def reexec_in_pyenv():
     if subprocess.run([PYENV / "bin" / "python", "-c", "import matplotlib"],
                       capture_output=True).returncode != 0:
         run([PYENV / "bin" / "pip", "install", "-q", "matplotlib"], record=False)
-    os.execv(PYENV / "bin" / "python", [str(PYENV / "bin" / "python"), __file__, *sys.argv[1:]])
+    os.execv(PYENV / "bin" / "python", [str(PYENV / "bin" / "python"), script, *sys.argv[1:]])
 
 
 def check_addresses(args):
@@ -1190,17 +1205,16 @@ def check_addresses(args):
         raise SystemExit(f"topology.py: something already listens on {', '.join(busy)}")
 
 
-def main():
-    reexec_in_pyenv()
-    sys.path.insert(0, str(BENCH / "lib"))
-    args = parse_args()
-    check_addresses(args)
+def begin_sitting(args, script):
+    """What a sitting of topology.py or backup.py does first: its results folder (today's date
+    and --name, numbered if taken) and its work folder, the build (--build) and Cassandra's
+    install, the provenance (commit, binaries' hashes, a dirty tree), and the client."""
     commit = compare.git_commit()
     stem = f"{datetime.date.today().isoformat()}-{args.name}"
     out = next(Path(args.results_dir) / (stem if n == 1 else f"{stem}-{n}") for n in range(1, 100)
                if not (Path(args.results_dir) / (stem if n == 1 else f"{stem}-{n}")).exists())
     out.mkdir(parents=True)
-    workdir = Path(args.work_dir) / f"topology-{out.name}"
+    workdir = Path(args.work_dir) / f"{script}-{out.name}"
     workdir.mkdir(parents=True, exist_ok=True)
     log(f"results in {out}, the nodes' data in {workdir}")
     if args.build:
@@ -1208,7 +1222,7 @@ def main():
             env={**os.environ, "CARGO_TARGET_DIR": args.target_dir})
     for binary in ("hayate", "hayate-bench") if "hayate" in args.systems else ("hayate-bench",):
         if not (args.bin_dir / binary).exists():
-            raise SystemExit(f"topology.py: no {args.bin_dir / binary} (build it, or --build)")
+            raise SystemExit(f"{script}.py: no {args.bin_dir / binary} (build it, or --build)")
     if "cassandra" in args.systems:
         run([BENCH / "cassandra" / "install.sh"], record=False)
     env = compare.environment(workdir, commit)
@@ -1216,9 +1230,9 @@ def main():
     env["hayate_bench_binary_sha256"] = compare.sha256_of(args.bin_dir / "hayate-bench")
     env["binaries"] = str(args.bin_dir)
     env["cassandra_home"] = str(cassandra_home())
-    env["harness_commit"] = commit  # this script's, compare.py's and the ctl scripts' tree
-    dirty = ", ".join(line[3:] for line in compare.git_dirty().splitlines())
-    if args.built_from_commit:
+    env["harness_commit"] = commit  # the scripts', compare.py's and the ctl scripts' tree
+    dirty = ", ".join(line.split(maxsplit=1)[-1] for line in compare.git_dirty().splitlines())
+    if getattr(args, "built_from_commit", None):
         env["hayate_commit"] = (f"{args.built_from_commit} (the binaries were built from a clean "
                                 f"`git archive` export of this commit)")
         if dirty:
@@ -1226,11 +1240,20 @@ def main():
     elif dirty:
         env["work_tree"] = ("dirty: uncommitted changes to tracked files (other engineers' work "
                             f"in progress; binaries built from this tree may include them): {dirty}")
+    client = compare.Client("hayate-bench", args)
+    client.program = [args.bin_dir / "hayate-bench"]
+    return out, workdir, env, client
+
+
+def main():
+    reexec_in_pyenv()
+    sys.path.insert(0, str(BENCH / "lib"))
+    args = parse_args()
+    check_addresses(args)
+    out, workdir, env, client = begin_sitting(args, "topology")
     state = {"env": env, "systems": {},
              "command": shlex.join(["bench/topology.py", *sys.argv[1:]])}
     workload_file = compare.write_workload("ref", workdir / "workload-ref")
-    client = compare.Client("hayate-bench", args)
-    client.program = [args.bin_dir / "hayate-bench"]
     signal.signal(signal.SIGTERM, compare.on_sigterm)
     try:
         log("fio: the device's sequential rates")
