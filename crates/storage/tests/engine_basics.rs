@@ -27,6 +27,15 @@ fn key(k: &[u8]) -> RowKey<'_> {
     }
 }
 
+/// A row of another table than `key`'s.
+fn other(k: &[u8]) -> RowKey<'_> {
+    RowKey {
+        table: T + 1,
+        partition: k,
+        clustering: b"",
+    }
+}
+
 fn row(ts: i64, v: &[u8]) -> Row {
     Row {
         cells: vec![Cell::live(0, ts, v.to_vec()), Cell::live(1, ts, vec![7; 200])],
@@ -305,13 +314,6 @@ fn a_purged_tombstone_does_not_return_at_cold_start() {
 fn a_dropped_table_frees_its_rows_and_spares_the_others() {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = Engine::open(config(dir.path())).expect("open");
-    fn other(k: &[u8]) -> RowKey<'_> {
-        RowKey {
-            table: T + 1,
-            partition: k,
-            clustering: b"",
-        }
-    }
     for i in 0..2000u32 {
         let k = i.to_be_bytes();
         engine.write(key(&k), row(1, b"dropped")).expect("write");
@@ -448,13 +450,6 @@ fn a_table_dropped_while_defragmentation_runs_leaves_no_block_behind() {
     let mut c = config(dir.path());
     c.defrag_sleep_us = 0;
     let engine = Arc::new(Engine::open(c).expect("open"));
-    fn other(k: &[u8]) -> RowKey<'_> {
-        RowKey {
-            table: T + 1,
-            partition: k,
-            clustering: b"",
-        }
-    }
     for round in 0..6i64 {
         // Small rows of T between larger rows of T + 1, which are then written again: the old
         // blocks keep only T's rows live, below the low-water mark.
