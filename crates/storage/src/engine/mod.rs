@@ -40,9 +40,12 @@ impl Engine {
     /// row: `deltas.rs`) and, with `commit_to_device`, returns once it is durable.
     pub fn write(&self, key: RowKey<'_>, update: Row) -> Result<(), WriteError> {
         let timer = Timer::start();
-        let pos = self.inner.write_row(key, update)?;
+        self.inner.check_write(&key)?;
+        // Looked up once, for the write and its latency.
+        let index = self.inner.table(key.table);
+        let pos = self.inner.write_row_in(&index, key, update)?;
         let written = self.durable_if_committing(pos);
-        self.record_write(key.table, timer);
+        timer.stop(&index.figures().writes);
         written
     }
 

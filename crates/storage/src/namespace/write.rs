@@ -30,6 +30,13 @@ impl Namespace {
     /// position to wait on for durability. An update that only sets cells of a row that is
     /// whole on the device is appended as a delta instead, without reading the row.
     pub(crate) fn write_row(&self, key: RowKey<'_>, update: Row) -> Result<Position, WriteError> {
+        self.check_write(&key)?;
+        self.write_row_in(&self.table(key.table), key, update)
+    }
+
+    /// Refuses a write to a closed namespace or with a key over the limit (before its table is
+    /// made, so a refused write leaves no empty table behind).
+    pub(crate) fn check_write(&self, key: &RowKey<'_>) -> Result<(), WriteError> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(WriteError::Closed);
         }
@@ -41,16 +48,26 @@ impl Namespace {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// [`Namespace::write_row`] into `index`, `key.table`'s, once [`Namespace::check_write`]
+    /// passed.
+    pub(crate) fn write_row_in(
+        &self,
+        index: &std::sync::Arc<TableIndex>,
+        key: RowKey<'_>,
+        update: Row,
+    ) -> Result<Position, WriteError> {
         let ikey = key.index_key();
-        let index = self.table(key.table);
         let now_s = self.clock.now_s();
-        let purge_before_s = now_s.saturating_sub(self.tombstone_grace_s(&index));
+        let purge_before_s = now_s.saturating_sub(self.tombstone_grace_s(index));
 
         let _row = self.row_lock(key.table, &ikey);
         let previous = index.get(&ikey).filter(|e| !e.is_range_tombstones());
         let mut update = update;
         if let Some(e) = previous.filter(|e| self.may_write_delta(e, &update)) {
-            match self.write_delta(key, ikey, &index, &e, update, now_s)? {
+            match self.write_delta(key, ikey, index, &e, update, now_s)? {
                 Ok(pos) => return Ok(pos),
                 // No room: written whole below (the cells include the old delta's, which the
                 // read below merges in too; merging twice changes nothing).
@@ -58,14 +75,14 @@ impl Namespace {
             }
         }
         let mut row = match &previous {
-            Some(e) => match self.read_entry(&index, e).map_err(WriteError::Read)? {
+            Some(e) => match self.read_entry(index, e).map_err(WriteError::Read)? {
                 Some(view) => view.row,
                 None => Row::default(),
             },
             None => Row::default(),
         };
         row.merge(update, now_s, purge_before_s);
-        self.write_whole(key, ikey, &index, previous.as_ref(), &row, now_s, None)
+        self.write_whole(key, ikey, index, previous.as_ref(), &row, now_s, None)
     }
 
     /// True if an update of the row `e` points at may be written as a delta: the update only
