@@ -47,6 +47,31 @@ fn post(addr: SocketAddr, path: &str) -> Result<Value, String> {
     }
 }
 
+/// Asks `node`'s `path` how a background operation (`what`) goes, showing each answer to
+/// `each`, until it says done (that answer) or failed (its error).
+fn wait_done(
+    node: SocketAddr,
+    path: &str,
+    what: &str,
+    mut each: impl FnMut(&Value),
+) -> Result<Value, String> {
+    loop {
+        std::thread::sleep(POLL);
+        let doc = http::get_json(node, path, TIMEOUT)?;
+        each(&doc);
+        match doc["state"].as_str() {
+            Some("done") => return Ok(doc),
+            Some("failed") => {
+                let why = doc["error"]
+                    .as_str()
+                    .map_or_else(|| format!("the {what} failed"), str::to_owned);
+                return Err(format!("{}: {why}", node.ip()));
+            }
+            _ => {}
+        }
+    }
+}
+
 fn query(pairs: &[(&str, Option<String>)]) -> String {
     let q: Vec<String> = pairs
         .iter()
@@ -252,10 +277,7 @@ pub fn restore(addr: SocketAddr, a: &RestoreArgs<'_>) -> Result<(), String> {
         post(node, &format!("/restore?{q}"))?;
         let started = Instant::now();
         let mut last = String::new();
-        loop {
-            std::thread::sleep(POLL);
-            let doc: Value =
-                serde_json::from_str(&http::get(node, "/restore", TIMEOUT)?).map_err(|e| e.to_string())?;
+        let doc = wait_done(node, "/restore", "restore", |doc| {
             let line = doc["tables"]
                 .as_array()
                 .into_iter()
@@ -284,30 +306,17 @@ pub fn restore(addr: SocketAddr, a: &RestoreArgs<'_>) -> Result<(), String> {
                 say!("{}: {line}\n", node.ip());
                 last = line;
             }
-            match doc["state"].as_str() {
-                Some("done") => {
-                    say!(
-                        "{}: restored from {source} in {:.1} s{}\n",
-                        node.ip(),
-                        started.elapsed().as_secs_f64(),
-                        if doc["resumed"] == true {
-                            " (went on from where an interrupted run stopped; the counts are this run's)"
-                        } else {
-                            ""
-                        }
-                    );
-                    break;
-                }
-                Some("failed") => {
-                    return Err(format!(
-                        "{}: {}",
-                        node.ip(),
-                        doc["error"].as_str().unwrap_or("the restore failed")
-                    ))
-                }
-                _ => {}
+        })?;
+        say!(
+            "{}: restored from {source} in {:.1} s{}\n",
+            node.ip(),
+            started.elapsed().as_secs_f64(),
+            if doc["resumed"] == true {
+                " (went on from where an interrupted run stopped; the counts are this run's)"
+            } else {
+                ""
             }
-        }
+        );
     }
     Ok(())
 }
@@ -351,22 +360,8 @@ pub fn backup(addr: SocketAddr, a: &BackupArgs<'_>) -> Result<(), String> {
     ]);
     for node in nodes(addr, a.all_nodes)? {
         post(node, &format!("/backup?{q}"))?;
-        // The node writes it in the background; asked how far it is until it ends.
-        let doc = loop {
-            std::thread::sleep(POLL);
-            let doc = http::get_json(node, "/backup", TIMEOUT)?;
-            match doc["state"].as_str() {
-                Some("done") => break doc["result"].clone(),
-                Some("failed") => {
-                    return Err(format!(
-                        "{}: {}",
-                        node.ip(),
-                        doc["error"].as_str().unwrap_or("the backup failed")
-                    ))
-                }
-                _ => {}
-            }
-        };
+        // The node writes it in the background.
+        let doc = wait_done(node, "/backup", "backup", |_| {})?["result"].clone();
         let (mut records, mut bytes) = (0u64, 0u64);
         for t in doc["tables"].as_array().into_iter().flatten() {
             records += t["records"].as_u64().unwrap_or(0);
