@@ -81,14 +81,21 @@ def test_a_backup_of_three_nodes_loads_into_five_with_another_replication_factor
                 "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (KEYSPACE,))
             assert not list(tables), "a damaged backup created its table"
 
-        out = hayate_ok("restore", "--from", str(backups / "incr"), *node1)
-        assert "(table created)" in out, out
-        back = scan(session, ConsistencyLevel.ALL, TABLE)
-        assert back == expected, (
-            f"{len(expected.keys() - back.keys())} rows missing, {len(back.keys() - expected.keys())} "
-            f"that should not be there, "
-            f"{sum(1 for k in back.keys() & expected.keys() if back[k] != expected[k])} with another value\n"
-            f"{out}\n{target.logs(20)}")
-        assert all(back[k] == f"changed {k}" for k in CHANGED)
-        assert all(back[k] == value_of(k) for k in ADDED)
-        target.check_alive()
+        restore_and_check(target, session, str(backups / "incr"), expected)
+
+
+def restore_and_check(target, session, source: str, expected: dict[int, str]) -> None:
+    """Loads the incremental backup at `source` into `target` (its table made by the restore)
+    and checks every row at ALL against `expected`, as it was at the second backup."""
+    node1 = on(target.node(1))
+    out = hayate_ok("restore", "--from", source, *node1)
+    assert "(table created)" in out, out
+    back = scan(session, ConsistencyLevel.ALL, TABLE)
+    assert back == expected, (
+        f"{len(expected.keys() - back.keys())} rows missing, {len(back.keys() - expected.keys())} "
+        f"that should not be there, "
+        f"{sum(1 for k in back.keys() & expected.keys() if back[k] != expected[k])} with another value\n"
+        f"{out}\n{target.logs(20)}")
+    assert all(back[k] == f"changed {k}" for k in CHANGED)
+    assert all(back[k] == value_of(k) for k in ADDED)
+    target.check_alive()
