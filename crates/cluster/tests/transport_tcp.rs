@@ -163,7 +163,8 @@ fn big_mutation(id: u64, bytes: usize) -> Message {
                     ..Row::default()
                 },
             },
-        }],
+        }]
+        .into(),
     }
 }
 

@@ -46,7 +46,7 @@ pub(crate) struct Hinter {
 impl Hinter {
     /// Stores a hint of `mutations` for `target`, unless it has been down longer than the hint
     /// window. Returns true if the hint was stored.
-    pub fn hint(&self, target: HostId, mutations: &[Mutation], now_us: i64) -> bool {
+    pub fn hint(&self, target: HostId, mutations: &Arc<Vec<Mutation>>, now_us: i64) -> bool {
         if self
             .liveness
             .down_for(target)
@@ -58,7 +58,7 @@ impl Hinter {
         let mut payload = Vec::new();
         let message = Message::MutationRequest {
             id: 0,
-            mutations: mutations.to_vec(),
+            mutations: mutations.clone(),
         };
         if let Err(e) = message::encode(&message, message::VERSION, &mut payload) {
             tracing::error!(%target, "cannot encode a hint: {e}");

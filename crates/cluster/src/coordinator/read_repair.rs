@@ -156,7 +156,7 @@ impl Coordinator {
                 (Some(m), Some(w)) => m
                     .request(host, Lane::Requests, &tx, |id| Message::MutationRequest {
                         id,
-                        mutations,
+                        mutations: Arc::new(mutations),
                     })
                     .map(|id| w.push(id))
                     .is_some(),

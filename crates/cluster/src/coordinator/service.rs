@@ -85,6 +85,8 @@ impl RequestHandler for ReplicaService {
         let messaging = self.messaging.clone();
         match message {
             Message::MutationRequest { id, mutations } => {
+                // A decoded message's mutations are its own: no copy.
+                let mutations = Arc::unwrap_or_clone(mutations);
                 if self.blocking_writes {
                     tokio::task::spawn_blocking(move || {
                         let result = replica.apply(mutations);

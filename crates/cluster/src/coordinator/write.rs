@@ -210,6 +210,8 @@ impl Coordinator {
                 .await
                 .map_err(CoordinatorError::Replica);
         }
+        // One copy for every replica's message and the hints; the local replica takes its own.
+        let mutations = Arc::new(mutations);
         let pending_states = topology.states(&pending, self.local, &*self.liveness);
         let block_for = match cl {
             ConsistencyLevel::Any => 1,
@@ -241,7 +243,7 @@ impl Coordinator {
         let started = Instant::now();
         if has_local {
             // A copy: the mutations are still needed for hints if a replica does not answer.
-            match apply_local(&*self.replica, mutations.clone()).await {
+            match apply_local(&*self.replica, Vec::clone(&mutations)).await {
                 Ok(()) => acks.ack(&self.local_dc),
                 Err(e) => acks.fail(e),
             }
@@ -303,7 +305,7 @@ impl Coordinator {
         waiting: Option<Waiting>,
         mut rx: mpsc::UnboundedReceiver<Reply>,
         mut outstanding: Vec<HostId>,
-        mutations: &[Mutation],
+        mutations: &Arc<Vec<Mutation>>,
         now_us: i64,
         deadline: Instant,
     ) {
@@ -313,7 +315,7 @@ impl Coordinator {
         let (Some(hinter), Some(waiting)) = (self.hinter.clone(), waiting) else {
             return;
         };
-        let mutations: Arc<[Mutation]> = mutations.into();
+        let mutations = mutations.clone();
         tokio::spawn(async move {
             let _waiting = waiting;
             while !outstanding.is_empty() {
@@ -334,7 +336,7 @@ impl Coordinator {
     }
 
     /// Stores a hint for `host` if this node keeps hints; true if one was stored.
-    pub(super) fn hint(&self, host: HostId, mutations: &[Mutation], now_us: i64) -> bool {
+    pub(super) fn hint(&self, host: HostId, mutations: &Arc<Vec<Mutation>>, now_us: i64) -> bool {
         match &self.hinter {
             Some(h) => h.hint(host, mutations, now_us),
             None => false,

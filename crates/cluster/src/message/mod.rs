@@ -32,6 +32,7 @@ mod wire;
 mod tests;
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::replica::{Mutation, ReadCommand, ReadResponse, ReplicaError, StreamChunk, StreamRequest};
 
@@ -84,9 +85,10 @@ const _: () = assert!(FRAME_BYTES_MAX <= u32::MAX as usize);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
     /// Apply these mutations (a coordinator's write, a read repair, or a hint being replayed).
+    /// Shared: a coordinator sends the one copy to every replica and keeps it for hints.
     MutationRequest {
         id: RequestId,
-        mutations: Vec<Mutation>,
+        mutations: Arc<Vec<Mutation>>,
     },
     MutationResponse {
         id: RequestId,

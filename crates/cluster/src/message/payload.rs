@@ -46,6 +46,7 @@
 //! refused, as is any unknown tag and any byte left over at the end of the payload.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use hayate_storage::format::record::{
     decode_body, decode_tombstones_body, encode_body, encode_tombstones_body,
@@ -93,7 +94,7 @@ pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Resul
         Message::MutationRequest { mutations, .. } => {
             check_count("mutations", mutations.len(), MUTATIONS_PER_MESSAGE_MAX)?;
             put_u32(out, mutations.len() as u32);
-            for m in mutations {
+            for m in mutations.iter() {
                 put_mutation(out, m)?;
             }
         }
@@ -268,7 +269,10 @@ pub(super) fn decode(kind: Kind, id: RequestId, version: u8, payload: &[u8]) -> 
             for _ in 0..n {
                 mutations.push(get_mutation(&mut r)?);
             }
-            Message::MutationRequest { id, mutations }
+            Message::MutationRequest {
+                id,
+                mutations: Arc::new(mutations),
+            }
         }
         Kind::MutationResponse => Message::MutationResponse {
             id,

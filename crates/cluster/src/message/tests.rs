@@ -151,10 +151,13 @@ fn every_kind_round_trips() {
         },
     ];
     let messages = vec![
-        Message::MutationRequest { id: 1, mutations },
+        Message::MutationRequest {
+            id: 1,
+            mutations: mutations.into(),
+        },
         Message::MutationRequest {
             id: 2,
-            mutations: Vec::new(),
+            mutations: Vec::new().into(),
         },
         Message::MutationResponse {
             id: 3,
@@ -349,7 +352,8 @@ fn every_truncation_and_bit_flip_is_refused() {
         mutations: vec![mutation(MutationKind::Row {
             clustering: b"ck".to_vec(),
             update: rich_row(),
-        })],
+        })]
+        .into(),
     });
     for cut in 0..frame.len() {
         assert!(decode(&frame[..cut]).is_err(), "cut at {cut}");
@@ -444,7 +448,7 @@ fn lengths_are_checked_before_anything_is_allocated() {
     // Counts over their bound, behind a valid checksum.
     let mut frame = round_trip(&Message::MutationRequest {
         id: 1,
-        mutations: Vec::new(),
+        mutations: Vec::new().into(),
     });
     let count = FRAME_HEADER_BYTES;
     frame[count..count + 4].copy_from_slice(&(MUTATIONS_PER_MESSAGE_MAX as u32 + 1).to_be_bytes());
@@ -476,7 +480,8 @@ fn what_cannot_be_encoded_is_refused_and_leaves_the_buffer_as_it_was() {
                 clustering: Vec::new(),
                 update: Row::default(),
             },
-        }],
+        }]
+        .into(),
     };
     assert!(matches!(
         encode(&too_long_key, VERSION, &mut out),
@@ -599,7 +604,8 @@ fn size_hints_are_close_to_the_encoded_size() {
                     update: rich_row(),
                 })
             })
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
     };
     let mut out = Vec::new();
     let n = encode(&m, VERSION, &mut out).expect("encodes");
@@ -734,7 +740,8 @@ fn random_message(rng: &mut StdRng) -> Message {
                         }
                     },
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
         },
         1 => Message::MutationResponse {
             id,

@@ -31,12 +31,12 @@ pub fn encode(groups: &mut [(std::sync::Arc<Keyspace>, Vec<replica::Mutation>)])
         out.extend_from_slice(name);
         let request = Message::MutationRequest {
             id: 0,
-            mutations: std::mem::take(mutations),
+            mutations: std::sync::Arc::new(std::mem::take(mutations)),
         };
         let mut encoded = Vec::new();
         let result = message::encode(&request, message::VERSION, &mut encoded);
         if let Message::MutationRequest { mutations: back, .. } = request {
-            *mutations = back;
+            *mutations = std::sync::Arc::unwrap_or_clone(back);
         }
         result.map_err(|e| QueryError::Server(format!("cannot log the batch: {e}")))?;
         out.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
@@ -60,7 +60,9 @@ fn decode(mut b: &[u8]) -> Option<Vec<(String, Vec<replica::Mutation>)>> {
         let name = std::str::from_utf8(take(&mut b, name_len)?).ok()?.to_owned();
         let len = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
         match message::decode(take(&mut b, len)?).ok()? {
-            Message::MutationRequest { mutations, .. } => groups.push((name, mutations)),
+            Message::MutationRequest { mutations, .. } => {
+                groups.push((name, std::sync::Arc::unwrap_or_clone(mutations)))
+            }
             _ => return None,
         }
     }
