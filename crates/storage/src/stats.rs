@@ -254,6 +254,9 @@ pub struct TableFigures {
     range_tombstone_entries: AtomicU64,
     /// Bytes of the records the entries point at (a chunked row's head record only).
     record_bytes: AtomicU64,
+    /// Lookups of one key in the table's index, by reads, writes and background work alike:
+    /// a one-row read makes one (two when its device read is started ahead).
+    lookups: AtomicU64,
     pub(crate) reads: LatencyHistogram,
     pub(crate) writes: LatencyHistogram,
 }
@@ -282,6 +285,11 @@ impl TableFigures {
         change(&self.record_bytes, u64::from(record_bytes));
     }
 
+    /// Counts one lookup of a key in the table's index.
+    pub(crate) fn count_lookup(&self) {
+        self.lookups.fetch_add(1, Relaxed);
+    }
+
     /// The table's figures now; `entries` and `index_bytes` come from its index.
     pub(crate) fn snapshot(&self, table: u32, entries: u64, index_bytes: u64) -> TableStats {
         TableStats {
@@ -293,6 +301,7 @@ impl TableFigures {
             range_tombstone_entries: sane(self.range_tombstone_entries.load(Relaxed)),
             record_bytes: sane(self.record_bytes.load(Relaxed)),
             index_bytes,
+            index_lookups: self.lookups.load(Relaxed),
             reads: self.reads.snapshot(),
             writes: self.writes.snapshot(),
         }
@@ -319,6 +328,8 @@ pub struct TableStats {
     pub record_bytes: u64,
     /// Bytes the table's RAM index holds.
     pub index_bytes: u64,
+    /// Lookups of one key in the table's index since the engine opened.
+    pub index_lookups: u64,
     /// Reads of rows and partitions (scans of token ranges are not counted).
     pub reads: LatencySnapshot,
     /// Writes and deletions, each until the engine accepted it (and, with `commit_to_device`,

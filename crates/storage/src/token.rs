@@ -10,6 +10,8 @@
 //! identity across partitions and 64 bits between rows of one partition. The full key is stored
 //! on the device and compared on every read, so a collision is detected, never served.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 const C1: u64 = 0x87c3_7b91_1142_53d5;
 const C2: u64 = 0x4cf5_ad43_2745_937f;
 
@@ -83,8 +85,26 @@ fn murmur3_cassandra(data: &[u8], seed: u64) -> (u64, u64) {
     (h1, h2)
 }
 
-/// Cassandra's `Murmur3Partitioner` token of a serialized partition key.
+/// Tokens computed since the process started, for the test that a request computes its
+/// partition's token once ([`computed_tokens`]).
+static TOKENS_COMPUTED: AtomicU64 = AtomicU64::new(0);
+
+/// How many tokens [`token`] has computed in this process: a request path that hashes a
+/// partition key more than once shows up here (see `hayate_storage_tokens_computed_total`).
+pub fn computed_tokens() -> u64 {
+    TOKENS_COMPUTED.load(Relaxed)
+}
+
+/// Cassandra's `Murmur3Partitioner` token of a serialized partition key. Computed once per
+/// partition a request names, by whoever plans the request; the engine takes it with the key
+/// ([`crate::RowKey`], [`crate::PartitionKey`]) rather than hashing again.
 pub fn token(partition_key: &[u8]) -> i64 {
+    TOKENS_COMPUTED.fetch_add(1, Relaxed);
+    uncounted_token(partition_key)
+}
+
+/// [`token`], without counting: for checks that a token given with a key is the key's.
+pub(crate) fn uncounted_token(partition_key: &[u8]) -> i64 {
     let (h1, _) = murmur3_cassandra(partition_key, 0);
     // Cassandra reserves i64::MIN as the ring's minimum token, so it maps it to i64::MAX.
     let t = h1 as i64;

@@ -195,6 +195,7 @@ fn tablestats(parts: &Parts<'_>) -> Value {
                     "range_tombstone_partitions": f.range_tombstone_entries,
                     "live_bytes": f.record_bytes,
                     "index_bytes": f.index_bytes,
+                    "index_lookups": f.index_lookups,
                     "reads": latency(&f.reads),
                     "writes": latency(&f.writes),
                 })
@@ -209,6 +210,10 @@ fn tablestats(parts: &Parts<'_>) -> Value {
             "live_bytes": stats.live_bytes,
             "device_bytes_used": (stats.total_blocks - stats.free_blocks) * stats.block_size_bytes,
             "index_bytes": stats.index_bytes,
+            // What the request path repeats, counted since the node started: a token per
+            // partition a request names, a plan per SELECT text (none per EXECUTE).
+            "tokens_computed": hayate_storage::token::computed_tokens(),
+            "select_plans_compiled": crate::query::select::plans_compiled(),
         },
     })
 }

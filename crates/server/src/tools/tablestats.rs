@@ -132,6 +132,9 @@ pub fn render(doc: &Value, filters: &[String], human: bool) -> Result<String, St
             );
             line("Space used (live)", bytes(&t["live_bytes"], human));
             line("RAM index used", bytes(&t["index_bytes"], human));
+            if let Some(n) = t["index_lookups"].as_u64() {
+                line("RAM index lookups", n.to_string());
+            }
             line("Local read count", t["reads"]["count"].to_string());
             line("Local read latency", ms(&t["reads"]["mean_us"]));
             line("Local read latency percentiles", percentiles(&t["reads"]));

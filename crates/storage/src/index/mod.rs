@@ -480,6 +480,7 @@ impl TableIndex {
     }
 
     pub fn get(&self, key: &IndexKey) -> Option<Entry> {
+        self.figures.count_lookup();
         self.partition(key.token).get_mut(key).map(|e| *e)
     }
 
