@@ -160,7 +160,7 @@ mod scenarios {
     use hayate_cluster::replica::{Mutation, MutationKind, PartitionRead, ReadCommand};
     use hayate_cluster::ring::TokenRing;
     use hayate_storage::token::token;
-    use hayate_storage::{Cell, Deletion, Row};
+    use hayate_storage::{Cell, Deletion, PartitionKey, Row};
 
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
@@ -627,7 +627,13 @@ mod scenarios {
             // n2 still holds the row.
             let stale = cluster.nodes[2]
                 .engine
-                .read_partition(TABLE, key, Bound::Unbounded, Bound::Unbounded, false, 10)
+                .read_partition(
+                    PartitionKey::new(TABLE, key),
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    false,
+                    10,
+                )
                 .expect("a local read");
             assert_eq!(stale.len(), 1, "n2 missed the delete");
             // Cut n1 off, so that a QUORUM read from n2 must use n0 and n2.
@@ -659,7 +665,13 @@ mod scenarios {
             // The read repaired n2.
             let repaired = cluster.nodes[2]
                 .engine
-                .read_partition(TABLE, key, Bound::Unbounded, Bound::Unbounded, false, 10)
+                .read_partition(
+                    PartitionKey::new(TABLE, key),
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    false,
+                    10,
+                )
                 .expect("a local read");
             assert!(repaired.is_empty(), "n2 was repaired: {repaired:?}");
         });
@@ -745,14 +757,20 @@ mod scenarios {
             assert!(
                 cluster.nodes[2]
                     .engine
-                    .partition_tombstones(TABLE, key)
+                    .partition_tombstones(PartitionKey::new(TABLE, key))
                     .expect("a local read")
                     .is_some(),
                 "the read repaired n2 with the partition tombstone"
             );
             let local = cluster.nodes[2]
                 .engine
-                .read_partition(TABLE, key, Bound::Unbounded, Bound::Unbounded, false, 10)
+                .read_partition(
+                    PartitionKey::new(TABLE, key),
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    false,
+                    10,
+                )
                 .expect("a local read");
             assert!(local.is_empty(), "n2 no longer shows the row: {local:?}");
         });

@@ -42,15 +42,7 @@ fn main() {
                 cells: vec![Cell::live(1, 1, value.clone())],
                 ..Row::default()
             };
-            e.write(
-                RowKey {
-                    table: 1,
-                    partition: &key,
-                    clustering: b"",
-                },
-                row,
-            )
-            .expect("write");
+            e.write(RowKey::new(1, &key, b""), row).expect("write");
         }
         e.sync().expect("sync");
         println!(

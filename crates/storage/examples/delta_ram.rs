@@ -12,11 +12,7 @@ mod common;
 use common::rss_bytes;
 
 fn key(name: &[u8]) -> RowKey<'_> {
-    RowKey {
-        table: 1,
-        partition: name,
-        clustering: b"",
-    }
+    RowKey::new(1, name, b"")
 }
 
 fn main() {

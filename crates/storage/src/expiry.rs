@@ -156,6 +156,7 @@ fn fold_tombstones(inner: &Namespace, table: TableId, index: &TableIndex, e: &En
             }
             let key = RowKey {
                 table,
+                token,
                 partition: &partition,
                 clustering: &found.clustering_key,
             };

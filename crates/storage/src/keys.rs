@@ -3,8 +3,9 @@
 //! ([`StoredRow`], [`RowsPage`]), and the limits on their sizes.
 
 use crate::index::IndexKey;
+use crate::range_tombstones::PartitionTombstones;
 use crate::row::Row;
-use crate::token::{clustering_prefix, digest, token};
+use crate::token::{clustering_prefix, digest, token, uncounted_token};
 
 /// Cassandra's limit on a partition key, and ours on a clustering key.
 pub const KEY_MAX_BYTES: usize = u16::MAX as usize;
@@ -16,20 +17,79 @@ pub const ROW_MAX_BYTES: usize = 32 << 20;
 /// A table, as the schema numbers it.
 pub type TableId = u32;
 
-/// The primary key of one row: table, serialized partition key (the bytes Cassandra hashes for
-/// the token) and clustering key (an order-preserving encoding; empty for tables without
-/// clustering columns).
+/// A partition's address: table, Murmur3 token and serialized partition key (the bytes
+/// Cassandra hashes for the token). The token is computed once, where the request is planned
+/// ([`PartitionKey::new`]), and travels with the key to every replica: the engine never hashes
+/// a key it is given with its token.
+#[derive(Clone, Copy, Debug)]
+pub struct PartitionKey<'a> {
+    pub table: TableId,
+    pub token: i64,
+    pub key: &'a [u8],
+}
+
+impl<'a> PartitionKey<'a> {
+    /// The address of `key` in `table`, computing its token.
+    pub fn new(table: TableId, key: &'a [u8]) -> PartitionKey<'a> {
+        PartitionKey {
+            table,
+            token: token(key),
+            key,
+        }
+    }
+
+    /// The row at `clustering` in this partition.
+    pub fn row(self, clustering: &'a [u8]) -> RowKey<'a> {
+        RowKey {
+            table: self.table,
+            token: self.token,
+            partition: self.key,
+            clustering,
+        }
+    }
+
+    /// A token given with a key is the key's (checked in debug builds: a wrong one would file
+    /// the row where no read of that key looks).
+    pub(crate) fn checked_token(&self) -> i64 {
+        debug_assert_eq!(
+            self.token,
+            uncounted_token(self.key),
+            "a partition key came with another key's token"
+        );
+        self.token
+    }
+}
+
+/// The primary key of one row, with its partition's token: table, token, serialized partition
+/// key and clustering key (an order-preserving encoding; empty for tables without clustering
+/// columns). See [`PartitionKey`] for where the token comes from.
 #[derive(Clone, Copy, Debug)]
 pub struct RowKey<'a> {
     pub table: TableId,
+    pub token: i64,
     pub partition: &'a [u8],
     pub clustering: &'a [u8],
 }
 
-impl RowKey<'_> {
+impl<'a> RowKey<'a> {
+    /// The key of a row, computing its partition's token.
+    pub fn new(table: TableId, partition: &'a [u8], clustering: &'a [u8]) -> RowKey<'a> {
+        PartitionKey::new(table, partition).row(clustering)
+    }
+
+    /// The partition the row is in.
+    pub fn partition_key(&self) -> PartitionKey<'a> {
+        PartitionKey {
+            table: self.table,
+            token: self.token,
+            key: self.partition,
+        }
+    }
+
+    /// The row's place in its table's index: the token it came with, and its digest.
     pub(crate) fn index_key(&self) -> IndexKey {
         IndexKey {
-            token: token(self.partition),
+            token: self.partition_key().checked_token(),
             clustering_prefix: clustering_prefix(self.clustering),
             digest: digest(self.partition, self.clustering),
         }
@@ -102,6 +162,9 @@ pub struct RowsPage {
     pub rows: Vec<StoredRow>,
     /// The read stopped at its limit: there may be more rows after the last one.
     pub more: bool,
+    /// A partition read's: the partition's range and partition tombstones, which were merged
+    /// into its rows (`None` for a scan, and for a partition without any).
+    pub tombstones: Option<PartitionTombstones>,
 }
 
 /// Where a scan starts.

@@ -93,8 +93,8 @@ pub use config::{DeviceConfig, NamespaceConfig};
 pub use engine::Engine;
 pub use error::{OpenError, ReadError, WriteError};
 pub use keys::{
-    RowKey, RowsFrom, RowsPage, ScanFrom, ScanPosition, StoredRow, TableId, KEY_MAX_BYTES, ROW_MAX_BYTES,
-    TOMBSTONES_PER_READ_MAX,
+    PartitionKey, RowKey, RowsFrom, RowsPage, ScanFrom, ScanPosition, StoredRow, TableId, KEY_MAX_BYTES,
+    ROW_MAX_BYTES, TOMBSTONES_PER_READ_MAX,
 };
 pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 pub use read_ahead::{Installed, ReadsAhead, ReadsDone};

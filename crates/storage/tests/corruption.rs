@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use common::{capture_logs, Rng};
 use hayate_storage::format::block::{BlockHeader, BLOCK_HEADER_BYTES};
 use hayate_storage::format::record::{decode_record, RECORD_ALIGN_BYTES};
-use hayate_storage::{Cell, Engine, NamespaceConfig, ReadError, Row, RowKey, ScanFrom, WriteError};
+use hayate_storage::{
+    Cell, Engine, NamespaceConfig, PartitionKey, ReadError, Row, RowKey, ScanFrom, WriteError,
+};
 
 const BLOCK_BYTES: usize = 128 << 10;
 const BLOCKS: usize = 32;
@@ -41,11 +43,7 @@ fn key(k: u32) -> [u8; 4] {
 }
 
 fn row_key(k: &[u8; 4]) -> RowKey<'_> {
-    RowKey {
-        table: 1,
-        partition: k,
-        clustering: b"",
-    }
+    RowKey::new(1, k, b"")
 }
 
 fn value(k: u32, version: u32) -> Vec<u8> {
@@ -290,8 +288,14 @@ fn a_record_damaged_after_open_reads_as_corrupt_never_as_wrong_data() {
             "a scan over the damaged row fails rather than skipping it"
         );
         assert!(
-            e.read_partition(1, &key(k), Bound::Unbounded, Bound::Unbounded, false, 10)
-                .is_err(),
+            e.read_partition(
+                PartitionKey::new(1, &key(k)),
+                Bound::Unbounded,
+                Bound::Unbounded,
+                false,
+                10
+            )
+            .is_err(),
             "a partition read of the damaged row fails"
         );
         // Its neighbours, in the same block, still read.

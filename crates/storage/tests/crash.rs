@@ -147,11 +147,8 @@ fn child_writer() {
             let (engine, next) = (Arc::clone(&engine), Arc::clone(&next));
             std::thread::spawn(move || loop {
                 let k = next.fetch_add(1, Ordering::SeqCst);
-                let key = RowKey {
-                    table: 1,
-                    partition: &key_bytes(k),
-                    clustering: b"",
-                };
+                let key_bytes = key_bytes(k);
+                let key = RowKey::new(1, &key_bytes, b"");
                 engine.write(key, row(k)).expect("child write");
                 let acked_ns = monotonic_ns();
                 // One short line per write, so that a kill cannot leave half a line that parses.
@@ -254,11 +251,8 @@ fn verify(dir: &Path, mode: Mode, required: &BTreeSet<u64>, written_up_to: u64, 
     let engine = Engine::open(config(dir, mode)).expect("parent reopens the namespace");
     let mut missing = Vec::new();
     for k in 0..written_up_to {
-        let key = RowKey {
-            table: 1,
-            partition: &key_bytes(k),
-            clustering: b"",
-        };
+        let key_bytes = key_bytes(k);
+        let key = RowKey::new(1, &key_bytes, b"");
         match engine.get(key).unwrap_or_else(|e| panic!("{what}: key {k}: {e}")) {
             Some(r) => assert_eq!(
                 r.cells[0].value_at(0),
@@ -316,11 +310,8 @@ fn crash_rounds(mode: Mode, seed: u64) {
         let lost: Vec<u64> = acked
             .iter()
             .filter(|(&k, _)| {
-                let key = RowKey {
-                    table: 1,
-                    partition: &key_bytes(k),
-                    clustering: b"",
-                };
+                let key_bytes = key_bytes(k);
+                let key = RowKey::new(1, &key_bytes, b"");
                 engine.get(key).expect("read").is_none()
             })
             .map(|(_, &ns)| kill_ns.saturating_sub(ns))
@@ -386,11 +377,8 @@ fn a_write_buffer_left_for_a_device_that_is_gone_is_discarded() {
     let _ = std::fs::remove_file(cfg.index_snapshot_path.as_ref().expect("a snapshot path"));
     let engine = Engine::open(config(dir.path(), Mode::Buffered)).expect("a new device opens");
     for k in acked.keys() {
-        let key = RowKey {
-            table: 1,
-            partition: &key_bytes(*k),
-            clustering: b"",
-        };
+        let key_bytes = key_bytes(*k);
+        let key = RowKey::new(1, &key_bytes, b"");
         assert_eq!(
             engine.get(key).expect("reads"),
             None,

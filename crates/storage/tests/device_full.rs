@@ -37,11 +37,7 @@ fn value(k: u32, version: u32) -> Vec<u8> {
 
 fn write(e: &Engine, k: u32, version: u32) -> Result<(), WriteError> {
     e.write(
-        RowKey {
-            table: 1,
-            partition: &key(k),
-            clustering: b"",
-        },
+        RowKey::new(1, &key(k), b""),
         Row {
             cells: vec![Cell::live(0, i64::from(version), value(k, version))],
             ..Row::default()
@@ -50,25 +46,14 @@ fn write(e: &Engine, k: u32, version: u32) -> Result<(), WriteError> {
 }
 
 fn delete(e: &Engine, k: u32, version: u32) -> Result<(), WriteError> {
-    e.delete(
-        RowKey {
-            table: 1,
-            partition: &key(k),
-            clustering: b"",
-        },
-        i64::from(version),
-    )
+    e.delete(RowKey::new(1, &key(k), b""), i64::from(version))
 }
 
 /// Every key in `0..keys` reads back as `expected` says: `Some(version)` or absent.
 fn check(e: &Engine, keys: u32, expected: impl Fn(u32) -> Option<u32>, when: &str) {
     for k in 0..keys {
         let got = e
-            .get(RowKey {
-                table: 1,
-                partition: &key(k),
-                clustering: b"",
-            })
+            .get(RowKey::new(1, &key(k), b""))
             .unwrap_or_else(|err| panic!("{when}: key {k}: {err}"))
             .map(|r| r.cells[0].value_at(0).expect("live").to_vec());
         assert_eq!(

@@ -4,7 +4,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use hayate_storage::{Cell, Engine, ManualClock, NamespaceConfig, Row, RowKey, ScanFrom};
+use hayate_storage::{Cell, Engine, ManualClock, NamespaceConfig, PartitionKey, Row, RowKey, ScanFrom};
 
 mod common;
 use common::capture_logs;
@@ -20,20 +20,12 @@ fn config(dir: &std::path::Path) -> NamespaceConfig {
 }
 
 fn key(k: &[u8]) -> RowKey<'_> {
-    RowKey {
-        table: T,
-        partition: k,
-        clustering: b"",
-    }
+    RowKey::new(T, k, b"")
 }
 
 /// A row of another table than `key`'s.
 fn other(k: &[u8]) -> RowKey<'_> {
-    RowKey {
-        table: T + 1,
-        partition: k,
-        clustering: b"",
-    }
+    RowKey::new(T + 1, k, b"")
 }
 
 fn row(ts: i64, v: &[u8]) -> Row {
@@ -144,21 +136,13 @@ fn partitions_read_in_clustering_order_and_scans_page() {
     for p in 0..20u32 {
         for c in 0..30u32 {
             let ck = (c * 7 % 30).to_be_bytes();
-            e.write(
-                RowKey {
-                    table: T,
-                    partition: &p.to_be_bytes(),
-                    clustering: &ck,
-                },
-                row(1, b"x"),
-            )
-            .expect("write");
+            e.write(RowKey::new(T, &p.to_be_bytes(), &ck), row(1, b"x"))
+                .expect("write");
         }
     }
     let rows = e
         .read_partition(
-            T,
-            &3u32.to_be_bytes(),
+            PartitionKey::new(T, &3u32.to_be_bytes()),
             Bound::Included(&5u32.to_be_bytes()),
             Bound::Excluded(&9u32.to_be_bytes()),
             false,
@@ -172,8 +156,7 @@ fn partitions_read_in_clustering_order_and_scans_page() {
     );
     let rev = e
         .read_partition(
-            T,
-            &3u32.to_be_bytes(),
+            PartitionKey::new(T, &3u32.to_be_bytes()),
             Bound::Unbounded,
             Bound::Unbounded,
             true,
@@ -357,11 +340,7 @@ fn each_table_keeps_tombstones_for_its_own_grace_period() {
     let mut c = config(dir.path());
     c.tombstone_grace_s = 3_600;
     let e = Engine::open_with_clock(c, clock.clone()).expect("open");
-    let short = |k: &'static [u8]| RowKey {
-        table: T + 1,
-        partition: k,
-        clustering: b"",
-    };
+    let short = |k: &'static [u8]| RowKey::new(T + 1, k, b"");
     e.set_tombstone_grace(T + 1, Some(60));
     e.delete(key(b"k"), 100).expect("delete");
     e.delete(short(b"k"), 100).expect("delete");

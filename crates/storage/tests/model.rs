@@ -24,8 +24,8 @@ use std::sync::Arc;
 use common::{device_config, open_on, Crash, FaultyDevice, Rng};
 use hayate_storage::token::token;
 use hayate_storage::{
-    Cell, CellValue, Clock, Deletion, Engine, Liveness, ManualClock, NamespaceConfig, Row, RowKey, RowsFrom,
-    ScanFrom, WriteError,
+    Cell, CellValue, Clock, Deletion, Engine, Liveness, ManualClock, NamespaceConfig, PartitionKey, Row,
+    RowKey, RowsFrom, ScanFrom, WriteError,
 };
 
 const BLOCK_BYTES: u64 = 128 << 10;
@@ -323,11 +323,7 @@ fn universe() -> Vec<Key> {
 }
 
 fn row_key(k: &Key) -> RowKey<'_> {
-    RowKey {
-        table: k.0,
-        partition: &k.1,
-        clustering: &k.2,
-    }
+    RowKey::new(k.0, &k.1, &k.2)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -671,7 +667,9 @@ impl Run {
                 Bound::Unbounded => Bound::Unbounded,
             }
         }
-        let attempt = |engine: &Engine| engine.delete_range(LWW, &p, as_ref(&start), as_ref(&end), deletion);
+        let attempt = |engine: &Engine| {
+            engine.delete_range(PartitionKey::new(LWW, &p), as_ref(&start), as_ref(&end), deletion)
+        };
         let mut result = attempt(self.engine());
         if let Err(WriteError::DeviceFull { .. }) = result {
             self.device_full += 1;
@@ -970,7 +968,7 @@ impl Run {
         let limit = self.rng.range(1, 8) as usize;
         let got: Vec<(Vec<u8>, Visible)> = self
             .engine()
-            .read_partition(LWW, &p, start, end, reverse, limit)
+            .read_partition(PartitionKey::new(LWW, &p), start, end, reverse, limit)
             .map_err(|e| format!("read_partition: {e}"))?
             .into_iter()
             .map(|r| (r.clustering_key.clone(), seen(&r.row)))
@@ -992,7 +990,7 @@ impl Run {
         let now_s = self.now_s();
         let raw: Vec<(Vec<u8>, Visible)> = self
             .engine()
-            .read_partition_raw(LWW, &p, start, end, reverse, limit)
+            .read_partition_raw(PartitionKey::new(LWW, &p), start, end, reverse, limit)
             .map_err(|e| format!("read_partition_raw: {e}"))?
             .rows
             .into_iter()
@@ -1126,11 +1124,8 @@ fn concurrent_writers_to_disjoint_cells_lose_no_update() {
                             cells: vec![Cell::live(t, i64::from(round), value(t, round))],
                             ..Row::default()
                         };
-                        let key = RowKey {
-                            table: 1,
-                            partition: &k.to_be_bytes(),
-                            clustering: b"",
-                        };
+                        let partition = k.to_be_bytes();
+                        let key = RowKey::new(1, &partition, b"");
                         let mut tries = 0;
                         loop {
                             match engine.write(key, row.clone()) {
@@ -1154,11 +1149,8 @@ fn concurrent_writers_to_disjoint_cells_lose_no_update() {
     defragger.join().expect("defrag thread");
     let check = |engine: &Engine, when: &str| {
         for k in 0..KEYS {
-            let key = RowKey {
-                table: 1,
-                partition: &k.to_be_bytes(),
-                clustering: b"",
-            };
+            let partition = k.to_be_bytes();
+            let key = RowKey::new(1, &partition, b"");
             let row = engine
                 .get(key)
                 .expect("read")
@@ -1219,11 +1211,8 @@ fn torn_and_reordered_crashes_keep_every_synced_write() {
             for _ in 0..rng.range(50, 800) {
                 let k = rng.below(u64::from(KEYS)) as u32;
                 version += 1;
-                let key = RowKey {
-                    table: 1,
-                    partition: &k.to_be_bytes(),
-                    clustering: b"",
-                };
+                let partition = k.to_be_bytes();
+                let key = RowKey::new(1, &partition, b"");
                 if rng.chance(1, 8) {
                     engine.delete(key, version as i64).expect("delete");
                     rows[k as usize].since.push(None);
@@ -1258,11 +1247,8 @@ fn torn_and_reordered_crashes_keep_every_synced_write() {
             device = survivor;
             engine = open_on(&config, &device, &clock);
             for (k, h) in rows.iter_mut().enumerate() {
-                let key = RowKey {
-                    table: 1,
-                    partition: &(k as u32).to_be_bytes(),
-                    clustering: b"",
-                };
+                let partition = (k as u32).to_be_bytes();
+                let key = RowKey::new(1, &partition, b"");
                 let got = engine
                     .get(key)
                     .unwrap_or_else(|e| panic!("seed {seed} round {round}: key {k}: {e}"));

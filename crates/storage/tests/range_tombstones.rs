@@ -9,7 +9,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use hayate_storage::{Cell, Deletion, Engine, ManualClock, NamespaceConfig, Row, RowKey};
+use hayate_storage::{Cell, Deletion, Engine, ManualClock, NamespaceConfig, PartitionKey, Row, RowKey};
 
 const T: u32 = 7;
 const START_US: i64 = 1_000_000_000_000_000;
@@ -28,11 +28,8 @@ fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Engine {
 }
 
 fn put(e: &Engine, pk: &[u8], ck: u8, ts: i64) {
-    let key = RowKey {
-        table: T,
-        partition: pk,
-        clustering: &[ck],
-    };
+    let clustering = [ck];
+    let key = RowKey::new(T, pk, &clustering);
     let row = Row {
         cells: vec![Cell::live(1, ts, vec![ck; 8])],
         ..Row::default()
@@ -43,7 +40,13 @@ fn put(e: &Engine, pk: &[u8], ck: u8, ts: i64) {
 /// The clustering keys a full read of the partition returns, in order.
 fn visible(e: &Engine, pk: &[u8]) -> Vec<u8> {
     let rows = e
-        .read_partition(T, pk, Bound::Unbounded, Bound::Unbounded, false, usize::MAX)
+        .read_partition(
+            PartitionKey::new(T, pk),
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            usize::MAX,
+        )
         .expect("read");
     rows.iter().map(|r| r.clustering_key[0]).collect()
 }
@@ -71,8 +74,7 @@ fn a_range_tombstone_shadows_older_rows_whenever_they_arrive() {
     put(&e, b"q", 3, 100);
     // DELETE ... WHERE k = 'p' AND c >= 2 AND c < 5, at timestamp 200.
     e.delete_range(
-        T,
-        b"p",
+        PartitionKey::new(T, b"p"),
         Bound::Included(&[2]),
         Bound::Excluded(&[5]),
         del(200, now_s(&clock)),
@@ -84,19 +86,18 @@ fn a_range_tombstone_shadows_older_rows_whenever_they_arrive() {
     put(&e, b"p", 3, 150);
     put(&e, b"p", 4, 250);
     assert_eq!(visible(&e, b"p"), [0, 1, 4, 5, 6, 7]);
-    let one = |ck: u8| {
-        e.get(RowKey {
-            table: T,
-            partition: b"p",
-            clustering: &[ck],
-        })
-        .expect("get")
-    };
+    let one = |ck: u8| e.get(RowKey::new(T, b"p", &[ck])).expect("get");
     assert!(one(3).is_none());
     assert!(one(4).is_some());
     // A raw read (what a replica answers) carries the deletion in the rows it shadows.
     let raw = e
-        .read_partition_raw(T, b"p", Bound::Unbounded, Bound::Unbounded, false, 100)
+        .read_partition_raw(
+            PartitionKey::new(T, b"p"),
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            100,
+        )
         .expect("raw");
     let shadowed = raw
         .rows
@@ -112,8 +113,7 @@ fn a_range_tombstone_shadows_older_rows_whenever_they_arrive() {
     assert_eq!(scanned.len(), 7, "p: 0 1 4 5 6 7 and q: 3");
     // A partition deletion hides everything older, and a later newer row shows alone.
     e.delete_range(
-        T,
-        b"p",
+        PartitionKey::new(T, b"p"),
         Bound::Unbounded,
         Bound::Unbounded,
         del(300, now_s(&clock)),
@@ -123,7 +123,10 @@ fn a_range_tombstone_shadows_older_rows_whenever_they_arrive() {
     assert!(visible(&e, b"p").is_empty());
     put(&e, b"p", 6, 301);
     assert_eq!(visible(&e, b"p"), [6]);
-    let t = e.partition_tombstones(T, b"p").expect("read").expect("present");
+    let t = e
+        .partition_tombstones(PartitionKey::new(T, b"p"))
+        .expect("read")
+        .expect("present");
     assert!(
         t.ranges.is_empty(),
         "the older range is folded into the partition deletion"
@@ -140,16 +143,14 @@ fn tombstones_survive_clean_and_unclean_restarts_and_defrag() {
             put(&e, b"p", ck, 100);
         }
         e.delete_range(
-            T,
-            b"p",
+            PartitionKey::new(T, b"p"),
             Bound::Excluded(&[6]),
             Bound::Unbounded,
             del(200, now_s(&clock)),
         )
         .expect("delete range");
         e.delete_range(
-            T,
-            b"r",
+            PartitionKey::new(T, b"r"),
             Bound::Unbounded,
             Bound::Unbounded,
             del(200, now_s(&clock)),
@@ -172,11 +173,8 @@ fn tombstones_survive_clean_and_unclean_restarts_and_defrag() {
         // Churn other rows so that the blocks holding the tombstones are defragmented.
         for round in 0..6i64 {
             for i in 0..400u32 {
-                let key = RowKey {
-                    table: T,
-                    partition: &i.to_be_bytes(),
-                    clustering: b"",
-                };
+                let partition = i.to_be_bytes();
+                let key = RowKey::new(T, &partition, b"");
                 let row = Row {
                     cells: vec![Cell::live(1, 1_000 + round, vec![9; 400])],
                     ..Row::default()
@@ -207,8 +205,7 @@ fn tombstones_are_purged_after_grace_with_the_rows_they_shadow() {
         put(&e, b"p", ck, 100);
     }
     e.delete_range(
-        T,
-        b"p",
+        PartitionKey::new(T, b"p"),
         Bound::Included(&[1]),
         Bound::Included(&[3]),
         del(200, now_s(&clock)),
@@ -218,7 +215,9 @@ fn tombstones_are_purged_after_grace_with_the_rows_they_shadow() {
     let before = e.stats().records;
     e.expire_now();
     assert!(
-        e.partition_tombstones(T, b"p").expect("read").is_some(),
+        e.partition_tombstones(PartitionKey::new(T, b"p"))
+            .expect("read")
+            .is_some(),
         "kept within its grace"
     );
     clock.advance_s(61);
@@ -228,7 +227,9 @@ fn tombstones_are_purged_after_grace_with_the_rows_they_shadow() {
         e.expire_now();
     }
     assert!(
-        e.partition_tombstones(T, b"p").expect("read").is_none(),
+        e.partition_tombstones(PartitionKey::new(T, b"p"))
+            .expect("read")
+            .is_none(),
         "purged after its grace"
     );
     assert_eq!(
@@ -250,11 +251,8 @@ fn a_page_of_a_wide_partition_reads_only_its_rows() {
     let e = Engine::open_with_clock(c, Arc::clone(&clock) as Arc<dyn hayate_storage::Clock>).expect("open");
     let rows = 20_000u32;
     for i in 0..rows {
-        let key = RowKey {
-            table: T,
-            partition: b"wide",
-            clustering: &i.to_be_bytes(),
-        };
+        let clustering = i.to_be_bytes();
+        let key = RowKey::new(T, b"wide", &clustering);
         let row = Row {
             cells: vec![Cell::live(1, 100, vec![1; 16])],
             ..Row::default()
@@ -272,7 +270,13 @@ fn a_page_of_a_wide_partition_reads_only_its_rows() {
             None => Bound::Unbounded,
         };
         let got = e
-            .read_partition_raw(T, b"wide", start, Bound::Unbounded, false, page)
+            .read_partition_raw(
+                PartitionKey::new(T, b"wide"),
+                start,
+                Bound::Unbounded,
+                false,
+                page,
+            )
             .expect("page");
         let read = e.stats().records_read - before;
         worst = worst.max(read);
@@ -292,7 +296,13 @@ fn a_page_of_a_wide_partition_reads_only_its_rows() {
     let mid = (rows / 2).to_be_bytes();
     let before = e.stats().records_read;
     let got = e
-        .read_partition(T, b"wide", Bound::Included(&mid), Bound::Unbounded, false, page)
+        .read_partition(
+            PartitionKey::new(T, b"wide"),
+            Bound::Included(&mid),
+            Bound::Unbounded,
+            false,
+            page,
+        )
         .expect("page");
     worst = worst.max(e.stats().records_read - before);
     assert_eq!(got.len(), page);
@@ -307,7 +317,7 @@ fn a_page_of_a_wide_partition_reads_only_its_rows() {
             None => Bound::Unbounded,
         };
         let got = e
-            .read_partition_raw(T, b"wide", Bound::Unbounded, end, true, page)
+            .read_partition_raw(PartitionKey::new(T, b"wide"), Bound::Unbounded, end, true, page)
             .expect("page");
         worst = worst.max(e.stats().records_read - before);
         assert_eq!(got.rows.len(), page);

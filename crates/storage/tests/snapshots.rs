@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use common::{key, Rng};
-use hayate_storage::{Cell, Deletion, Engine, NamespaceConfig, Row, RowKey, SnapshotError, SnapshotRecord};
+use hayate_storage::{
+    Cell, Deletion, Engine, NamespaceConfig, PartitionKey, Row, RowKey, SnapshotError, SnapshotRecord,
+};
 
 const T: u32 = common::TABLE;
 const OTHER: u32 = 2;
@@ -105,8 +107,7 @@ fn a_snapshot_keeps_its_rows_through_rewrites_a_drop_and_both_kinds_of_restart()
             e.delete(key(b"k0001"), 9_000).expect("delete");
             want.remove(b"k0001".as_slice());
             e.delete_range(
-                T,
-                b"k0002",
+                PartitionKey::new(T, b"k0002"),
                 Bound::Unbounded,
                 Bound::Unbounded,
                 Deletion {
@@ -116,11 +117,7 @@ fn a_snapshot_keeps_its_rows_through_rewrites_a_drop_and_both_kinds_of_restart()
             )
             .expect("partition delete");
             e.write(
-                RowKey {
-                    table: OTHER,
-                    partition: b"o",
-                    clustering: b"",
-                },
+                RowKey::new(OTHER, b"o", b""),
                 row(1, b"not in the snapshot".to_vec()),
             )
             .expect("write other");

@@ -15,8 +15,8 @@ use common::{device_config, open_on, FaultyDevice};
 use hayate_storage::format::stream::{decode_chunk, Contents};
 use hayate_storage::token::token;
 use hayate_storage::{
-    Cell, CellValue, Deletion, Engine, ExportedChunk, ImportError, Liveness, ManualClock, Row, RowKey,
-    RowsFrom, ScanFrom, StoredRow, WriteError,
+    Cell, CellValue, Deletion, Engine, ExportedChunk, ImportError, Liveness, ManualClock, PartitionKey, Row,
+    RowKey, RowsFrom, ScanFrom, StoredRow, WriteError,
 };
 
 const T: u32 = 3;
@@ -45,11 +45,7 @@ fn clock() -> Arc<ManualClock> {
 }
 
 fn key<'a>(pk: &'a [u8], ck: &'a [u8]) -> RowKey<'a> {
-    RowKey {
-        table: T,
-        partition: pk,
-        clustering: ck,
-    }
+    RowKey::new(T, pk, ck)
 }
 
 fn plain(ts: i64, value: Vec<u8>) -> Row {
@@ -194,15 +190,19 @@ fn rich_source(clock: &Arc<ManualClock>) -> Node {
         deleted_at_s: NOW_S - 10,
     };
     e.delete_range(
-        T,
-        b"ranged",
+        PartitionKey::new(T, b"ranged"),
         Bound::Included(b"b"),
         Bound::Excluded(b"d"),
         deletion(60),
     )
     .expect("range delete");
-    e.delete_range(T, b"whole", Bound::Unbounded, Bound::Unbounded, deletion(65))
-        .expect("partition delete");
+    e.delete_range(
+        PartitionKey::new(T, b"whole"),
+        Bound::Unbounded,
+        Bound::Unbounded,
+        deletion(65),
+    )
+    .expect("partition delete");
     e.write(key(b"whole", b"after"), plain(80, b"newer".to_vec()))
         .expect("write");
     // A row larger than a block, written in chunks.
@@ -301,8 +301,12 @@ fn a_round_trip_reproduces_every_record_as_stored() {
     // Tombstones records, and what they shadow on the receiver.
     for pk in [&b"ranged"[..], b"whole"] {
         assert_eq!(
-            dst.engine.partition_tombstones(T, pk).expect("read"),
-            src.engine.partition_tombstones(T, pk).expect("read"),
+            dst.engine
+                .partition_tombstones(PartitionKey::new(T, pk))
+                .expect("read"),
+            src.engine
+                .partition_tombstones(PartitionKey::new(T, pk))
+                .expect("read"),
         );
     }
     for (ck, live) in [
@@ -464,8 +468,7 @@ fn a_damaged_chunk_is_refused_and_nothing_of_it_applied() {
     write_plain(&src.engine, 3, 10, 20);
     src.engine
         .delete_range(
-            T,
-            b"p00001",
+            PartitionKey::new(T, b"p00001"),
             Bound::Unbounded,
             Bound::Unbounded,
             Deletion {

@@ -13,11 +13,7 @@ fn config(dir: &std::path::Path) -> NamespaceConfig {
 }
 
 fn key(table: u32, k: &[u8]) -> RowKey<'_> {
-    RowKey {
-        table,
-        partition: k,
-        clustering: b"",
-    }
+    RowKey::new(table, k, b"")
 }
 
 fn row(v: &[u8]) -> Row {

@@ -3,8 +3,8 @@
 use std::ops::Bound;
 
 use hayate_storage::{
-    Engine, ImportError, ReadError, ReadsAhead, RowKey, RowsFrom, RowsPage, ScanFrom, ScanPosition,
-    StoredRow, TableId, WriteError,
+    Engine, ImportError, PartitionKey, PartitionTombstones, ReadError, ReadsAhead, RowsFrom, RowsPage,
+    ScanFrom, ScanPosition, StoredRow, TableId, WriteError,
 };
 
 use super::{
@@ -15,20 +15,26 @@ use crate::ring::TokenRange;
 
 impl Replica for Engine {
     fn apply(&self, mutations: Vec<Mutation>) -> Result<(), ReplicaError> {
-        for m in mutations {
-            match m.kind {
+        for Mutation {
+            table,
+            token,
+            partition,
+            kind,
+        } in mutations
+        {
+            let at = PartitionKey {
+                table,
+                token,
+                key: &partition,
+            };
+            match kind {
                 MutationKind::Row { clustering, update } => {
-                    let key = RowKey {
-                        table: m.table,
-                        partition: &m.partition,
-                        clustering: &clustering,
-                    };
-                    self.write(key, update).map_err(write_failed)?;
+                    self.write(at.row(&clustering), update).map_err(write_failed)?;
                 }
                 MutationKind::DeleteRange { start, end, deletion } => {
                     // One range (or partition) tombstone, which also shadows rows that reach
                     // this replica after it.
-                    self.delete_range(m.table, &m.partition, as_ref(&start), as_ref(&end), deletion)
+                    self.delete_range(at, as_ref(&start), as_ref(&end), deletion)
                         .map_err(write_failed)?;
                 }
             }
@@ -39,44 +45,40 @@ impl Replica for Engine {
     fn read(&self, command: &ReadCommand) -> Result<ReadResponse, ReplicaError> {
         let page = match command {
             ReadCommand::Partition(p) => {
-                if let (Bound::Included(a), Bound::Included(b)) = (&p.start, &p.end) {
-                    if a == b {
-                        // One row by its full primary key: one index lookup, no range walk.
-                        let key = RowKey {
-                            table: p.table,
-                            partition: &p.partition,
-                            clustering: a,
-                        };
-                        let row = self.get_with_tombstones(key).map_err(read_failed)?;
-                        let rows = row
-                            .filter(|_| p.limit > 0)
-                            .map(|row| ReplicaRow {
-                                token: p.token,
-                                partition: p.partition.clone(),
-                                clustering: a.clone(),
-                                row,
-                            })
-                            .into_iter()
-                            .collect();
-                        return Ok(ReadResponse {
-                            rows,
-                            more: false,
-                            tombstones: self.tombstones_of(p)?,
-                        });
-                    }
+                if let Some(clustering) = p.one_row() {
+                    // One row by its full primary key: one index lookup, no range walk, and
+                    // the partition's tombstones read once for the row and the answer.
+                    let (row, tombstones) = self
+                        .get_with_partition_tombstones(p.partition_key().row(clustering))
+                        .map_err(read_failed)?;
+                    let rows = row
+                        .filter(|_| p.limit > 0)
+                        .map(|row| ReplicaRow {
+                            token: p.token,
+                            partition: p.partition.clone(),
+                            clustering: clustering.to_vec(),
+                            row,
+                        })
+                        .into_iter()
+                        .collect();
+                    return Ok(ReadResponse {
+                        rows,
+                        more: false,
+                        tombstones: replica_tombstones(p, tombstones),
+                    });
                 }
-                let page = self
+                let mut page = self
                     .read_partition_raw(
-                        p.table,
-                        &p.partition,
+                        p.partition_key(),
                         as_ref(&p.start),
                         as_ref(&p.end),
                         p.reverse,
                         p.limit,
                     )
                     .map_err(read_failed)?;
+                let tombstones = replica_tombstones(p, page.tombstones.take());
                 let mut response = response(page);
-                response.tombstones = self.tombstones_of(p)?;
+                response.tombstones = tombstones;
                 return Ok(response);
             }
             ReadCommand::Range(r) => {
@@ -105,14 +107,8 @@ impl Replica for Engine {
         let ReadCommand::Partition(p) = command else {
             return None;
         };
-        match (&p.start, &p.end) {
-            (Bound::Included(a), Bound::Included(b)) if a == b => self.read_ahead([RowKey {
-                table: p.table,
-                partition: &p.partition,
-                clustering: a,
-            }]),
-            _ => None,
-        }
+        let clustering = p.one_row()?;
+        self.read_ahead([p.partition_key().row(clustering)])
     }
 
     fn reads_ahead(&self) -> bool {
@@ -182,14 +178,7 @@ impl Replica for Engine {
 
     fn read_ahead_apply(&self, mutations: &[Mutation]) -> Option<ReadsAhead> {
         self.read_ahead_for_writes(mutations.iter().filter_map(|m| match &m.kind {
-            MutationKind::Row { clustering, update } => Some((
-                RowKey {
-                    table: m.table,
-                    partition: &m.partition,
-                    clustering,
-                },
-                update,
-            )),
+            MutationKind::Row { clustering, update } => Some((m.partition_key().row(clustering), update)),
             MutationKind::DeleteRange { .. } => None,
         }))
     }
@@ -203,24 +192,16 @@ fn response(page: RowsPage) -> ReadResponse {
     }
 }
 
-trait TombstonesOf {
-    fn tombstones_of(&self, p: &PartitionRead) -> Result<Vec<ReplicaTombstones>, ReplicaError>;
-}
-
-impl TombstonesOf for Engine {
-    /// The partition's tombstones, for the coordinator's merge.
-    fn tombstones_of(&self, p: &PartitionRead) -> Result<Vec<ReplicaTombstones>, ReplicaError> {
-        let t = self
-            .partition_tombstones(p.table, &p.partition)
-            .map_err(read_failed)?;
-        Ok(t.map(|tombstones| ReplicaTombstones {
+/// The partition's tombstones, for the coordinator's merge.
+fn replica_tombstones(p: &PartitionRead, tombstones: Option<PartitionTombstones>) -> Vec<ReplicaTombstones> {
+    tombstones
+        .map(|tombstones| ReplicaTombstones {
             token: p.token,
             partition: p.partition.clone(),
             tombstones,
         })
         .into_iter()
-        .collect())
-    }
+        .collect()
 }
 
 fn replica_row(r: StoredRow) -> ReplicaRow {

@@ -16,7 +16,7 @@ mod read_ring;
 
 pub use read_ring::drive_read_ring;
 
-use hayate_storage::{Deletion, PartitionTombstones, ReadsAhead, ReadsDone, Row, TableId};
+use hayate_storage::{Deletion, PartitionKey, PartitionTombstones, ReadsAhead, ReadsDone, Row, TableId};
 
 use crate::ring::TokenRange;
 
@@ -29,6 +29,17 @@ pub struct Mutation {
     pub token: i64,
     pub partition: Vec<u8>,
     pub kind: MutationKind,
+}
+
+impl Mutation {
+    /// The partition's address in the storage engine, with the token the planner computed.
+    pub fn partition_key(&self) -> PartitionKey<'_> {
+        PartitionKey {
+            table: self.table,
+            token: self.token,
+            key: &self.partition,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +71,25 @@ pub struct PartitionRead {
     pub reverse: bool,
     /// Live rows to return at most; tombstones met on the way come too and do not count.
     pub limit: usize,
+}
+
+impl PartitionRead {
+    /// The partition's address in the storage engine, with the token the planner computed.
+    pub fn partition_key(&self) -> PartitionKey<'_> {
+        PartitionKey {
+            table: self.table,
+            token: self.token,
+            key: &self.partition,
+        }
+    }
+
+    /// The clustering key of the one row this read names by its full primary key, if it does.
+    pub fn one_row(&self) -> Option<&[u8]> {
+        match (&self.start, &self.end) {
+            (Bound::Included(a), Bound::Included(b)) if a == b => Some(a),
+            _ => None,
+        }
+    }
 }
 
 /// Rows of a table in token order, from `start` up to `end_token` (inclusive).
@@ -99,7 +129,7 @@ pub enum ReadCommand {
 impl ReadCommand {
     /// One row by its full primary key.
     pub fn is_one_row(&self) -> bool {
-        matches!(self, ReadCommand::Partition(p) if matches!((&p.start, &p.end), (Bound::Included(a), Bound::Included(b)) if a == b))
+        matches!(self, ReadCommand::Partition(p) if p.one_row().is_some())
     }
 
     pub fn table(&self) -> TableId {

@@ -10,7 +10,8 @@ use crate::device::ReadRing;
 use crate::error::{ReadError, WriteError};
 use crate::index::{IndexKey, TableIndex};
 use crate::keys::{
-    RowKey, RowsFrom, RowsPage, ScanFrom, StoredRow, TableId, KEY_MAX_BYTES, TOMBSTONES_PER_READ_MAX,
+    PartitionKey, RowKey, RowsFrom, RowsPage, ScanFrom, StoredRow, TableId, KEY_MAX_BYTES,
+    TOMBSTONES_PER_READ_MAX,
 };
 use crate::namespace::Namespace;
 use crate::range_tombstones::PartitionTombstones;
@@ -18,7 +19,6 @@ use crate::read_ahead::ReadsAhead;
 use crate::row::Row;
 use crate::snapshots::{Snapshot, SnapshotError, SnapshotRecord, SnapshotSpace, SnapshotSummary};
 use crate::stats::{DefragStatus, LatencyHistogram, StatsSnapshot, TableStats};
-use crate::token::token;
 
 mod open;
 
@@ -63,8 +63,7 @@ impl Engine {
     /// after it; see `range_tombstones.rs`.
     pub fn delete_range(
         &self,
-        table: TableId,
-        partition: &[u8],
+        partition: PartitionKey<'_>,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         deletion: crate::row::Deletion,
@@ -82,22 +81,21 @@ impl Engine {
         let timer = Timer::start();
         let tombstones =
             PartitionTombstones::of(start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec), deletion);
-        let pos = self.inner.write_tombstones(table, partition, tombstones)?;
+        let pos = self.inner.write_tombstones(partition, tombstones)?;
         let written = self.durable_if_committing(pos);
-        self.record_write(table, timer);
+        self.record_write(partition.table, timer);
         written
     }
 
     /// The range and partition tombstones a partition holds now (for tests and tools).
     pub fn partition_tombstones(
         &self,
-        table: TableId,
-        partition: &[u8],
+        at: PartitionKey<'_>,
     ) -> Result<Option<PartitionTombstones>, ReadError> {
-        let Some(index) = self.inner.existing_table(table) else {
+        let Some(index) = self.inner.existing_table(at.table) else {
             return Ok(None);
         };
-        self.inner.tombstones_of(&index, token(partition), partition)
+        self.inner.tombstones_of(&index, at.checked_token(), at.key)
     }
 
     /// Deletes one row: a row tombstone at `timestamp_us`.
@@ -149,33 +147,48 @@ impl Engine {
     /// The stored version of a row including its tombstones (and the range or partition
     /// tombstone that covers it, merged in as a row deletion), for replica merges and repair.
     pub fn get_with_tombstones(&self, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
-        let Some(index) = self.inner.existing_table(key.table) else {
-            return Ok(None);
-        };
-        let timer = Timer::start();
-        let row = self.get_with_tombstones_in(&index, key);
-        timer.stop(&index.figures().reads);
-        row
+        Ok(self.get_with_partition_tombstones(key)?.0)
     }
 
-    fn get_with_tombstones_in(&self, index: &TableIndex, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
+    /// [`Engine::get_with_tombstones`], and the tombstones of the row's partition that were
+    /// merged into it: what a replica answers a one-row read with. The row is found with one
+    /// index lookup, and the partition's tombstones are read once, for both.
+    pub fn get_with_partition_tombstones(
+        &self,
+        key: RowKey<'_>,
+    ) -> Result<(Option<Row>, Option<PartitionTombstones>), ReadError> {
+        let Some(index) = self.inner.existing_table(key.table) else {
+            return Ok((None, None));
+        };
+        let timer = Timer::start();
+        let read = self.get_with_tombstones_in(&index, key);
+        timer.stop(&index.figures().reads);
+        read
+    }
+
+    fn get_with_tombstones_in(
+        &self,
+        index: &TableIndex,
+        key: RowKey<'_>,
+    ) -> Result<(Option<Row>, Option<PartitionTombstones>), ReadError> {
         let ikey = key.index_key();
+        let tombstones = self.inner.tombstones_of(index, ikey.token, key.partition)?;
         let Some(entry) = index.get(&ikey).filter(|e| !e.is_range_tombstones()) else {
-            return Ok(None);
+            return Ok((None, tombstones));
         };
         let Some(found) = self
             .inner
             .read_entry(index, &entry)?
             .filter(|f| f.partition_key == key.partition && f.clustering_key == key.clustering)
         else {
-            return Ok(None);
+            return Ok((None, tombstones));
         };
         self.inner.fold_after_read(key, ikey, index, &found);
         let mut row = found.row;
-        if let Some(t) = self.inner.tombstones_of(index, ikey.token, key.partition)? {
+        if let Some(t) = &tombstones {
             t.shadow(key.clustering, &mut row, self.inner.now_s());
         }
-        Ok(Some(row))
+        Ok((Some(row), tombstones))
     }
 
     /// Starts, without waiting, the device reads that a read or a write of these rows would
@@ -237,19 +250,18 @@ impl Engine {
     /// [`Engine::read_partition_raw`]).
     pub fn read_partition(
         &self,
-        table: TableId,
-        partition: &[u8],
+        partition: PartitionKey<'_>,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<StoredRow>, ReadError> {
-        let Some(index) = self.inner.existing_table(table) else {
+        let Some(index) = self.inner.existing_table(partition.table) else {
             return Ok(Vec::new());
         };
         let timer = Timer::start();
         let now_s = self.inner.now_s();
-        let mut rows = self
+        let (mut rows, _) = self
             .inner
             .partition_rows(&index, partition, start, end, reverse, limit, false)?;
         for r in &mut rows {
@@ -264,28 +276,29 @@ impl Engine {
     /// merges), with the partition's range and partition tombstones merged into the rows they
     /// cover, with clustering keys between the bounds, in clustering order (reversed if
     /// asked), until `live_limit` of them are live at the engine's clock. Rows that are not live
-    /// come along and do not count. `more` is true when the read stopped at the limit.
+    /// come along and do not count. `more` is true when the read stopped at the limit; the
+    /// page carries the partition's tombstones too, read once for the rows and the caller.
     ///
     /// A read starts at its start bound in the index (its end bound, reversed) and stops soon
     /// after `live_limit` live rows: paging through a wide partition costs each page its own
     /// rows, not the rows before it.
     pub fn read_partition_raw(
         &self,
-        table: TableId,
-        partition: &[u8],
+        partition: PartitionKey<'_>,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         reverse: bool,
         live_limit: usize,
     ) -> Result<RowsPage, ReadError> {
-        let Some(index) = self.inner.existing_table(table) else {
+        let Some(index) = self.inner.existing_table(partition.table) else {
             return Ok(RowsPage::default());
         };
         let timer = Timer::start();
-        let rows = self
+        let (rows, tombstones) = self
             .inner
             .partition_rows(&index, partition, start, end, reverse, live_limit, true)?;
-        let page = self.inner.take_live(rows, live_limit);
+        let mut page = self.inner.take_live(rows, live_limit);
+        page.tombstones = tombstones;
         timer.stop(&index.figures().reads);
         Ok(page)
     }

@@ -6,9 +6,9 @@ use std::ops::Bound;
 use super::{Found, Namespace};
 use crate::error::ReadError;
 use crate::index::{IndexKey, TableIndex};
-use crate::keys::{RowsPage, StoredRow};
+use crate::keys::{PartitionKey, RowsPage, StoredRow};
 use crate::range_tombstones::PartitionTombstones;
-use crate::token::{clustering_prefix, token};
+use crate::token::clustering_prefix;
 
 /// Index entries a raw read takes from the index at once.
 const STORED_BATCH_ENTRIES: usize = 1024;
@@ -127,15 +127,15 @@ impl Namespace {
     pub(crate) fn partition_rows(
         &self,
         index: &TableIndex,
-        partition: &[u8],
+        at: PartitionKey<'_>,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         reverse: bool,
         live_limit: usize,
         keep_dead: bool,
-    ) -> Result<Vec<StoredRow>, ReadError> {
+    ) -> Result<(Vec<StoredRow>, Option<PartitionTombstones>), ReadError> {
         let now_s = self.clock.now_s();
-        let t = token(partition);
+        let (t, partition) = (at.checked_token(), at.key);
         let prefix = |b: Bound<&[u8]>, open: u64| match b {
             Bound::Included(c) | Bound::Excluded(c) => clustering_prefix(c),
             Bound::Unbounded => open,
@@ -212,7 +212,7 @@ impl Namespace {
         if reverse {
             rows.reverse();
         }
-        Ok(rows)
+        Ok((rows, tombstones))
     }
 }
 

@@ -12,10 +12,10 @@ use crate::index::{
     Entry, IndexKey, Location, TableIndex, FLAG_CHUNKED, FLAG_DELTA, FLAG_HAS_DELETIONS, FLAG_HAS_OLDER,
     FLAG_RANGE_TOMBSTONES, FLAG_TOMBSTONE,
 };
-use crate::keys::{RowKey, TableId, KEY_MAX_BYTES, ROW_MAX_BYTES};
+use crate::keys::{PartitionKey, RowKey, TableId, KEY_MAX_BYTES, ROW_MAX_BYTES};
 use crate::range_tombstones::{PartitionTombstones, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 use crate::row::Row;
-use crate::token::{token, tombstones_digest};
+use crate::token::tombstones_digest;
 use crate::writer::Position;
 
 /// The largest delta record: a row whose pending cells grow past this is written whole.
@@ -310,6 +310,7 @@ impl Namespace {
         base.row.merge(delta.cells, now_s, 0);
         let key = RowKey {
             table,
+            token: e.key.token,
             partition: &base.partition_key,
             clustering: &base.clustering_key,
         };
@@ -321,10 +322,10 @@ impl Namespace {
     /// returns the write position to wait on for durability.
     pub(crate) fn write_tombstones(
         &self,
-        table: TableId,
-        partition: &[u8],
+        at: PartitionKey<'_>,
         added: PartitionTombstones,
     ) -> Result<Position, WriteError> {
+        let (table, partition) = (at.table, at.key);
         if self.stop.load(Ordering::Relaxed) {
             return Err(WriteError::Closed);
         }
@@ -334,7 +335,7 @@ impl Namespace {
                 max_bytes: KEY_MAX_BYTES,
             });
         }
-        let ikey = tombstones_key(token(partition), partition);
+        let ikey = tombstones_key(at.checked_token(), partition);
         let index = self.table(table);
         let _row = self.row_lock(table, &ikey);
         let previous = index.get(&ikey).filter(Entry::is_range_tombstones);

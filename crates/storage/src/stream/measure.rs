@@ -39,11 +39,8 @@ fn export_read_orders() {
             cells: vec![Cell::live(0, 1, value.clone())],
             ..Row::default()
         };
-        let key = RowKey {
-            table: TABLE,
-            partition: &i.to_be_bytes(),
-            clustering: b"",
-        };
+        let partition = i.to_be_bytes();
+        let key = RowKey::new(TABLE, &partition, b"");
         engine.write(key, row).expect("write");
     }
     engine.close().expect("close");

@@ -19,7 +19,7 @@ use crate::error::{ReadError, WriteError};
 use crate::format::stream::{decode_chunk, Contents, CHUNK_HEADER_BYTES};
 use crate::format::DecodeError;
 use crate::index::{partition_of, Entry, TableIndex};
-use crate::keys::{RowKey, ScanFrom, ScanPosition, TableId};
+use crate::keys::{PartitionKey, RowKey, ScanFrom, ScanPosition, TableId};
 use crate::namespace::Namespace;
 use crate::writer::Position;
 use crate::Engine;
@@ -203,6 +203,7 @@ fn import(inner: &Namespace, expected: Option<TableId>, chunk: &[u8]) -> Result<
             Contents::Row(row) => inner.write_row(
                 RowKey {
                     table,
+                    token: r.token,
                     partition: r.partition_key,
                     clustering: r.clustering_key,
                 },
@@ -211,7 +212,14 @@ fn import(inner: &Namespace, expected: Option<TableId>, chunk: &[u8]) -> Result<
             // Nothing to merge; the engine never stores such a record, but a write of it
             // would leave one behind.
             Contents::Tombstones(t) if t.is_empty() => continue,
-            Contents::Tombstones(t) => inner.write_tombstones(table, r.partition_key, t),
+            Contents::Tombstones(t) => inner.write_tombstones(
+                PartitionKey {
+                    table,
+                    token: r.token,
+                    key: r.partition_key,
+                },
+                t,
+            ),
         };
         let pos = written.map_err(ImportError::Write)?;
         last = last.max(Some(pos));

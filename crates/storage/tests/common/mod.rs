@@ -16,11 +16,7 @@ pub const TABLE: u32 = 1;
 
 /// The row of `k` in [`TABLE`], with no clustering key.
 pub fn key(k: &[u8]) -> RowKey<'_> {
-    RowKey {
-        table: TABLE,
-        partition: k,
-        clustering: b"",
-    }
+    RowKey::new(TABLE, k, b"")
 }
 
 /// A row whose column 0 holds `v`, written at `ts`.

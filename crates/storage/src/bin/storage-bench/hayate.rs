@@ -36,11 +36,7 @@ impl Hayate {
     }
 
     fn key(key: &[u8]) -> RowKey<'_> {
-        RowKey {
-            table: TABLE,
-            partition: key,
-            clustering: &[],
-        }
+        RowKey::new(TABLE, key, &[])
     }
 }
 
