@@ -31,7 +31,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -39,6 +39,7 @@ use argon2::{Algorithm, Argon2, Params, Version};
 use hayate_cql::error::ErrorCode;
 use hayate_storage::files::write_atomically;
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 
 use super::permissions::{Permission, PermissionStore, Resource};
 use super::{AuthError, AuthenticatedRole};
@@ -157,15 +158,16 @@ pub struct RoleRow {
 }
 
 /// Roles, their password hashes, and the rules for changing them. Shared by every connection
-/// (`Arc<RoleStore>`). Password checks block for tens of milliseconds: call
-/// [`RoleStore::authenticate`] and the role statements from the blocking pool
-/// (`tokio::task::spawn_blocking`), not from a connection task.
+/// (`Arc<RoleStore>`). Password checks block for tens of milliseconds: run
+/// [`RoleStore::authenticate`] and the role statements on the blocking pool
+/// (`tokio::task::spawn_blocking`), not on a connection task.
 pub struct RoleStore {
     path: PathBuf,
     hash_cost: HashCost,
     /// Writers hold the lock across the file write, so the file's order is the map's order.
     roles: RwLock<BTreeMap<String, Role>>,
     verified: Mutex<VerifiedCache>,
+    /// Permits for password checks, [`VERIFICATIONS_IN_FLIGHT_MAX`] of them.
     verifications: Semaphore,
     /// Checked against for unknown names, so that a wrong name takes as long as a wrong
     /// password and role names cannot be discovered by timing logins.
@@ -223,8 +225,9 @@ impl RoleStore {
     }
 
     /// Checks a name and password, as PasswordAuthenticator does, then that the role may log
-    /// in. Blocks for one password check unless the login was verified recently.
-    pub fn authenticate(&self, name: &str, password: &str) -> Result<AuthenticatedRole, AuthError> {
+    /// in. Waits for a permit, then blocks its thread for one password check, unless the login
+    /// was verified recently: await it on the blocking pool.
+    pub async fn authenticate(&self, name: &str, password: &str) -> Result<AuthenticatedRole, AuthError> {
         let bad_credentials = || AuthError::BadCredentials {
             name: name.to_string(),
         };
@@ -236,7 +239,7 @@ impl RoleStore {
             None => (None, false),
         };
         let Some(stored_hash) = stored_hash else {
-            self.burn_one_verification(password);
+            self.burn_one_verification(password).await;
             return Err(bad_credentials());
         };
 
@@ -247,7 +250,7 @@ impl RoleStore {
             .as_ref()
             .is_some_and(|f| self.lock_verified().contains(name, f, &stored_hash));
         if !cached {
-            if !self.verify(password, &stored_hash) {
+            if !self.verify(password, &stored_hash).await {
                 return Err(bad_credentials());
             }
             if let Some(fingerprint) = fingerprint {
@@ -670,7 +673,7 @@ impl RoleStore {
         found
     }
 
-    fn verify(&self, password: &str, stored_hash: &str) -> bool {
+    async fn verify(&self, password: &str, stored_hash: &str) -> bool {
         let Ok(hash) = PasswordHash::new(stored_hash) else {
             tracing::error!(
                 path = %self.path.display(),
@@ -678,19 +681,23 @@ impl RoleStore {
             );
             return false;
         };
-        let _permit = self.verifications.acquire();
+        let _permit = self
+            .verifications
+            .acquire()
+            .await
+            .expect("the verification semaphore is never closed");
         Argon2::default()
             .verify_password(password.as_bytes(), &hash)
             .is_ok()
     }
 
     /// Spends the time of one password check without one to check, for unknown names.
-    fn burn_one_verification(&self, password: &str) {
+    async fn burn_one_verification(&self, password: &str) {
         let dummy = self
             .dummy_hash
             .get_or_init(|| hash_password(DEFAULT_SUPERUSER_PASSWORD, self.hash_cost).ok());
         if let Some(dummy) = dummy {
-            let _ = self.verify(password, dummy);
+            let _ = self.verify(password, dummy).await;
         }
     }
 
@@ -918,39 +925,6 @@ fn fingerprint(key: &[u8; 16], name: &str, password: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// A counting semaphore for blocking code (the password checks run on the blocking pool).
-struct Semaphore {
-    available: Mutex<usize>,
-    freed: Condvar,
-}
-
-struct Permit<'a>(&'a Semaphore);
-
-impl Semaphore {
-    fn new(permits: usize) -> Semaphore {
-        Semaphore {
-            available: Mutex::new(permits),
-            freed: Condvar::new(),
-        }
-    }
-
-    fn acquire(&self) -> Permit<'_> {
-        let mut available = self.available.lock().unwrap_or_else(PoisonError::into_inner);
-        while *available == 0 {
-            available = self.freed.wait(available).unwrap_or_else(PoisonError::into_inner);
-        }
-        *available -= 1;
-        Permit(self)
-    }
-}
-
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        *self.0.available.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-        self.0.freed.notify_one();
-    }
-}
-
 /// Why the roles file could not be read or written.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -1150,6 +1124,7 @@ impl From<RoleStoreError> for RoleError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::block_on;
     use std::fs;
 
     fn open(dir: &Path) -> RoleStore {
@@ -1157,7 +1132,7 @@ mod tests {
     }
 
     fn login(store: &RoleStore, name: &str, password: &str) -> AuthenticatedRole {
-        store.authenticate(name, password).expect("login")
+        block_on(store.authenticate(name, password)).expect("login")
     }
 
     fn with_password(password: &str, login: bool, superuser: bool) -> RoleOptions {
@@ -1190,7 +1165,7 @@ mod tests {
         drop(store);
         let store = open(dir.path());
         assert!(matches!(
-            store.authenticate("cassandra", "cassandra"),
+            block_on(store.authenticate("cassandra", "cassandra")),
             Err(AuthError::BadCredentials { .. })
         ));
         let admin = login(&store, "cassandra", "n3w");
@@ -1246,7 +1221,7 @@ mod tests {
         assert_eq!(login(&store, "alice", "a"), alice);
 
         for (name, password) in [("alice", "wrong"), ("alice", ""), ("nobody", "a"), ("nopw", "")] {
-            let err = store.authenticate(name, password).expect_err("must fail");
+            let err = block_on(store.authenticate(name, password)).expect_err("must fail");
             assert_eq!(
                 err.to_string(),
                 format!("Provided username {name} and/or password are incorrect")
@@ -1254,10 +1229,10 @@ mod tests {
             assert_eq!(err.code(), ErrorCode::AuthenticationError);
         }
         // The right password of a NOLOGIN role.
-        let err = store.authenticate("app", "b").expect_err("NOLOGIN");
+        let err = block_on(store.authenticate("app", "b")).expect_err("NOLOGIN");
         assert_eq!(err.to_string(), "app is not permitted to log in");
         // The wrong password of a NOLOGIN role does not reveal that it is NOLOGIN.
-        let err = store.authenticate("app", "x").expect_err("wrong password");
+        let err = block_on(store.authenticate("app", "x")).expect_err("wrong password");
         assert!(matches!(err, AuthError::BadCredentials { .. }));
     }
 
@@ -1280,7 +1255,7 @@ mod tests {
                 },
             )
             .expect("reset password");
-        assert!(store.authenticate("alice", "old").is_err());
+        assert!(block_on(store.authenticate("alice", "old")).is_err());
         login(&store, "alice", "new");
 
         // LOGIN revoked after a cached login applies at once.
@@ -1295,17 +1270,17 @@ mod tests {
             )
             .expect("revoke login");
         assert!(matches!(
-            store.authenticate("alice", "new"),
+            block_on(store.authenticate("alice", "new")),
             Err(AuthError::LoginNotPermitted { .. })
         ));
 
         // Dropped and recreated with another password.
         store.drop_role(&admin, "alice", false).expect("drop");
-        assert!(store.authenticate("alice", "new").is_err());
+        assert!(block_on(store.authenticate("alice", "new")).is_err());
         store
             .create_role(&admin, "alice", with_password("third", true, false), false)
             .expect("recreate");
-        assert!(store.authenticate("alice", "new").is_err());
+        assert!(block_on(store.authenticate("alice", "new")).is_err());
         login(&store, "alice", "third");
     }
 
