@@ -508,6 +508,38 @@ mod tests {
         assert!(with_query.starts_with("HTTP/1.1 200 OK\r\n"), "{with_query}");
     }
 
+    /// An oversized header, not only an oversized request line, is answered 431; and a client
+    /// that connects and sends nothing holds up no one else. Before hyper the endpoint served
+    /// one connection at a time, so such a client held every scrape for up to
+    /// `HTTP_IO_TIMEOUT`.
+    #[test]
+    fn an_oversized_header_is_refused_and_a_silent_client_holds_up_no_one() {
+        let server = serve(
+            "127.0.0.2:0".parse().expect("address"),
+            Arc::new(Metrics::new()),
+            Arc::new(Figures(StatsSnapshot::default)),
+        )
+        .expect("bind");
+        let addr = server.local_addr;
+        let silent = TcpStream::connect(addr).expect("connect");
+        let started = std::time::Instant::now();
+
+        let mut request = b"GET /metrics HTTP/1.1\r\nX-Padding: ".to_vec();
+        request.extend(std::iter::repeat_n(b'a', 2 * HTTP_REQUEST_MAX_BYTES));
+        request.extend_from_slice(b"\r\n\r\n");
+        let refused = http(addr, &request);
+        assert!(refused.starts_with("HTTP/1.1 431"), "{refused}");
+
+        let response = http(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+        assert!(
+            started.elapsed() < HTTP_IO_TIMEOUT,
+            "the silent client held the endpoint for {:?}",
+            started.elapsed()
+        );
+        drop(silent);
+    }
+
     #[test]
     fn a_panicking_storage_callback_costs_one_scrape() {
         let metrics = Arc::new(Metrics::new());
