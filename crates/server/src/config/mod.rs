@@ -9,6 +9,11 @@
 //! The storage defaults are the storage engine's (see `hayate_storage::config`), which follow
 //! Aerospike's; the network and auth defaults follow Cassandra's `cassandra.yaml`.
 //!
+//! This file holds the settings and their defaults; `load.rs` reads the file and the flags,
+//! `validate.rs` checks the ranges, `byte_size.rs` parses sizes, `error.rs` says what to fix;
+//! the sections of their own are `cluster.rs`, `client_encryption.rs`, `guardrails.rs` and
+//! `settings.rs`.
+//!
 //! Files under `data_dir`:
 //!
 //! ```text
