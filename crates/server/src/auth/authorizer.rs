@@ -619,6 +619,7 @@ impl std::error::Error for PermissionError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::block_on;
     use crate::auth::roles::{HashCost, RoleOptions};
     use hayate_cql::statement::parse;
 
@@ -637,9 +638,7 @@ mod tests {
         let roles = Arc::new(
             RoleStore::open_with_cost(&dir.path().join("roles.json"), true, HashCost::CHEAP).expect("roles"),
         );
-        let admin = roles
-            .authenticate("cassandra", "cassandra")
-            .expect("admin logs in");
+        let admin = block_on(roles.authenticate("cassandra", "cassandra")).expect("admin logs in");
         let login = RoleOptions {
             password: Some("pw".into()),
             login: Some(true),
@@ -649,7 +648,7 @@ mod tests {
         roles
             .create_role(&admin, "readers", RoleOptions::default(), false)
             .expect("readers");
-        let alice = roles.authenticate("alice", "pw").expect("alice logs in");
+        let alice = block_on(roles.authenticate("alice", "pw")).expect("alice logs in");
         let authorizer =
             Authorizer::open(kind, roles, &dir.path().join("permissions.json")).expect("authorizer");
 

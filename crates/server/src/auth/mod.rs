@@ -99,17 +99,18 @@ pub struct SaslExchange {
 }
 
 impl SaslExchange {
-    /// Evaluates an AUTH_RESPONSE token (a null token is `&[]`). Blocks for one password
-    /// check: run it with `tokio::task::spawn_blocking`. On success answer AUTH_SUCCESS with
-    /// a null token; on error answer ERROR with [`AuthError::code`] and the Display message.
-    pub fn evaluate(&mut self, token: &[u8]) -> Result<AuthenticatedRole, AuthError> {
+    /// Evaluates an AUTH_RESPONSE token (a null token is `&[]`). Blocks its thread for one
+    /// password check: await it on the blocking pool. On success answer AUTH_SUCCESS with a
+    /// null token; on error answer ERROR with [`AuthError::code`] and the Display message.
+    pub async fn evaluate(&mut self, token: &[u8]) -> Result<AuthenticatedRole, AuthError> {
         if self.completed {
             return Err(AuthError::AlreadyAuthenticated);
         }
         let credentials = sasl::parse_plain(token).map_err(AuthError::Sasl)?;
         let role = self
             .roles
-            .authenticate(credentials.username, credentials.password)?;
+            .authenticate(credentials.username, credentials.password)
+            .await?;
         self.completed = true;
         Ok(role)
     }
@@ -231,6 +232,15 @@ pub(crate) fn read_json_file<T: serde::de::DeserializeOwned>(
         .map_err(|e| JsonFileError::Corrupt(e.to_string()))
 }
 
+/// Runs a login to its end outside any runtime, for the tests.
+#[cfg(test)]
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime for the test")
+        .block_on(future)
+}
+
 #[cfg(test)]
 mod tests {
     use super::roles::HashCost;
@@ -265,8 +275,7 @@ mod tests {
         );
 
         let mut exchange = auth.new_exchange().expect("password auth has an exchange");
-        let err = exchange
-            .evaluate(&sasl::encode_plain("cassandra", "wrong"))
+        let err = block_on(exchange.evaluate(&sasl::encode_plain("cassandra", "wrong")))
             .expect_err("wrong password");
         assert_eq!(
             err.to_string(),
@@ -276,14 +285,13 @@ mod tests {
         assert!(!exchange.is_complete());
 
         // A failed attempt leaves the exchange open for another, as Cassandra does.
-        let role = exchange
-            .evaluate(&sasl::encode_plain("cassandra", "cassandra"))
+        let role = block_on(exchange.evaluate(&sasl::encode_plain("cassandra", "cassandra")))
             .expect("right password");
         assert_eq!(role.name(), "cassandra");
         assert!(!role.is_anonymous());
         assert!(exchange.is_complete());
         assert!(matches!(
-            exchange.evaluate(&sasl::encode_plain("cassandra", "cassandra")),
+            block_on(exchange.evaluate(&sasl::encode_plain("cassandra", "cassandra"))),
             Err(AuthError::AlreadyAuthenticated)
         ));
     }
@@ -294,7 +302,7 @@ mod tests {
         let auth = password_authenticator(dir.path());
         let mut exchange = auth.new_exchange().expect("exchange");
         for token in [&b""[..], b"cassandra", b"\0\0", b"\0a\0b\0c"] {
-            let err = exchange.evaluate(token).expect_err("malformed");
+            let err = block_on(exchange.evaluate(token)).expect_err("malformed");
             assert!(matches!(err, AuthError::Sasl(_)), "{err}");
             assert_eq!(err.code(), ErrorCode::AuthenticationError);
         }

@@ -7,7 +7,7 @@ use hayate_cql::response::{AuthSuccess, Response};
 
 use super::{Phase, Session};
 
-pub fn handle(session: &Session, auth: &AuthResponse<'_>) -> Response {
+pub async fn handle(session: &Session, auth: &AuthResponse<'_>) -> Response {
     let Some(mut exchange) = session.state().exchange.take() else {
         return Response::Error(WireError::protocol(
             "Unexpected AUTH_RESPONSE: no authentication in progress",
@@ -15,7 +15,7 @@ pub fn handle(session: &Session, auth: &AuthResponse<'_>) -> Response {
     };
     let token = auth.token.unwrap_or(&[]);
     // Password hashing takes milliseconds: done without holding the session lock.
-    let outcome = exchange.evaluate(token);
+    let outcome = exchange.evaluate(token).await;
     let mut state = session.state();
     match outcome {
         Ok(role) => {

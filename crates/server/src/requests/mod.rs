@@ -596,7 +596,9 @@ impl Session {
                     "Unexpected message STARTUP, the connection is already started",
                 )),
             ),
-            (Request::AuthResponse(a), Phase::Authenticating) => ("auth", auth_response::handle(self, a)),
+            (Request::AuthResponse(a), Phase::Authenticating) => {
+                ("auth", auth_response::handle(self, a).await)
+            }
             (_, Phase::New) => (
                 "refused",
                 Response::Error(WireError::protocol(format!(
