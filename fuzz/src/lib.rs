@@ -1,5 +1,6 @@
 //! What the fuzz targets share: how an input is split, the properties every decoded record must
-//! have, a copy of cold start's record walk, and the seed corpus in `seeds/`. The internode
+//! have, the checks around cold start's record walk (the storage crate's own, through its hidden
+//! `fuzzing` module), and the seed corpus in `seeds/`. The internode
 //! message target's checks and seeds are in [`internode`].
 //!
 //! An input is `sequence (u64 LE) | mode (u8) | payload` for the record targets and
@@ -345,25 +346,43 @@ pub enum WalkEnd {
     Damaged { offset: usize },
 }
 
-/// Walks a block's records the way cold start does (`format::block::walk_block` is private to the
-/// storage crate, so this copies its loop onto the public decoders; keep the two in step): from
-/// the end of the header, stop cleanly at 16 zero bytes or the end of the block, stop as damaged
-/// at the first record that does not decode, otherwise step over the record. With `reseal`, each
-/// candidate record's checksum is fixed first. Returns the records found and how the walk ended.
-pub fn walk(buf: &mut [u8], sequence: u64, reseal: bool) -> (Vec<(usize, usize)>, WalkEnd) {
-    let block = (sequence % BLOCKS_MAX) as u32;
-    let mut records = Vec::new();
+/// Fixes the checksum of each record the walk will meet, for a fuzzer that explores what lies
+/// behind the checksums: from the end of the header, reseal the candidate record (if its length
+/// field could be right) and step over it, until zeros, the end of the block, or a length the walk
+/// would refuse. The walk itself then runs unchanged on the resealed bytes.
+pub fn reseal_records(buf: &mut [u8], sequence: u64) {
     let mut offset = BLOCK_HEADER_BYTES;
     while offset + RECORD_ALIGN_BYTES <= buf.len() {
         if buf[offset..offset + RECORD_ALIGN_BYTES].iter().all(|&b| b == 0) {
-            return (records, WalkEnd::Clean);
+            return;
         }
-        if reseal {
-            reseal_candidate(&mut buf[offset..], sequence);
+        reseal_candidate(&mut buf[offset..], sequence);
+        match decode_record(&buf[offset..], sequence) {
+            Ok(view) => offset += view.record_bytes,
+            Err(_) => return,
         }
-        let Some(len) = check_record(&buf[offset..], sequence) else {
-            return (records, WalkEnd::Damaged { offset });
-        };
+    }
+}
+
+/// Walks a block's records with cold start's own walk (`hayate_storage::fuzzing::walk_block`)
+/// and checks what it found: records back to back from the end of the header, each one that
+/// [`check_record`] accepts with the length the walk stepped over (so every property of a
+/// decoded record holds for it), each addressable by the index's `Location`; a walk that
+/// stops as damaged stops where the last record ended, at bytes `check_record` refuses; a
+/// clean end is at zeros or the end of the block. Returns the records found and how the walk
+/// ended.
+pub fn walk(buf: &[u8], sequence: u64) -> (Vec<(usize, usize)>, WalkEnd) {
+    let block = (sequence % BLOCKS_MAX) as u32;
+    let (records, damaged) = hayate_storage::fuzzing::walk_block(buf, sequence);
+    let mut expected = BLOCK_HEADER_BYTES;
+    for &(offset, len) in &records {
+        assert_eq!(offset, expected, "records are back to back");
+        assert_eq!(offset % RECORD_ALIGN_BYTES, 0);
+        assert_eq!(
+            check_record(&buf[offset..], sequence),
+            Some(len),
+            "the walk accepts only valid records"
+        );
         if buf.len() <= BLOCK_SIZE_MAX_BYTES {
             // What cold start puts in the index must point back at the record.
             let loc = Location::new(block, offset as u32, len as u32);
@@ -372,10 +391,29 @@ pub fn walk(buf: &mut [u8], sequence: u64, reseal: bool) -> (Vec<(usize, usize)>
                 (block, offset, len)
             );
         }
-        records.push((offset, len));
-        offset += len;
+        expected = offset + len;
     }
-    (records, WalkEnd::Clean)
+    assert!(expected <= buf.len().max(BLOCK_HEADER_BYTES));
+    let end = match damaged {
+        Some((offset, detail)) => {
+            assert_eq!(offset, expected, "the walk stops where the last record ended");
+            assert_eq!(
+                check_record(&buf[offset..], sequence),
+                None,
+                "the walk stopped at a valid record ({detail})"
+            );
+            WalkEnd::Damaged { offset }
+        }
+        None => {
+            let rest = &buf[expected.min(buf.len())..];
+            assert!(
+                rest.len() < RECORD_ALIGN_BYTES || rest[..RECORD_ALIGN_BYTES].iter().all(|&b| b == 0),
+                "a clean end is at zeros or the end of the block"
+            );
+            WalkEnd::Clean
+        }
+    };
+    (records, end)
 }
 
 /// crc32c (Castagnoli), bit by bit: slow, but the fuzz crate then needs no checksum crate of its
@@ -660,7 +698,11 @@ mod tests {
                 }
                 _ => {
                     let (seq, mode, payload) = split_sequenced(&bytes).expect("long enough");
-                    let (records, end) = walk(&mut payload.to_vec(), seq, mode & MODE_RESEAL != 0);
+                    let mut block = payload.to_vec();
+                    if mode & MODE_RESEAL != 0 {
+                        reseal_records(&mut block, seq);
+                    }
+                    let (records, end) = walk(&block, seq);
                     assert_eq!(records.len(), 3, "{name}");
                     let damaged = matches!(end, WalkEnd::Damaged { .. });
                     assert_eq!(damaged, name == "damaged-tail");

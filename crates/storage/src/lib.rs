@@ -59,7 +59,8 @@
 //! The public API is what the crate root re-exports, and the modules other crates, the tests,
 //! the examples and the fuzz targets name: `config`, `device`, `files`, `format`, `index`,
 //! `range_tombstones`, `row`, `token` and `write_buffer` (for its path, in a crash test). The
-//! rest is `pub(crate)` or private.
+//! rest is `pub(crate)` or private, but for the hidden `fuzzing` module, which hands the fuzz
+//! targets the code they fuzz (cold start's block walk) without making it API.
 
 pub(crate) mod blocks;
 pub(crate) mod cache;
@@ -87,6 +88,31 @@ mod stream;
 pub mod token;
 pub mod write_buffer;
 pub(crate) mod writer;
+
+/// For the fuzz targets in `fuzz/` alone: not part of the API, hidden from its documentation, and
+/// free to change with what it exposes.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::format::block::{walk_block as walk, WalkEnd};
+    use crate::format::DecodeError;
+
+    /// Where a walk stopped at bytes that are not a valid record of the block, and why.
+    pub type Damage = (usize, DecodeError);
+
+    /// Cold start's walk of a block's records ([`crate::format::block`]), the real one: each
+    /// record it accepts, as `(offset, length)` in the block, and, if it stopped at bytes that
+    /// are not a valid record of this block's `sequence`, where and why.
+    pub fn walk_block(block: &[u8], sequence: u64) -> (Vec<(usize, usize)>, Option<Damage>) {
+        let mut records = Vec::new();
+        let end = walk(block, sequence, |offset, view| {
+            records.push((offset, view.record_bytes))
+        });
+        match end {
+            WalkEnd::Clean => (records, None),
+            WalkEnd::Damaged { offset, detail } => (records, Some((offset, detail))),
+        }
+    }
+}
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{DeviceConfig, NamespaceConfig};

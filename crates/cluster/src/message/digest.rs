@@ -2,12 +2,13 @@
 //! for data and the others for a digest of what they would return, and compares.
 //!
 //! Two replicas holding the same rows must compute the same digest, so it hashes a canonical
-//! encoding: each row as it travels in a read response (token, keys, then the row in the
-//! storage engine's body encoding after its newest timestamp), in read order. The body
-//! encoding is deterministic for a given [`Row`](hayate_storage::Row) (cells in their stored
-//! order, an expiry without a TTL not written), so equal rows hash equally; then the partition's
-//! range and partition tombstones, in their stored encoding. `more` is left out: whether a
-//! replica stopped at the limit says nothing about the rows it holds.
+//! encoding: each row as it travels in a read response of frame version 1 (token, keys, then the
+//! row in the frozen layout of `row_v1.rs` after its newest timestamp), in read order;
+//! then the partition's range and partition tombstones, laid out the same way. That layout is
+//! deterministic for a given [`Row`](hayate_storage::Row) (cells in their stored order, an
+//! expiry without a TTL not written), so equal rows hash equally; and it is frozen, so replicas
+//! of every build, before and after the row format of version 4, agree. `more` is left out:
+//! whether a replica stopped at the limit says nothing about the rows it holds.
 //!
 //! MD5, as Cassandra's digests are: it is not a defence against an adversary (replicas trust
 //! each other), only a cheap way to notice that two answers differ.
@@ -21,6 +22,10 @@ use crate::replica::ReadResponse;
 /// answer is not copied whole.
 const HASH_CHUNK_BYTES: usize = 64 << 10;
 
+/// The frame version whose row layout the digest hashes: fixed, whatever version a connection
+/// speaks, so that two builds hash the same rows the same way.
+const DIGEST_LAYOUT_VERSION: u8 = 1;
+
 /// The digest of `response`'s rows (not of `more`).
 pub fn digest(response: &ReadResponse) -> [u8; 16] {
     let mut hasher = Md5::new();
@@ -28,7 +33,7 @@ pub fn digest(response: &ReadResponse) -> [u8; 16] {
     for row in &response.rows {
         // A key past the wire's bound cannot have come from a replica; hash what it has so the
         // digest still differs from that of any other answer.
-        if put_replica_row(&mut scratch, row).is_err() {
+        if put_replica_row(&mut scratch, row, DIGEST_LAYOUT_VERSION).is_err() {
             scratch.extend_from_slice(&row.partition);
             scratch.extend_from_slice(&row.clustering);
         }
@@ -41,7 +46,7 @@ pub fn digest(response: &ReadResponse) -> [u8; 16] {
     // another digest, even where it holds no row the delete covers.
     for t in &response.tombstones {
         scratch.push(b'T');
-        if put_replica_tombstones(&mut scratch, t).is_err() {
+        if put_replica_tombstones(&mut scratch, t, DIGEST_LAYOUT_VERSION).is_err() {
             scratch.extend_from_slice(&t.partition);
         }
     }

@@ -17,15 +17,17 @@
 //! checks the checksum, then the version, then decodes. A frame that fails any of these means
 //! the byte stream can no longer be trusted: the connection is closed.
 //!
-//! A row travels in the storage engine's own body encoding
-//! ([`hayate_storage::format::record::encode_body`]), after the newest timestamp in the row
-//! that its timestamp deltas are taken from, so the wire and the disk describe a row one way.
-//! The payload of each kind is drawn in [`payload`]; the connection handshake is in
-//! [`handshake`]; [`digest()`] hashes a read answer the way digest reads compare replicas.
+//! The payload of each kind is encoded in [`payload`]; rows and tombstones travel in the
+//! internode protocol's own format (`row.rs`), apart from the storage engine's record body, so
+//! that the disk and the wire can change apart (a peer that speaks only versions 1 to 3 hears
+//! the frozen layout of `row_v1.rs`). The connection handshake is in [`handshake`]; [`digest()`]
+//! hashes a read answer the way digest reads compare replicas.
 
 mod digest;
 pub mod handshake;
 pub mod payload;
+mod row;
+mod row_v1;
 mod wire;
 
 #[cfg(test)]
@@ -45,8 +47,9 @@ pub type RequestId = u64;
 /// The frame format version this build writes when the peer speaks it too. Version 2 added
 /// the partition's range and partition tombstones to a data reply (`payload.rs`); version 3
 /// the stream and topology messages (kinds 9 to 12), which a node sends only to peers that
-/// speak it.
-pub const VERSION: u8 = 3;
+/// speak it; version 4 the internode row format (`row.rs`) in place of the storage engine's
+/// record body. Any change to the bytes of a message, a row included, takes a new version.
+pub const VERSION: u8 = 4;
 /// The oldest frame format version this build still reads and writes.
 pub const VERSION_MIN: u8 = 1;
 
@@ -303,6 +306,9 @@ pub enum EncodeError {
 
 /// The first frame version that has the stream and topology messages.
 pub const VERSION_STREAMS: u8 = 3;
+/// The first frame version whose rows and tombstones travel in the internode row format
+/// (`row.rs`); older ones carry the frozen layout of `row_v1.rs`.
+pub const VERSION_ROWS: u8 = 4;
 
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -387,9 +393,9 @@ pub enum DecodeError {
     BadUtf8 {
         what: &'static str,
     },
-    /// A row body the storage engine's decoder refused.
-    BadRow {
-        source: hayate_storage::format::DecodeError,
+    /// A varint longer than ten bytes or past 64 bits (or past 32 where a u32 is meant).
+    BadVarint {
+        what: &'static str,
     },
     /// Bytes left after `what` was complete.
     TrailingBytes {
@@ -440,7 +446,7 @@ impl fmt::Display for DecodeError {
                 write!(f, "{what} of {len_bytes} bytes exceeds the limit of {max_bytes}")
             }
             DecodeError::BadUtf8 { what } => write!(f, "{what} is not UTF-8"),
-            DecodeError::BadRow { source } => write!(f, "row body does not decode: {source}"),
+            DecodeError::BadVarint { what } => write!(f, "{what} is not a varint of its width"),
             DecodeError::TrailingBytes { what, bytes } => {
                 write!(f, "{bytes} bytes left over after the {what}")
             }
@@ -448,14 +454,7 @@ impl fmt::Display for DecodeError {
     }
 }
 
-impl std::error::Error for DecodeError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            DecodeError::BadRow { source } => Some(source),
-            _ => None,
-        }
-    }
-}
+impl std::error::Error for DecodeError {}
 
 /// Appends `message` to `out` as one frame of format `version`; returns the frame's length.
 /// On error `out` is left as it was. Allocates nothing beyond growing `out`.

@@ -1,62 +1,25 @@
-//! The payload of each message kind, after the frame header.
+//! The payload of each message kind, after the frame header: encode and decode.
 //!
-//! ```text
-//! MutationRequest    count u32 | mutation * count
-//!   mutation         table u32 | token i64 | partition key | tag u8
-//!                      0 row:          clustering key | row
-//!                      1 delete range: start bound | end bound | deletion
-//! MutationResponse   result
-//! ReadRequest        digest only u8 | command
-//!   command          tag u8
-//!                      0 partition: table u32 | token i64 | partition key
-//!                                   | start bound | end bound | reverse u8 | limit u64
-//!                      1 range:     table u32 | range start | end token i64 | limit u64
-//!   range start      tag u8: 0 token, i64 | 1 after, position
-//!   position         token i64 | partition key | has clustering u8 | [clustering key]
-//! ReadResponse       tag u8: 0 ok, reply | 1 error, replica error
-//!   reply            tag u8
-//!                      0 data:   count u32 | replica row * count | more u8
-//!                                [count u32 | tombstones * count]     (version 2 and later)
-//!                      1 digest: digest (16 bytes) | more u8
-//!   replica row      token i64 | partition key | clustering key | row
-//!   tombstones       token i64 | partition key | base timestamp µs i64 | body length u32
-//!                    | body (the storage engine's tombstones record body)
-//! MetadataRequest,
-//! MetadataResponse   opaque bytes: the rest of the frame
-//! Ping, Pong         nothing
-//! StreamRequest      table u32 | start exclusive i64 | end inclusive i64 | has after u8
-//!                    | [after: 24 bytes] | max bytes u32                    (version 3 and later)
-//! StreamResponse     tag u8: 0 ok, chunk | 1 error, replica error
-//!   chunk            records u64 | data bytes u64 | has next u8 | [next: 24 bytes]
-//!                    | has total u8 | [total records u64 | total bytes u64]
-//!                    | chunk length u32 | chunk bytes (the storage engine's stream chunk)
-//! TopologyRequest,
-//! TopologyResponse   opaque bytes: the rest of the frame                    (version 3 and later)
+//! `docs/internode-protocol.md` draws every payload byte by byte (section 4) and the row and
+//! tombstones formats they carry (sections 5 and 6); change the two together. Rows and
+//! tombstones travel in the format of `row.rs` from frame version 4 on, and in
+//! the frozen layout of `row_v1.rs` to a peer that speaks only an older version. A stream
+//! chunk is the one exception to "the wire has its own format": it carries the storage engine's
+//! records as they are on purpose, since the receiver imports them into its engine whole.
 //!
-//! key                length u16 | bytes                (at most KEY_BYTES_MAX)
-//! bound              tag u8: 0 unbounded | 1 included, key | 2 excluded, key
-//! row                base timestamp µs i64 | body length u32 | body
-//! deletion           timestamp µs i64 | deleted at s u32
-//! result             tag u8: 0 ok | 1 error, replica error
-//! replica error      kind u8 (0 refused, 1 invalid, 2 failed) | message length u32 | UTF-8
-//! ```
-//!
-//! A row's body is the storage engine's ([`encode_body`]): its timestamps are deltas from the
-//! base, which is the newest timestamp in the row. Booleans are 0 or 1; any other byte is
-//! refused, as is any unknown tag and any byte left over at the end of the payload.
+//! Booleans are 0 or 1; any other byte is refused, as is any unknown tag and any byte left over
+//! at the end of the payload.
 
 use std::ops::Bound;
 use std::sync::Arc;
 
-use hayate_storage::format::record::{
-    decode_body, decode_tombstones_body, encode_body, encode_tombstones_body,
-};
-use hayate_storage::{Deletion, Row};
+use hayate_storage::Row;
 
-use super::wire::{put_bool, put_i64, put_u16, put_u32, put_u64, put_u8, set_u32, Reader};
+use super::row::{get_bound, get_deletion, get_key, put_bound, put_deletion, put_key};
+use super::wire::{put_bool, put_i64, put_u32, put_u64, put_u8, Reader};
 use super::{
-    DecodeError, EncodeError, Kind, Message, ReadReply, RequestId, ENCODED_ITEM_BYTES_MIN,
-    ERROR_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, KEY_BYTES_MAX, MUTATIONS_PER_MESSAGE_MAX, ROWS_PER_MESSAGE_MAX,
+    row, row_v1, DecodeError, EncodeError, Kind, Message, ReadReply, RequestId, ENCODED_ITEM_BYTES_MIN,
+    ERROR_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, MUTATIONS_PER_MESSAGE_MAX, ROWS_PER_MESSAGE_MAX, VERSION_ROWS,
     VERSION_STREAMS,
 };
 use crate::replica::{
@@ -68,9 +31,6 @@ use crate::ring::TokenRange;
 
 const MUTATION_ROW: u8 = 0;
 const MUTATION_DELETE_RANGE: u8 = 1;
-const BOUND_UNBOUNDED: u8 = 0;
-const BOUND_INCLUDED: u8 = 1;
-const BOUND_EXCLUDED: u8 = 2;
 const RESULT_OK: u8 = 0;
 const RESULT_ERROR: u8 = 1;
 const COMMAND_PARTITION: u8 = 0;
@@ -95,7 +55,7 @@ pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Resul
             check_count("mutations", mutations.len(), MUTATIONS_PER_MESSAGE_MAX)?;
             put_u32(out, mutations.len() as u32);
             for m in mutations.iter() {
-                put_mutation(out, m)?;
+                put_mutation(out, m, version)?;
             }
         }
         Message::MutationResponse { result, .. } => match result {
@@ -267,7 +227,7 @@ pub(super) fn decode(kind: Kind, id: RequestId, version: u8, payload: &[u8]) -> 
             let n = r.count_u32("mutations", MUTATIONS_PER_MESSAGE_MAX)?;
             let mut mutations = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
             for _ in 0..n {
-                mutations.push(get_mutation(&mut r)?);
+                mutations.push(get_mutation(&mut r, version)?);
             }
             Message::MutationRequest {
                 id,
@@ -371,7 +331,7 @@ pub(super) fn size_hint_bytes(message: &Message) -> usize {
                     16 + m.partition.len()
                         + match &m.kind {
                             MutationKind::Row { clustering, update } => {
-                                clustering.len() + row_size_hint_bytes(update)
+                                clustering.len() + row::row_size_hint_bytes(update)
                             }
                             MutationKind::DeleteRange { start, end, .. } => {
                                 bound_len(start) + bound_len(end) + 16
@@ -387,7 +347,7 @@ pub(super) fn size_hint_bytes(message: &Message) -> usize {
             6 + response
                 .rows
                 .iter()
-                .map(|r| 20 + r.partition.len() + r.clustering.len() + row_size_hint_bytes(&r.row))
+                .map(|r| 20 + r.partition.len() + r.clustering.len() + row::row_size_hint_bytes(&r.row))
                 .sum::<usize>()
                 + response
                     .tombstones
@@ -422,21 +382,6 @@ pub(super) fn size_hint_bytes(message: &Message) -> usize {
     }
 }
 
-fn row_size_hint_bytes(row: &Row) -> usize {
-    32 + 16 * row.column_deletions.len()
-        + row
-            .cells
-            .iter()
-            .map(|c| {
-                16 + c.path.len()
-                    + match &c.value {
-                        hayate_storage::CellValue::Live { value, .. } => value.len(),
-                        hayate_storage::CellValue::Tombstone { .. } => 0,
-                    }
-            })
-            .sum::<usize>()
-}
-
 fn bound_len(b: &Bound<Vec<u8>>) -> usize {
     match b {
         Bound::Unbounded => 1,
@@ -451,83 +396,23 @@ fn check_count(what: &'static str, count: usize, max: usize) -> Result<(), Encod
     Ok(())
 }
 
-fn put_key(out: &mut Vec<u8>, what: &'static str, key: &[u8]) -> Result<(), EncodeError> {
-    if key.len() > KEY_BYTES_MAX {
-        return Err(EncodeError::TooLong {
-            what,
-            len_bytes: key.len(),
-            max_bytes: KEY_BYTES_MAX,
-        });
+/// A row in the format of the frame's `version`.
+fn put_row(out: &mut Vec<u8>, r: &Row, version: u8) -> Result<(), EncodeError> {
+    if version >= VERSION_ROWS {
+        return row::put_row(out, r);
     }
-    put_u16(out, key.len() as u16);
-    out.extend_from_slice(key);
+    row_v1::put_row(out, r);
     Ok(())
 }
 
-fn get_key(r: &mut Reader<'_>, what: &'static str) -> Result<Vec<u8>, DecodeError> {
-    Ok(r.bytes_u16(what, KEY_BYTES_MAX)?.to_vec())
-}
-
-/// A row: the newest timestamp in it, then the engine's body with deltas from that.
-fn put_row(out: &mut Vec<u8>, row: &Row) {
-    let base_ts = row.max_timestamp_us();
-    put_i64(out, base_ts);
-    let len_at = out.len();
-    put_u32(out, 0); // body length, filled in below
-    encode_body(out, row, base_ts);
-    let body_bytes = out.len() - len_at - 4;
-    // A body larger than u32 could not fit in a frame either; the frame check refuses it.
-    set_u32(out, len_at, u32::try_from(body_bytes).unwrap_or(u32::MAX));
-}
-
-fn get_row(r: &mut Reader<'_>) -> Result<Row, DecodeError> {
-    let base_ts = r.i64("row base timestamp")?;
-    let body = r.bytes_u32("row body", FRAME_BYTES_MAX)?;
-    decode_body(body, base_ts).map_err(|source| DecodeError::BadRow { source })
-}
-
-fn put_deletion(out: &mut Vec<u8>, d: &Deletion) {
-    put_i64(out, d.timestamp_us);
-    put_u32(out, d.deleted_at_s);
-}
-
-fn get_deletion(r: &mut Reader<'_>) -> Result<Deletion, DecodeError> {
-    Ok(Deletion {
-        timestamp_us: r.i64("deletion timestamp")?,
-        deleted_at_s: r.u32("deletion time")?,
-    })
-}
-
-fn put_bound(out: &mut Vec<u8>, b: &Bound<Vec<u8>>) -> Result<(), EncodeError> {
-    match b {
-        Bound::Unbounded => put_u8(out, BOUND_UNBOUNDED),
-        Bound::Included(k) => {
-            put_u8(out, BOUND_INCLUDED);
-            put_key(out, "clustering bound", k)?;
-        }
-        Bound::Excluded(k) => {
-            put_u8(out, BOUND_EXCLUDED);
-            put_key(out, "clustering bound", k)?;
-        }
+fn get_row(r: &mut Reader<'_>, version: u8) -> Result<Row, DecodeError> {
+    if version >= VERSION_ROWS {
+        return row::get_row(r);
     }
-    Ok(())
+    row_v1::get_row(r)
 }
 
-fn get_bound(r: &mut Reader<'_>) -> Result<Bound<Vec<u8>>, DecodeError> {
-    Ok(match r.u8("bound tag")? {
-        BOUND_UNBOUNDED => Bound::Unbounded,
-        BOUND_INCLUDED => Bound::Included(get_key(r, "clustering bound")?),
-        BOUND_EXCLUDED => Bound::Excluded(get_key(r, "clustering bound")?),
-        tag => {
-            return Err(DecodeError::BadTag {
-                what: "bound tag",
-                tag,
-            })
-        }
-    })
-}
-
-fn put_mutation(out: &mut Vec<u8>, m: &Mutation) -> Result<(), EncodeError> {
+fn put_mutation(out: &mut Vec<u8>, m: &Mutation, version: u8) -> Result<(), EncodeError> {
     put_u32(out, m.table);
     put_i64(out, m.token);
     put_key(out, "partition key", &m.partition)?;
@@ -535,7 +420,7 @@ fn put_mutation(out: &mut Vec<u8>, m: &Mutation) -> Result<(), EncodeError> {
         MutationKind::Row { clustering, update } => {
             put_u8(out, MUTATION_ROW);
             put_key(out, "clustering key", clustering)?;
-            put_row(out, update);
+            put_row(out, update, version)?;
         }
         MutationKind::DeleteRange { start, end, deletion } => {
             put_u8(out, MUTATION_DELETE_RANGE);
@@ -547,14 +432,14 @@ fn put_mutation(out: &mut Vec<u8>, m: &Mutation) -> Result<(), EncodeError> {
     Ok(())
 }
 
-fn get_mutation(r: &mut Reader<'_>) -> Result<Mutation, DecodeError> {
+fn get_mutation(r: &mut Reader<'_>, version: u8) -> Result<Mutation, DecodeError> {
     let table = r.u32("table")?;
     let token = r.i64("token")?;
     let partition = get_key(r, "partition key")?;
     let kind = match r.u8("mutation tag")? {
         MUTATION_ROW => MutationKind::Row {
             clustering: get_key(r, "clustering key")?,
-            update: get_row(r)?,
+            update: get_row(r, version)?,
         },
         MUTATION_DELETE_RANGE => MutationKind::DeleteRange {
             start: get_bound(r)?,
@@ -713,48 +598,50 @@ fn get_position(r: &mut Reader<'_>) -> Result<RowPosition, DecodeError> {
     })
 }
 
-/// One row of a read answer; also what [`super::digest()`] hashes, row by row.
-pub(super) fn put_replica_row(out: &mut Vec<u8>, row: &ReplicaRow) -> Result<(), EncodeError> {
+/// One row of a read answer, in the format of frame `version`; also what [`super::digest()`]
+/// hashes, row by row.
+pub(super) fn put_replica_row(out: &mut Vec<u8>, row: &ReplicaRow, version: u8) -> Result<(), EncodeError> {
     put_i64(out, row.token);
     put_key(out, "partition key", &row.partition)?;
     put_key(out, "clustering key", &row.clustering)?;
-    put_row(out, &row.row);
-    Ok(())
+    put_row(out, &row.row, version)
 }
 
-pub(super) fn put_replica_tombstones(out: &mut Vec<u8>, t: &ReplicaTombstones) -> Result<(), EncodeError> {
-    put_i64(out, t.token);
-    put_key(out, "partition key", &t.partition)?;
-    let base_ts = t.tombstones.max_timestamp_us();
-    put_i64(out, base_ts);
-    let len_at = out.len();
-    put_u32(out, 0); // body length, filled in below
-    encode_tombstones_body(out, &t.tombstones, base_ts);
-    let body_bytes = out.len() - len_at - 4;
-    set_u32(out, len_at, u32::try_from(body_bytes).unwrap_or(u32::MAX));
-    Ok(())
-}
-
-fn get_replica_tombstones(r: &mut Reader<'_>) -> Result<ReplicaTombstones, DecodeError> {
-    let token = r.i64("tombstones token")?;
-    let partition = get_key(r, "partition key")?;
-    let base_ts = r.i64("tombstones base timestamp")?;
-    let body = r.bytes_u32("tombstones body", FRAME_BYTES_MAX)?;
-    let tombstones =
-        decode_tombstones_body(body, base_ts).map_err(|source| DecodeError::BadRow { source })?;
-    Ok(ReplicaTombstones {
-        token,
-        partition,
-        tombstones,
-    })
-}
-
-fn get_replica_row(r: &mut Reader<'_>) -> Result<ReplicaRow, DecodeError> {
+fn get_replica_row(r: &mut Reader<'_>, version: u8) -> Result<ReplicaRow, DecodeError> {
     Ok(ReplicaRow {
         token: r.i64("row token")?,
         partition: get_key(r, "partition key")?,
         clustering: get_key(r, "clustering key")?,
-        row: get_row(r)?,
+        row: get_row(r, version)?,
+    })
+}
+
+/// A partition's tombstones, in the format of frame `version`.
+pub(super) fn put_replica_tombstones(
+    out: &mut Vec<u8>,
+    t: &ReplicaTombstones,
+    version: u8,
+) -> Result<(), EncodeError> {
+    put_i64(out, t.token);
+    put_key(out, "partition key", &t.partition)?;
+    if version >= VERSION_ROWS {
+        return row::put_tombstones(out, &t.tombstones);
+    }
+    row_v1::put_tombstones(out, &t.tombstones);
+    Ok(())
+}
+
+fn get_replica_tombstones(r: &mut Reader<'_>, version: u8) -> Result<ReplicaTombstones, DecodeError> {
+    let token = r.i64("tombstones token")?;
+    let partition = get_key(r, "partition key")?;
+    let tombstones = match version >= VERSION_ROWS {
+        true => row::get_tombstones(r)?,
+        false => row_v1::get_tombstones(r)?,
+    };
+    Ok(ReplicaTombstones {
+        token,
+        partition,
+        tombstones,
     })
 }
 
@@ -768,7 +655,7 @@ fn put_reply(out: &mut Vec<u8>, reply: &ReadReply, version: u8) -> Result<(), En
             check_count("rows", response.rows.len(), ROWS_PER_MESSAGE_MAX)?;
             put_u32(out, response.rows.len() as u32);
             for row in &response.rows {
-                put_replica_row(out, row)?;
+                put_replica_row(out, row, version)?;
             }
             put_bool(out, response.more);
             // An older peer hears the rows alone: each carries the tombstone covering it
@@ -777,7 +664,7 @@ fn put_reply(out: &mut Vec<u8>, reply: &ReadReply, version: u8) -> Result<(), En
                 check_count("tombstones", response.tombstones.len(), ROWS_PER_MESSAGE_MAX)?;
                 put_u32(out, response.tombstones.len() as u32);
                 for t in &response.tombstones {
-                    put_replica_tombstones(out, t)?;
+                    put_replica_tombstones(out, t, version)?;
                 }
             }
         }
@@ -796,7 +683,7 @@ fn get_reply(r: &mut Reader<'_>, version: u8) -> Result<ReadReply, DecodeError> 
             let n = r.count_u32("rows", ROWS_PER_MESSAGE_MAX)?;
             let mut rows = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
             for _ in 0..n {
-                rows.push(get_replica_row(r)?);
+                rows.push(get_replica_row(r, version)?);
             }
             let more = r.bool("more flag")?;
             let mut tombstones = Vec::new();
@@ -804,7 +691,7 @@ fn get_reply(r: &mut Reader<'_>, version: u8) -> Result<ReadReply, DecodeError> 
                 let n = r.count_u32("tombstones", ROWS_PER_MESSAGE_MAX)?;
                 tombstones.reserve(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
                 for _ in 0..n {
-                    tombstones.push(get_replica_tombstones(r)?);
+                    tombstones.push(get_replica_tombstones(r, version)?);
                 }
             }
             ReadReply::Data(ReadResponse {

@@ -1,5 +1,6 @@
-//! Big-endian primitives: a cursor that reads untrusted bytes from the front and returns
-//! [`DecodeError`] rather than panicking, and the `put_*` helpers that write what it reads.
+//! Big-endian primitives and LEB128 varints: a cursor that reads untrusted bytes from the front
+//! and returns [`DecodeError`] rather than panicking, and the `put_*` helpers that write what it
+//! reads. (The little-endian reads are for the frozen row layout of versions 1 to 3 alone.)
 //!
 //! The workspace lint forbids host-endian conversions, so every integer goes through these.
 
@@ -27,6 +28,22 @@ pub(crate) fn put_i64(out: &mut Vec<u8>, v: i64) {
 
 pub(crate) fn put_bool(out: &mut Vec<u8>, v: bool) {
     out.push(u8::from(v));
+}
+
+/// Appends `v` as an unsigned LEB128 varint: seven bits a byte, low bits first, the top bit set
+/// on every byte but the last.
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends `v` zig-zag encoded (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) as a varint, so a small
+/// negative delta takes as few bytes as a small positive one.
+pub(crate) fn put_zigzag(out: &mut Vec<u8>, v: i64) {
+    put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
 /// Overwrites four bytes at `at` (a length or checksum filled in after the fact).
@@ -88,6 +105,72 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn i64(&mut self, what: &'static str) -> Result<i64, DecodeError> {
         Ok(self.u64(what)? as i64)
+    }
+
+    pub(crate) fn u32_le(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// An unsigned LEB128 varint of at most ten bytes that fits in 64 bits.
+    pub(crate) fn varint(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+        let mut v: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let byte = self.u8(what)?;
+            // The tenth byte holds only bit 63; anything more does not fit in 64 bits.
+            if shift == 63 && byte > 1 {
+                return Err(DecodeError::BadVarint { what });
+            }
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::BadVarint { what })
+    }
+
+    pub(crate) fn varint_u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+        u32::try_from(self.varint(what)?).map_err(|_| DecodeError::BadVarint { what })
+    }
+
+    pub(crate) fn zigzag(&mut self, what: &'static str) -> Result<i64, DecodeError> {
+        let v = self.varint(what)?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    /// A varint count bounded by `max`, and by the bytes left when each item takes at least
+    /// `item_bytes_min`, before anything is allocated for it.
+    pub(crate) fn count_varint(
+        &mut self,
+        what: &'static str,
+        max: usize,
+        item_bytes_min: usize,
+    ) -> Result<usize, DecodeError> {
+        let n = self.varint(what)?;
+        if n > max as u64 {
+            return Err(DecodeError::TooMany {
+                what,
+                count: n,
+                max: max as u64,
+            });
+        }
+        if n.saturating_mul(item_bytes_min as u64) > self.rest.len() as u64 {
+            return Err(DecodeError::Truncated { what });
+        }
+        Ok(n as usize)
+    }
+
+    /// Bytes behind a varint length, at most `max` of them.
+    pub(crate) fn bytes_varint(&mut self, what: &'static str, max: usize) -> Result<&'a [u8], DecodeError> {
+        let n = self.varint(what)?;
+        if n > max as u64 {
+            return Err(DecodeError::TooLong {
+                what,
+                len_bytes: n,
+                max_bytes: max as u64,
+            });
+        }
+        self.take(n as usize, what)
     }
 
     /// A byte that must be 0 or 1: anything else means the stream is not what we think.
