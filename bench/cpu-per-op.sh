@@ -15,6 +15,10 @@
 # -p hayate-server -p hayate-bench).
 # On 2 shared cores figures move by 10-15% from run to run: compare settings in one sitting.
 # HAYATE_NODE_BIN=path runs another build of the node (two commits compared in one sitting).
+# HAYATE_WORKLOAD=workloade runs another workload file of workloads/ (still uniform; for
+# workload E, short scans, the figure is per operation, 95% of them scans), HAYATE_ADDRESS the
+# node on another loopback address (127.0.0.1 by default), and HAYATE_RUN_S=60 ends the run
+# phase after that many seconds even if OPS operations are not done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
@@ -27,8 +31,11 @@ node_bin=${HAYATE_NODE_BIN:-target/release/hayate}
 work="target/bench-work/cpu-per-op-$$"
 rm -rf "$work"; mkdir -p "$work"
 port=$((20000 + $$ % 10000)); metrics=$((port + 1)); storage=$((port + 2))
+address=${HAYATE_ADDRESS:-127.0.0.1}
+workload=${HAYATE_WORKLOAD:-workloada}
 {
     echo "data_dir = \"$PWD/$work/data\""
+    echo "listen_address = \"$address\""
     echo "cql_port = $port"
     echo "[storage]"
     echo 'device_size = "4GiB"'
@@ -42,15 +49,16 @@ taskset -c 0 "$node_bin" --config "$work/hayate.toml" >"$work/hayate.log" 2>&1 &
 node=$!
 trap 'kill $node 2>/dev/null; wait $node 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 150); do grep -q "listening for CQL clients" "$work/hayate.log" && break; sleep 0.2; done
-props=(-P workloads/workloada -p requestdistribution=uniform -p hosts=127.0.0.1 -p port=$port
+props=(-P "workloads/$workload" -p requestdistribution=uniform -p hosts="$address" -p port=$port
        -p recordcount="$records" -p cassandra.readconsistencylevel=ONE -p cassandra.writeconsistencylevel=ONE)
-create_usertable 127.0.0.1 $port
+create_usertable "$address" $port
 taskset -c 1 "$bench" load cql "${props[@]}" -threads 16 >"$work/load.txt" 2>&1
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$node/stat"; }
-device_reads() { curl -s "http://127.0.0.1:$metrics/metrics" | awk '$1 == "hayate_storage_device_reads_total" {print $2}'; }
+device_reads() { curl -s "http://$address:$metrics/metrics" | awk '$1 == "hayate_storage_device_reads_total" {print $2}'; }
 ticks_before=$(cpu_ticks); reads_before=$(device_reads); start=$(date +%s.%N)
-taskset -c 1 "$bench" run cql "${props[@]}" -threads 16 -p operationcount="$ops" >"$work/run.txt" 2>&1
+taskset -c 1 "$bench" run cql "${props[@]}" -threads 16 -p operationcount="$ops" \
+    ${HAYATE_RUN_S:+-p maxexecutiontime="$HAYATE_RUN_S"} >"$work/run.txt" 2>&1
 end=$(date +%s.%N); ticks_after=$(cpu_ticks); reads_after=$(device_reads)
 hz=$(getconf CLK_TCK)
 done_ops=$(awk -F', ' '/^\[(READ|UPDATE|INSERT|SCAN)\], Operations/ {s += $3} END {if (s) print s}' "$work/run.txt")

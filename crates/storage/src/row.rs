@@ -232,7 +232,8 @@ impl Row {
         ts
     }
 
-    /// True if the row has anything a read would return at `now_s`.
+    /// True if the row has anything a read would return at `now_s`: the same answer as
+    /// `self.visible(now_s).is_live(now_s)`, without the copy (scans ask it of every row).
     pub fn is_live(&self, now_s: EpochSeconds) -> bool {
         self.liveness
             .is_some_and(|l| l.ttl_s == 0 || l.expires_at_s > now_s)
@@ -462,6 +463,45 @@ mod tests {
         assert!(r.deletion.is_some());
         r.merge(Row::default(), 2000, 1001);
         assert!(r.deletion.is_none());
+    }
+
+    #[test]
+    fn is_live_answers_as_the_visible_row_does() {
+        // Scans count live rows with `is_live` on the stored row; before 2026-12-02 they made
+        // each row visible first, a copy of every cell, to ask the same question.
+        let expiring = Liveness {
+            timestamp_us: 10,
+            ttl_s: 5,
+            expires_at_s: 105,
+        };
+        let rows = [
+            Row::default(),
+            Row::deleted(20, 100),
+            row(vec![Cell::tombstone(1, 10, 100)]),
+            row(vec![
+                Cell::expiring(1, 10, b"a".to_vec(), 5, 100),
+                Cell::tombstone(2, 10, 100),
+            ]),
+            row(vec![Cell::live(1, 10, b"a".to_vec())]),
+            Row {
+                liveness: Some(expiring),
+                ..Row::default()
+            },
+            Row {
+                liveness: Some(expiring),
+                deletion: Row::deleted(5, 100).deletion,
+                ..row(vec![Cell::tombstone(1, 10, 100)])
+            },
+        ];
+        for r in &rows {
+            for now_s in [100, 104, 105, 200] {
+                assert_eq!(
+                    r.is_live(now_s),
+                    r.visible(now_s).is_live(now_s),
+                    "{r:?} at {now_s}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -9,10 +9,7 @@ use crate::config::NamespaceConfig;
 use crate::device::ReadRing;
 use crate::error::{ReadError, WriteError};
 use crate::index::{IndexKey, TableIndex};
-use crate::keys::{
-    PartitionKey, RowKey, RowsFrom, RowsPage, ScanFrom, StoredRow, TableId, KEY_MAX_BYTES,
-    TOMBSTONES_PER_READ_MAX,
-};
+use crate::keys::{PartitionKey, RowKey, RowsFrom, RowsPage, ScanFrom, StoredRow, TableId, KEY_MAX_BYTES};
 use crate::namespace::Namespace;
 use crate::range_tombstones::PartitionTombstones;
 use crate::read_ahead::ReadsAhead;
@@ -306,7 +303,7 @@ impl Engine {
     /// Rows of a table as stored (deletions included), in the order a client reads a table:
     /// by token, then partition key bytes, then clustering key bytes; from `from` up to
     /// `to_token` (inclusive), until `live_limit` rows are live. At most
-    /// [`TOMBSTONES_PER_READ_MAX`] rows that are not live come along; past that the page ends
+    /// [`crate::TOMBSTONES_PER_READ_MAX`] rows that are not live come along; past that the page ends
     /// early with `more` set, and the caller continues after its last row.
     ///
     /// A token's rows are read together and sorted, since the index orders them by digest
@@ -322,72 +319,7 @@ impl Engine {
         let Some(index) = self.inner.existing_table(table) else {
             return Ok(RowsPage::default());
         };
-        let now_s = self.inner.now_s();
-        let start_token = match from {
-            RowsFrom::Token(t) => t,
-            RowsFrom::After { token, .. } => token,
-        };
-        let mut page = RowsPage::default();
-        if start_token > to_token || live_limit == 0 {
-            page.more = live_limit == 0;
-            return Ok(page);
-        }
-        let end = Bound::Included(IndexKey {
-            token: to_token,
-            ..IndexKey::MAX
-        });
-        let mut cursor = Bound::Included(IndexKey {
-            token: start_token,
-            ..IndexKey::MIN
-        });
-        let (mut live, mut dead) = (0usize, 0usize);
-        loop {
-            // One token at a time: every entry of the next token, read and sorted.
-            let Some(first) = index.range(cursor, end, 1).into_iter().next() else {
-                return Ok(page);
-            };
-            let t = first.key.token;
-            let group_end = IndexKey {
-                token: t,
-                ..IndexKey::MAX
-            };
-            let mut rows = self.inner.read_stored(
-                &index,
-                Bound::Included(first.key),
-                Bound::Included(group_end),
-                |_| true,
-            )?;
-            rows.sort_by(|a, b| {
-                (&a.partition_key, &a.clustering_key).cmp(&(&b.partition_key, &b.clustering_key))
-            });
-            for row in rows {
-                if let RowsFrom::After {
-                    token,
-                    partition,
-                    clustering,
-                } = from
-                {
-                    if t == token && !is_after(&row, partition, clustering) {
-                        continue;
-                    }
-                }
-                let is_live = row.row.visible(now_s).is_live(now_s);
-                if (is_live && live == live_limit) || (!is_live && dead == TOMBSTONES_PER_READ_MAX) {
-                    page.more = true;
-                    return Ok(page);
-                }
-                if is_live {
-                    live += 1;
-                } else {
-                    dead += 1;
-                }
-                page.rows.push(row);
-            }
-            if t == to_token {
-                return Ok(page);
-            }
-            cursor = Bound::Excluded(group_end);
-        }
+        self.inner.scan_rows(&index, from, to_token, live_limit)
     }
 
     /// Forgets every row of `table`: its index goes, and the blocks that held its records count
@@ -560,14 +492,5 @@ impl Timer {
 
     fn stop(self, histogram: &LatencyHistogram) {
         histogram.record(self.0.elapsed().as_micros() as u64);
-    }
-}
-
-/// True if `row` (of the same token) comes after the position (partition, clustering).
-fn is_after(row: &StoredRow, partition: &[u8], clustering: Option<&[u8]>) -> bool {
-    match row.partition_key.as_slice().cmp(partition) {
-        std::cmp::Ordering::Greater => true,
-        std::cmp::Ordering::Less => false,
-        std::cmp::Ordering::Equal => clustering.is_some_and(|c| row.clustering_key.as_slice() > c),
     }
 }
