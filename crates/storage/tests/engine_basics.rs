@@ -4,7 +4,9 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use hayate_storage::{Cell, Engine, ManualClock, NamespaceConfig, PartitionKey, Row, RowKey, RowsFrom, ScanFrom};
+use hayate_storage::{
+    Cell, Engine, ManualClock, NamespaceConfig, PartitionKey, Row, RowKey, RowsFrom, ScanFrom,
+};
 
 mod common;
 use common::capture_logs;
