@@ -264,7 +264,8 @@ fn mutation_request() -> Message {
                     },
                 },
             },
-        ],
+        ]
+        .into(),
     }
 }
 
