@@ -167,27 +167,9 @@ pub fn check_body(body: &[u8], meta: &RecordMeta) {
     );
 }
 
-/// The row as the encoder can express it: an expiry time without a TTL is not written (the
-/// encoder writes the expiry only when `ttl_s != 0`), so it reads back as 0. Nothing reads an
-/// expiry time whose TTL is 0, so the two rows mean the same.
-pub fn canonical_row(mut row: Row) -> Row {
-    if let Some(l) = &mut row.liveness {
-        if l.ttl_s == 0 {
-            l.expires_at_s = 0;
-        }
-    }
-    for c in &mut row.cells {
-        if let CellValue::Live {
-            ttl_s: 0,
-            expires_at_s,
-            ..
-        } = &mut c.value
-        {
-            *expires_at_s = 0;
-        }
-    }
-    row
-}
+/// The row as the encoder can express it (the storage crate's, shared with the internode
+/// format's tests).
+pub use hayate_storage::fuzzing::canonical_row;
 
 /// Fixes the length field and the checksum of a stream chunk, with the storage crate's own
 /// `reseal_chunk` (the encoder's last step).
