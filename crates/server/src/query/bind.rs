@@ -237,6 +237,31 @@ pub fn evaluate(term: &Term, to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResul
     }
 }
 
+/// A term evaluated for an integer receiver: a LIMIT, a TTL, a USING TIMESTAMP, a list index,
+/// a token. The one decoder of every integer a statement binds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Integer {
+    Value(i64),
+    Null,
+    Unset,
+}
+
+/// Evaluates `term` for a receiver named `name` of type `ty`, `int` or `bigint`.
+pub fn evaluate_integer(term: &Term, name: &str, ty: &DataType, binds: &Binds<'_>) -> QueryResult<Integer> {
+    debug_assert!(matches!(ty, DataType::Int | DataType::BigInt), "{ty}");
+    Ok(match evaluate(term, &Receiver { name, ty }, binds)? {
+        // `evaluate` checked the length against the type: 4 bytes for an int, 8 for a bigint.
+        Evaluated::Bytes(b) => match b.as_slice() {
+            &[a, b, c, d] => Integer::Value(i32::from_be_bytes([a, b, c, d]).into()),
+            bytes => Integer::Value(i64::from_be_bytes(bytes.try_into().map_err(|_| {
+                invalid(format!("Invalid value for {name}: expected 4 or 8 bytes"))
+            })?)),
+        },
+        Evaluated::Null => Integer::Null,
+        Evaluated::Unset => Integer::Unset,
+    })
+}
+
 fn negate(s: &str) -> String {
     match s.strip_prefix('-') {
         Some(rest) => rest.to_owned(),

@@ -24,7 +24,7 @@ use hayate_cql::statement::{
 use hayate_cql::value::{json, split_components, DataType};
 use hayate_storage::row::{Cell, Deletion, Liveness, Row};
 
-use super::bind::{evaluate, Binds, Evaluated, Receiver};
+use super::bind::{evaluate, evaluate_integer, Binds, Evaluated, Integer, Receiver};
 use super::cells::{element_path, field_path, list_path};
 use super::keys::ClusteringRange;
 use super::restrictions::{analyse, split_list, Restrictions};
@@ -168,26 +168,13 @@ pub fn plan(
 /// A batch's own USING TIMESTAMP, or the request's default, or now.
 fn timestamp(ctx: &Context<'_>, using: &Using, binds: &Binds<'_>) -> QueryResult<i64> {
     if let Some(t) = &using.timestamp {
-        let ty = DataType::BigInt;
-        match evaluate(
-            t,
-            &Receiver {
-                name: "[timestamp]",
-                ty: &ty,
-            },
-            binds,
-        )? {
-            Evaluated::Bytes(b) if b.len() == 8 => {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(&b);
-                let ts = i64::from_be_bytes(a);
-                if ts == i64::MIN {
-                    return Err(invalid(format!("Invalid timestamp value {ts}")));
-                }
-                return Ok(ts);
+        match evaluate_integer(t, "[timestamp]", &DataType::BigInt, binds)? {
+            Integer::Value(ts) if ts == i64::MIN => {
+                return Err(invalid(format!("Invalid timestamp value {ts}")))
             }
-            Evaluated::Unset => {}
-            _ => return Err(invalid("Invalid null value of timestamp")),
+            Integer::Value(ts) => return Ok(ts),
+            Integer::Unset => {}
+            Integer::Null => return Err(invalid("Invalid null value of timestamp")),
         }
     }
     Ok(ctx.default_timestamp_us.unwrap_or_else(|| ctx.clock.now_us()))
@@ -211,31 +198,20 @@ fn write_time(
     };
     let mut ttl_s = table.default_ttl_s();
     if let Some(t) = &using.ttl {
-        let ty = DataType::Int;
-        match evaluate(
-            t,
-            &Receiver {
-                name: "[ttl]",
-                ty: &ty,
-            },
-            binds,
-        )? {
-            Evaluated::Bytes(b) if b.len() == 4 => {
-                let ttl = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-                if ttl < 0 {
-                    return Err(invalid(format!(
-                        "A TTL must be greater or equal to 0, but was {ttl}"
-                    )));
-                }
-                if ttl as u32 > TTL_MAX_S {
-                    return Err(invalid(format!(
-                        "ttl is too large. requested ({ttl}) maximum ({TTL_MAX_S})"
-                    )));
-                }
-                ttl_s = ttl as u32;
+        match evaluate_integer(t, "[ttl]", &DataType::Int, binds)? {
+            Integer::Value(ttl) if ttl < 0 => {
+                return Err(invalid(format!(
+                    "A TTL must be greater or equal to 0, but was {ttl}"
+                )))
             }
-            Evaluated::Unset => {}
-            _ => return Err(invalid("Invalid null value of TTL")),
+            Integer::Value(ttl) if ttl > i64::from(TTL_MAX_S) => {
+                return Err(invalid(format!(
+                    "ttl is too large. requested ({ttl}) maximum ({TTL_MAX_S})"
+                )))
+            }
+            Integer::Value(ttl) => ttl_s = ttl as u32,
+            Integer::Unset => {}
+            Integer::Null => return Err(invalid("Invalid null value of TTL")),
         }
     }
     Ok(WriteTime {
@@ -831,10 +807,10 @@ fn assign(
                 element,
                 frozen: false,
             } => {
-                let index = match eval(key, &DataType::Int)? {
-                    Evaluated::Bytes(b) if b.len() == 4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-                    _ => return Err(invalid(format!("Invalid null list index for {}", col.name))),
+                let Integer::Value(index) = evaluate_integer(key, &col.name, &DataType::Int, binds)? else {
+                    return Err(invalid(format!("Invalid null list index for {}", col.name)));
                 };
+                let index = index as i32; // an int's 4 bytes
                 let value = match eval(value, element)? {
                     Evaluated::Bytes(v) => Some(v),
                     Evaluated::Null => None,
@@ -1031,17 +1007,10 @@ fn delete(
                 }
             }
             (Some(k), DataType::List { frozen: false, .. }) => {
-                let index = match evaluate(
-                    k,
-                    &Receiver {
-                        name,
-                        ty: &DataType::Int,
-                    },
-                    binds,
-                )? {
-                    Evaluated::Bytes(b) if b.len() == 4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-                    _ => return Err(invalid(format!("Invalid null list index for {name}"))),
+                let Integer::Value(index) = evaluate_integer(k, name, &DataType::Int, binds)? else {
+                    return Err(invalid(format!("Invalid null list index for {name}")));
                 };
+                let index = index as i32; // an int's 4 bytes
                 reads.push(ReadOp {
                     column: i,
                     kind: ReadOpKind::SetIndex { index, value: None },

@@ -28,11 +28,11 @@ use hayate_cql::statement::{CompareOp, Relation, RelationLhs, Select, Selection,
 use hayate_cql::value::{json, split_components, DataType};
 use hayate_storage::row::Row;
 
-use super::bind::{evaluate, Binds, Evaluated, Receiver};
+use super::bind::{evaluate_integer, Binds, Integer};
 use super::cells::{is_static_key, row_values, RowValues};
 use super::functions::{self, Accumulator, AggregateKind, Scalar};
 use super::keys::ClusteringRange;
-use super::restrictions::{analyse, Restrictions};
+use super::restrictions::{Restrictions, WherePlan};
 use super::{resolve_table, Context, VirtualTables, PAGE_ROWS_MAX};
 use crate::error::{consistency_level, invalid, QueryResult};
 use crate::schema::{ColumnKind, Keyspace, Table};
@@ -78,7 +78,7 @@ pub struct Projection {
 }
 
 /// What a SELECT's text and its table decide, before any bind value: the columns it returns,
-/// how rows group, and the result metadata. A prepared statement keeps its plan (see
+/// how rows group, the result metadata, and the WHERE clause compiled. A prepared statement keeps its plan (see
 /// [`super::Memo`]) so that each EXECUTE only binds values and reads; a plan is good only for
 /// the table it was made from.
 pub struct Plan {
@@ -86,6 +86,8 @@ pub struct Plan {
     projection: Projection,
     grouping: Grouping,
     result: Arc<[ColumnSpec]>,
+    /// The WHERE clause, compiled.
+    restrictions: WherePlan,
 }
 
 /// SELECT plans made since the node started (see [`plans_compiled`]).
@@ -115,11 +117,13 @@ impl Plan {
             distinct_columns(table, &projection)?;
         }
         let result = result_specs(table, select, &projection);
+        let restrictions = WherePlan::compile(table, &select.where_clause, select.allow_filtering)?;
         Ok(Plan {
             table: table.clone(),
             projection,
             grouping,
             result,
+            restrictions,
         })
     }
 
@@ -414,20 +418,14 @@ fn limit_value(term: &Option<Term>, binds: &Binds<'_>, what: &str) -> QueryResul
     let Some(t) = term else {
         return Ok(None);
     };
-    let ty = DataType::Int;
-    match evaluate(t, &Receiver { name: what, ty: &ty }, binds)? {
-        Evaluated::Bytes(b) if b.len() == 4 => {
-            let n = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-            if n <= 0 {
-                return Err(invalid(format!(
-                    "{} must be strictly positive",
-                    what.trim_matches(['[', ']']).to_uppercase()
-                )));
-            }
-            Ok(Some(n as usize))
-        }
-        Evaluated::Unset => Ok(None),
-        _ => Err(invalid(format!("Invalid null value of {what}"))),
+    match evaluate_integer(t, what, &DataType::Int, binds)? {
+        Integer::Value(n) if n <= 0 => Err(invalid(format!(
+            "{} must be strictly positive",
+            what.trim_matches(['[', ']']).to_uppercase()
+        ))),
+        Integer::Value(n) => Ok(Some(n as usize)),
+        Integer::Unset => Ok(None),
+        Integer::Null => Err(invalid(format!("Invalid null value of {what}"))),
     }
 }
 
@@ -846,13 +844,7 @@ pub async fn run(
     let (ks, table) = resolve_table(ctx, &select.table)?;
     let plan = Plan::for_table(ctx, &table, select)?;
     let (projection, grouping) = (&plan.projection, plan.grouping);
-    let restrictions = analyse(
-        &table,
-        &select.where_clause,
-        binds,
-        select.allow_filtering,
-        ctx.guard,
-    )?;
+    let restrictions = plan.restrictions.bind(&table, binds, ctx.guard)?;
     if let Some(keys) = restrictions.partitions.as_deref().filter(|k| k.len() > 1) {
         super::guardrails::check_partition_keys_in_select(ctx.guard, &table, keys)?;
     }

@@ -1,0 +1,283 @@
+//! A WHERE clause compiled against its table, once per statement: each relation's column found
+//! by name and its part decided (a partition key value, a clustering prefix or slice, a token
+//! bound, a filter), so that binding a request's values ([`super::values`]) looks nothing up.
+//!
+//! Compiling refuses what no value could make valid (an unknown column, `<` on the partition key
+//! without ALLOW FILTERING, `token()` over the wrong columns, ...). What depends on the values
+//! or on how relations combine (a column restricted twice, missing key parts, too many IN
+//! combinations) is judged when binding, in the order the relations come, as before.
+
+use hayate_cql::statement::{CompareOp, InValues, Relation, RelationLhs, Term};
+
+use super::needs_filtering;
+use crate::error::{invalid, QueryResult};
+use crate::schema::{ColumnKind, Table};
+
+/// Key columns a point read or write fixes at most: past this, the general binding decides.
+pub(super) const POINT_COLUMNS_MAX: usize = 8;
+
+/// A WHERE clause, compiled for one table (the plan that holds it is good for that table only).
+#[derive(Debug)]
+pub struct WherePlan {
+    /// The relations, in the order the statement gives them.
+    pub(super) steps: Vec<Step>,
+    /// `Some` when the clause is `=` on every partition key column and on a prefix of the
+    /// clustering columns, each once: the shape nearly every request has, bound without the
+    /// general binding's lists of lists.
+    pub(super) point: Option<Point>,
+    pub(super) allow_filtering: bool,
+    pub(super) is_virtual: bool,
+}
+
+/// One relation, its column resolved.
+#[derive(Debug)]
+pub(super) enum Step {
+    /// `=` on the partition key column at `pos`.
+    PartitionEq { pos: usize, column: usize, name: String, value: Term },
+    /// `=` on the clustering column at `pos`.
+    ClusteringEq { pos: usize, column: usize, name: String, value: Term },
+    /// `IN` on the partition key column at `pos`.
+    PartitionIn { pos: usize, column: usize, name: String, values: InValues },
+    /// `IN` on the clustering column at `pos`.
+    ClusteringIn { pos: usize, column: usize, name: String, values: InValues },
+    /// `<`, `<=`, `>`, `>=` on the clustering column at `pos`.
+    ClusteringSlice { pos: usize, column: usize, op: CompareOp, value: Term },
+    /// A condition checked on each row read (ALLOW FILTERING, or a built-in table).
+    Filter { column: usize, op: CompareOp, value: Term },
+    /// `IN` on a column that is not a key column (a filter).
+    FilterIn { column: usize, values: InValues },
+    /// `token(pk...) op rhs`.
+    Token { op: CompareOp, value: Term },
+    /// `(c1, c2, ...) = (...)` on clustering columns from `first`.
+    TupleEq { first: usize, columns: Vec<usize>, names: Vec<String>, value: Term },
+    /// `(c1, c2, ...) op (...)` on clustering columns from `first`.
+    TupleSlice { first: usize, columns: Vec<usize>, op: CompareOp, value: Term, descending: bool },
+    /// `IS NOT NULL`, which every stored key column satisfies.
+    IsNotNull,
+}
+
+/// The values of a point, in the order the relations give them.
+#[derive(Debug)]
+pub(super) struct Point {
+    /// (column, is a partition key column, its position in its key, its value)
+    pub(super) slots: Vec<(usize, bool, usize, Term)>,
+    /// Clustering columns the point fixes (a prefix).
+    pub(super) prefix_len: usize,
+}
+
+fn column_index(table: &Table, name: &str) -> QueryResult<usize> {
+    table.column_index(name).ok_or_else(|| {
+        invalid(format!(
+            "Undefined column name {name} in table {}.{}",
+            table.keyspace, table.name
+        ))
+    })
+}
+
+impl WherePlan {
+    /// Compiles `relations` for `table`; `allow_filtering` is the statement's ALLOW FILTERING.
+    pub fn compile(table: &Table, relations: &[Relation], allow_filtering: bool) -> QueryResult<WherePlan> {
+        let steps = relations
+            .iter()
+            .map(|r| step(table, r, allow_filtering))
+            .collect::<QueryResult<Vec<_>>>()?;
+        Ok(WherePlan {
+            point: point(table, &steps),
+            steps,
+            allow_filtering,
+            is_virtual: table.is_virtual,
+        })
+    }
+}
+
+fn step(table: &Table, r: &Relation, allow_filtering: bool) -> QueryResult<Step> {
+    let stored = !table.is_virtual;
+    Ok(match r {
+        Relation::Compare {
+            lhs: RelationLhs::Column(name),
+            op,
+            rhs,
+        } => {
+            let column = column_index(table, name)?;
+            let pos = table.key_position(column).unwrap_or(0);
+            let value = rhs.clone();
+            match (table.columns[column].kind, op) {
+                (ColumnKind::PartitionKey, CompareOp::Eq) if stored => Step::PartitionEq {
+                    pos,
+                    column,
+                    name: name.clone(),
+                    value,
+                },
+                (ColumnKind::Clustering, CompareOp::Eq) if stored => Step::ClusteringEq {
+                    pos,
+                    column,
+                    name: name.clone(),
+                    value,
+                },
+                (ColumnKind::Clustering, CompareOp::Lt | CompareOp::Lte | CompareOp::Gt | CompareOp::Gte)
+                    if stored =>
+                {
+                    Step::ClusteringSlice {
+                        pos,
+                        column,
+                        op: *op,
+                        value,
+                    }
+                }
+                (ColumnKind::PartitionKey, _) if stored && !allow_filtering => {
+                    return Err(invalid(
+                        "Only EQ and IN relation are supported on the partition key (unless you use the token() function or allow filtering)",
+                    ));
+                }
+                _ => {
+                    if !allow_filtering && stored {
+                        return Err(needs_filtering());
+                    }
+                    if matches!(op, CompareOp::Contains | CompareOp::ContainsKey | CompareOp::Like) {
+                        return Err(invalid(
+                            "hayate does not support CONTAINS, CONTAINS KEY or LIKE yet",
+                        ));
+                    }
+                    Step::Filter {
+                        column,
+                        op: *op,
+                        value,
+                    }
+                }
+            }
+        }
+        Relation::In {
+            lhs: RelationLhs::Column(name),
+            values,
+        } => {
+            let column = column_index(table, name)?;
+            let values = values.clone();
+            match (table.columns[column].kind, table.key_position(column)) {
+                (ColumnKind::PartitionKey, Some(pos)) if stored => Step::PartitionIn {
+                    pos,
+                    column,
+                    name: name.clone(),
+                    values,
+                },
+                (ColumnKind::Clustering, Some(pos)) if stored => Step::ClusteringIn {
+                    pos,
+                    column,
+                    name: name.clone(),
+                    values,
+                },
+                _ => {
+                    if !allow_filtering && stored {
+                        return Err(needs_filtering());
+                    }
+                    Step::FilterIn { column, values }
+                }
+            }
+        }
+        Relation::Compare {
+            lhs: RelationLhs::Token(cols),
+            op,
+            rhs,
+        } => {
+            let expected: Vec<&str> = table.partition_columns().map(|c| c.name.as_str()).collect();
+            if cols.iter().map(String::as_str).ne(expected.iter().copied()) {
+                return Err(invalid(format!(
+                    "The token() function must be applied to all partition key components or none of them ({})",
+                    expected.join(", ")
+                )));
+            }
+            if !matches!(
+                op,
+                CompareOp::Gt | CompareOp::Gte | CompareOp::Lt | CompareOp::Lte | CompareOp::Eq
+            ) {
+                return Err(invalid("Unsupported operator on token()"));
+            }
+            Step::Token {
+                op: *op,
+                value: rhs.clone(),
+            }
+        }
+        Relation::Compare {
+            lhs: RelationLhs::Tuple(names),
+            op,
+            rhs,
+        } => {
+            let columns: Vec<usize> = names
+                .iter()
+                .map(|n| column_index(table, n))
+                .collect::<QueryResult<_>>()?;
+            let first = columns
+                .first()
+                .and_then(|&c| table.clustering.iter().position(|&i| i == c))
+                .ok_or_else(|| invalid("Multi-column relations can only be applied to clustering columns"))?;
+            for (k, &c) in columns.iter().enumerate() {
+                if table.clustering.get(first + k) != Some(&c) {
+                    return Err(invalid(
+                        "Clustering columns must appear in the PRIMARY KEY order in multi-column relations",
+                    ));
+                }
+            }
+            if *op == CompareOp::Eq {
+                Step::TupleEq {
+                    first,
+                    columns,
+                    names: names.clone(),
+                    value: rhs.clone(),
+                }
+            } else {
+                let descending = table.columns[columns[0]].descending;
+                if columns.iter().any(|&c| table.columns[c].descending != descending) {
+                    return Err(invalid(
+                        "hayate does not support multi-column slices over columns of mixed clustering order yet",
+                    ));
+                }
+                Step::TupleSlice {
+                    first,
+                    columns,
+                    op: *op,
+                    value: rhs.clone(),
+                    descending,
+                }
+            }
+        }
+        Relation::IsNotNull { .. } => Step::IsNotNull,
+        _ => return Err(invalid("hayate does not support this kind of relation yet")),
+    })
+}
+
+/// The point shape, when `steps` have it: `=` on each partition key column once, and on a
+/// prefix of the clustering columns once each, and nothing else.
+fn point(table: &Table, steps: &[Step]) -> Option<Point> {
+    let (n_pk, n_ck) = (table.partition_key.len(), table.clustering.len());
+    if table.is_virtual || steps.len() < n_pk || steps.len() > POINT_COLUMNS_MAX {
+        return None;
+    }
+    let mut pk = [false; POINT_COLUMNS_MAX];
+    let mut ck = [false; POINT_COLUMNS_MAX];
+    let mut slots = Vec::with_capacity(steps.len());
+    for s in steps {
+        let (seen, column, pos, value, partition) = match s {
+            Step::PartitionEq {
+                pos, column, value, ..
+            } => (pk.get_mut(*pos)?, *column, *pos, value, true),
+            Step::ClusteringEq {
+                pos, column, value, ..
+            } => (ck.get_mut(*pos)?, *column, *pos, value, false),
+            _ => return None,
+        };
+        if *seen {
+            return None;
+        }
+        *seen = true;
+        slots.push((column, partition, pos, value.clone()));
+    }
+    if !pk[..n_pk].iter().all(|&s| s) {
+        return None;
+    }
+    // A table may have more clustering columns than a point fixes here: those past the last
+    // slot were not restricted.
+    let prefix_len = ck.iter().take(n_ck).take_while(|&&s| s).count();
+    if n_pk + prefix_len != steps.len() {
+        return None; // a clustering column restricted after one that is not
+    }
+    Some(Point { slots, prefix_len })
+}
