@@ -253,9 +253,11 @@ pub fn evaluate_integer(term: &Term, name: &str, ty: &DataType, binds: &Binds<'_
         // `evaluate` checked the length against the type: 4 bytes for an int, 8 for a bigint.
         Evaluated::Bytes(b) => match b.as_slice() {
             &[a, b, c, d] => Integer::Value(i32::from_be_bytes([a, b, c, d]).into()),
-            bytes => Integer::Value(i64::from_be_bytes(bytes.try_into().map_err(|_| {
-                invalid(format!("Invalid value for {name}: expected 4 or 8 bytes"))
-            })?)),
+            bytes => {
+                Integer::Value(i64::from_be_bytes(bytes.try_into().map_err(|_| {
+                    invalid(format!("Invalid value for {name}: expected 4 or 8 bytes"))
+                })?))
+            }
         },
         Evaluated::Null => Integer::Null,
         Evaluated::Unset => Integer::Unset,

@@ -210,7 +210,10 @@ mod tests {
                 .and_then(|p| p.point.as_ref())
                 .and_then(|point| values::bind_point(table, point, &binds));
             assert_eq!(quick.is_some(), short_cut, "{text}");
-            let general = plan.as_ref().map_err(Clone::clone).and_then(|p| p.bind_any(table, &binds, guard));
+            let general = plan
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|p| p.bind_any(table, &binds, guard));
             if let Some(quick) = quick {
                 let general = general.as_ref().expect("the general binding takes it too");
                 assert_eq!(format!("{quick:?}"), format!("{general:?}"), "{text}");

@@ -33,25 +33,65 @@ pub struct WherePlan {
 #[derive(Debug)]
 pub(super) enum Step {
     /// `=` on the partition key column at `pos`.
-    PartitionEq { pos: usize, column: usize, name: String, value: Term },
+    PartitionEq {
+        pos: usize,
+        column: usize,
+        name: String,
+        value: Term,
+    },
     /// `=` on the clustering column at `pos`.
-    ClusteringEq { pos: usize, column: usize, name: String, value: Term },
+    ClusteringEq {
+        pos: usize,
+        column: usize,
+        name: String,
+        value: Term,
+    },
     /// `IN` on the partition key column at `pos`.
-    PartitionIn { pos: usize, column: usize, name: String, values: InValues },
+    PartitionIn {
+        pos: usize,
+        column: usize,
+        name: String,
+        values: InValues,
+    },
     /// `IN` on the clustering column at `pos`.
-    ClusteringIn { pos: usize, column: usize, name: String, values: InValues },
+    ClusteringIn {
+        pos: usize,
+        column: usize,
+        name: String,
+        values: InValues,
+    },
     /// `<`, `<=`, `>`, `>=` on the clustering column at `pos`.
-    ClusteringSlice { pos: usize, column: usize, op: CompareOp, value: Term },
+    ClusteringSlice {
+        pos: usize,
+        column: usize,
+        op: CompareOp,
+        value: Term,
+    },
     /// A condition checked on each row read (ALLOW FILTERING, or a built-in table).
-    Filter { column: usize, op: CompareOp, value: Term },
+    Filter {
+        column: usize,
+        op: CompareOp,
+        value: Term,
+    },
     /// `IN` on a column that is not a key column (a filter).
     FilterIn { column: usize, values: InValues },
     /// `token(pk...) op rhs`.
     Token { op: CompareOp, value: Term },
     /// `(c1, c2, ...) = (...)` on clustering columns from `first`.
-    TupleEq { first: usize, columns: Vec<usize>, names: Vec<String>, value: Term },
+    TupleEq {
+        first: usize,
+        columns: Vec<usize>,
+        names: Vec<String>,
+        value: Term,
+    },
     /// `(c1, c2, ...) op (...)` on clustering columns from `first`.
-    TupleSlice { first: usize, columns: Vec<usize>, op: CompareOp, value: Term, descending: bool },
+    TupleSlice {
+        first: usize,
+        columns: Vec<usize>,
+        op: CompareOp,
+        value: Term,
+        descending: bool,
+    },
     /// `IS NOT NULL`, which every stored key column satisfies.
     IsNotNull,
 }

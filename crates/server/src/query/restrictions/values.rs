@@ -34,7 +34,12 @@ impl WherePlan {
     }
 
     /// [`WherePlan::bind`] for every shape of WHERE clause.
-    pub(super) fn bind_any(&self, table: &Table, binds: &Binds<'_>, guard: Guard<'_>) -> QueryResult<Restrictions> {
+    pub(super) fn bind_any(
+        &self,
+        table: &Table,
+        binds: &Binds<'_>,
+        guard: Guard<'_>,
+    ) -> QueryResult<Restrictions> {
         let allow_filtering = self.allow_filtering;
         let n_pk = table.partition_key.len();
         let n_ck = table.clustering.len();
@@ -50,14 +55,27 @@ impl WherePlan {
                     column,
                     name,
                     value,
-                } => set_once(&mut pk_values[*pos], vec![value_of(table, *column, value, binds)?], name)?,
+                } => set_once(
+                    &mut pk_values[*pos],
+                    vec![value_of(table, *column, value, binds)?],
+                    name,
+                )?,
                 Step::ClusteringEq {
                     pos,
                     column,
                     name,
                     value,
-                } => set_once(&mut ck_values[*pos], vec![value_of(table, *column, value, binds)?], name)?,
-                Step::ClusteringSlice { pos, column, op, value } => {
+                } => set_once(
+                    &mut ck_values[*pos],
+                    vec![value_of(table, *column, value, binds)?],
+                    name,
+                )?,
+                Step::ClusteringSlice {
+                    pos,
+                    column,
+                    op,
+                    value,
+                } => {
                     let v = value_of(table, *column, value, binds)?;
                     add_slice(&mut slice, *pos, *op, vec![v], table.columns[*column].descending)?;
                 }
@@ -71,13 +89,21 @@ impl WherePlan {
                     column,
                     name,
                     values,
-                } => set_once(&mut pk_values[*pos], in_values(table, *column, values, binds)?, name)?,
+                } => set_once(
+                    &mut pk_values[*pos],
+                    in_values(table, *column, values, binds)?,
+                    name,
+                )?,
                 Step::ClusteringIn {
                     pos,
                     column,
                     name,
                     values,
-                } => set_once(&mut ck_values[*pos], in_values(table, *column, values, binds)?, name)?,
+                } => set_once(
+                    &mut ck_values[*pos],
+                    in_values(table, *column, values, binds)?,
+                    name,
+                )?,
                 Step::FilterIn { column, values } => out.filters.push(Filter {
                     column: *column,
                     op: CompareOp::Eq,
