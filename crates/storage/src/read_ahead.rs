@@ -9,14 +9,20 @@
 //! the same span of the device that it would read itself; a row that moved in the meantime
 //! (defragmentation, a newer write) is read as before. What it then decodes is checked as any
 //! device read is (sequence, key, CRC).
+//!
+//! A one-row read also takes the index entry its read ahead looked up ([`take_entry`]), so the
+//! row is looked up once: the version read is the one current when the read ahead started,
+//! after the request arrived, as a read that looked up then and blocked on the device would
+//! return. A write never takes one: it merges with the version current under its row lock.
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::device::{align_down, align_up, AlignedBuf, RingRead};
-use crate::index::Location;
+use crate::index::{Entry, IndexKey, Location};
 use crate::stats::Stats;
+use crate::TableId;
 
 /// What one read ahead covers: a span of one block, at one sequence of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,12 +51,15 @@ impl Span {
 /// Reads started in the ring; [`ReadsAhead::finish`] waits for them.
 pub struct ReadsAhead {
     pub(crate) reads: Vec<(Span, RingRead)>,
+    /// The entries looked up for reads (not writes) whose records are read ahead.
+    pub(crate) entries: Vec<(TableId, Entry)>,
     pub(crate) stats: Arc<Stats>,
 }
 
 /// Reads finished; [`ReadsDone::install`] lends them to the engine calls on this thread.
 pub struct ReadsDone {
     reads: Vec<(Span, AlignedBuf)>,
+    entries: Vec<(TableId, Entry)>,
 }
 
 impl ReadsAhead {
@@ -73,12 +82,16 @@ impl ReadsAhead {
                 done.push((span, buf));
             }
         }
-        ReadsDone { reads: done }
+        ReadsDone {
+            reads: done,
+            entries: self.entries,
+        }
     }
 }
 
 thread_local! {
     static INSTALLED: RefCell<Vec<(Span, AlignedBuf)>> = const { RefCell::new(Vec::new()) };
+    static INSTALLED_ENTRIES: RefCell<Vec<(TableId, Entry)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl ReadsDone {
@@ -86,6 +99,7 @@ impl ReadsDone {
     /// cannot leave the thread, so an `.await` cannot come between the install and the calls.
     pub fn install(self) -> Installed {
         INSTALLED.with(|cell| cell.borrow_mut().extend(self.reads));
+        INSTALLED_ENTRIES.with(|cell| cell.borrow_mut().extend(self.entries));
         Installed {
             _on_this_thread: PhantomData,
         }
@@ -100,7 +114,18 @@ pub struct Installed {
 impl Drop for Installed {
     fn drop(&mut self) {
         INSTALLED.with(|cell| cell.borrow_mut().clear());
+        INSTALLED_ENTRIES.with(|cell| cell.borrow_mut().clear());
     }
+}
+
+/// The index entry of `key` in `table` that an installed read ahead looked up, if there is one; it is
+/// used once. Only a read takes it (see the module's doc).
+pub(crate) fn take_entry(table: TableId, key: &IndexKey) -> Option<Entry> {
+    INSTALLED_ENTRIES.with(|cell| {
+        let mut entries = cell.borrow_mut();
+        let i = entries.iter().position(|(t, e)| *t == table && e.key == *key)?;
+        Some(entries.swap_remove(i).1)
+    })
 }
 
 /// The installed read of exactly this span, if there is one; it is used once.

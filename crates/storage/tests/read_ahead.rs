@@ -1,6 +1,7 @@
 //! Reading ahead through io_uring (`read_ahead.rs`): a read or write finds the record read
-//! ahead instead of reading the device itself, and a read ahead that went stale (the row was
-//! rewritten or moved by defragmentation since) is never served.
+//! ahead instead of reading the device itself, a read takes the index entry its read ahead
+//! looked up (a write never does), and bytes read ahead that went stale (the row moved by
+//! defragmentation since) are never served.
 
 use std::future::Future;
 use std::pin::pin;
@@ -114,6 +115,62 @@ fn a_read_and_a_write_use_the_read_ahead_instead_of_the_device() {
     assert!(e.read_ahead([key(b"a")]).is_none());
 }
 
+/// How many times the RAM index of the test's table was looked up so far.
+fn lookups(e: &Engine) -> u64 {
+    e.table_stats()
+        .iter()
+        .find(|t| t.table == common::TABLE)
+        .map_or(0, |t| t.index_lookups)
+}
+
+#[test]
+fn a_read_takes_the_lookup_its_read_ahead_made_and_a_write_never_does() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let e = open(dir.path());
+    if e.read_ring().is_none() {
+        eprintln!("io_uring is not available here; nothing to test");
+        return;
+    }
+    write_then_push_out(&e, b"a", b"first");
+
+    // A read: the read ahead looks the row up once, and the read does not look again.
+    let before = lookups(&e);
+    let done = finish(&e, e.read_ahead([key(b"a")]).expect("a device read to make"));
+    {
+        let _installed = done.install();
+        assert_eq!(value(&e, b"a").as_deref(), Some(&b"first"[..]));
+    }
+    assert_eq!(lookups(&e) - before, 1, "one index lookup for a read read ahead");
+
+    // A row rewritten after its read ahead started: the read returns the version its read
+    // ahead looked up (current when the request came), and the next read the new one.
+    let done = finish(&e, e.read_ahead([key(b"a")]).expect("a device read to make"));
+    e.write(key(b"a"), row(5, b"newer")).expect("write");
+    {
+        let _installed = done.install();
+        assert_eq!(value(&e, b"a").as_deref(), Some(&b"first"[..]));
+    }
+    assert_eq!(value(&e, b"a").as_deref(), Some(&b"newer"[..]));
+
+    // A write never takes a read's entry: it merges with the version current under its lock.
+    write_then_push_out(&e, b"b", b"one");
+    let done = finish(&e, e.read_ahead([key(b"b")]).expect("a device read to make"));
+    e.write(key(b"b"), row(6, b"two")).expect("write");
+    {
+        let _installed = done.install();
+        let mut update = row(7, b"three");
+        update.cells[0].column = 1;
+        e.write(key(b"b"), update).expect("write");
+    }
+    let r = e.get(key(b"b")).expect("read").expect("the row");
+    assert_eq!(r.cells.len(), 2, "the write merged with the row: {r:?}");
+    assert_eq!(
+        value(&e, b"b").as_deref(),
+        Some(&b"two"[..]),
+        "the newest version: {r:?}"
+    );
+}
+
 #[test]
 fn a_stale_read_ahead_is_never_served() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -121,14 +178,8 @@ fn a_stale_read_ahead_is_never_served() {
     if e.read_ring().is_none() {
         return;
     }
-    // Rewritten after the read ahead: the read finds the new version.
-    write_then_push_out(&e, b"a", b"old");
-    let done = finish(&e, e.read_ahead([key(b"a")]).expect("a device read"));
-    e.write(key(b"a"), row(5, b"new")).expect("write");
-    {
-        let _installed = done.install();
-        assert_eq!(value(&e, b"a").as_deref(), Some(&b"new"[..]));
-    }
+    // (A row rewritten after its read ahead started is read as its read ahead looked it up:
+    // `a_read_takes_the_lookup_its_read_ahead_made_and_a_write_never_does`.)
 
     // Moved by defragmentation after the read ahead, its old block freed: the read goes to
     // where the row is now. (The old block is not written again here: the free list is first

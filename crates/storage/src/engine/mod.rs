@@ -115,7 +115,9 @@ impl Engine {
     fn get_in(&self, index: &TableIndex, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
         let now_s = self.inner.now_s();
         let ikey = key.index_key();
-        let Some(entry) = index.get(&ikey) else {
+        // The entry a read ahead looked up for this read, or a lookup now.
+        let entry = crate::read_ahead::take_entry(key.table, &ikey).or_else(|| index.get(&ikey));
+        let Some(entry) = entry else {
             return Ok(None);
         };
         if !entry.is_visible(now_s) {
@@ -170,7 +172,9 @@ impl Engine {
     ) -> Result<(Option<Row>, Option<PartitionTombstones>), ReadError> {
         let ikey = key.index_key();
         let tombstones = self.inner.tombstones_of(index, ikey.token, key.partition)?;
-        let Some(entry) = index.get(&ikey).filter(|e| !e.is_range_tombstones()) else {
+        // The entry a read ahead looked up for this read, or a lookup now.
+        let entry = crate::read_ahead::take_entry(key.table, &ikey).or_else(|| index.get(&ikey));
+        let Some(entry) = entry.filter(|e| !e.is_range_tombstones()) else {
             return Ok((None, tombstones));
         };
         let Some(found) = self

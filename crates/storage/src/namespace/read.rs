@@ -327,6 +327,7 @@ impl Namespace {
         let inner = self;
         let ring = inner.ring.as_ref().filter(|r| r.is_driven())?;
         let mut reads = Vec::new();
+        let mut entries = Vec::new();
         for (key, update) in calls {
             let Some(index) = inner.existing_table(key.table) else {
                 continue;
@@ -357,9 +358,13 @@ impl Namespace {
                 break;
             };
             reads.push((span, read));
+            if update.is_none() {
+                entries.push((key.table, entry));
+            }
         }
         (!reads.is_empty()).then(|| ReadsAhead {
             reads,
+            entries,
             stats: Arc::clone(&inner.stats),
         })
     }

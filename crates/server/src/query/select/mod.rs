@@ -95,6 +95,7 @@ pub async fn run(
             table: &table,
             restrictions: &restrictions,
             distinct,
+            speculative_retry: plan.speculative_retry,
         };
         if let Some(partitions) = &restrictions.partitions {
             reads.by_partition(partitions, reverse, &mut sink, resume).await?

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use hayate_cluster::coordinator::SpeculativeRetry;
 use hayate_cql::response::result::{ColumnSpec, ColumnType, TableSpec};
 use hayate_cql::statement::{CompareOp, Relation, RelationLhs, Select, Selection, SelectorExpr};
 use hayate_cql::value::DataType;
@@ -56,6 +57,8 @@ pub struct Plan {
     pub(super) result: Arc<[ColumnSpec]>,
     /// The WHERE clause, compiled.
     pub(super) restrictions: WherePlan,
+    /// The table's `speculative_retry` option, parsed.
+    pub(super) speculative_retry: SpeculativeRetry,
 }
 
 /// SELECT plans made since the node started (see [`plans_compiled`]).
@@ -92,6 +95,7 @@ impl Plan {
             grouping,
             result,
             restrictions,
+            speculative_retry: table.speculative_retry(),
         })
     }
 

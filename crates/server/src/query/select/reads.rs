@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::ops::Bound;
 
-use hayate_cluster::coordinator::{Coordinator, ReadRequest};
+use hayate_cluster::coordinator::{Coordinator, ReadRequest, SpeculativeRetry};
 use hayate_cluster::replica::{PartitionRead, RangeRead, RangeStart, ReadCommand, RowPosition};
 use hayate_storage::row::Row;
 
@@ -25,6 +25,8 @@ pub(super) struct Reads<'a> {
     pub(super) table: &'a Table,
     pub(super) restrictions: &'a Restrictions,
     pub(super) distinct: bool,
+    /// The table's `speculative_retry`, as the plan resolved it.
+    pub(super) speculative_retry: SpeculativeRetry,
 }
 
 impl Reads<'_> {
@@ -38,7 +40,7 @@ impl Reads<'_> {
                 replication: self.keyspace.strategy(),
                 consistency: consistency_level(self.ctx.consistency),
                 command,
-                speculative_retry: self.table.speculative_retry(),
+                speculative_retry: self.speculative_retry,
             })
             .await?)
     }
