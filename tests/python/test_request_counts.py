@@ -1,8 +1,9 @@
 """What one request costs the node in repeated work, counted by the node itself: a prepared
 one-row SELECT computes its partition's token once, compiles no plan per EXECUTE, and finds
-its row with one index lookup (two when the node reads the row's record ahead through
-io_uring: the second finds where the row is now, so that a row that moved while its device
-read was in flight is never served from the old place).
+its row with one index lookup (when the node reads the row's record ahead through io_uring,
+the read takes the entry its read ahead looked up). The token a row is stored under is the
+driver's (`Murmur3Token.from_key` of its routing key): in the debug build these tests run,
+every storage address asserts that its token is its key's.
 
 The figures are the node's `/tablestats` document (`node.tokens_computed`,
 `node.select_plans_compiled`, each table's `index_lookups`), read before and after a run of
@@ -12,10 +13,12 @@ requests from the real Python driver, on a node of the test's own (ports of its 
 from __future__ import annotations
 
 import json
+import struct
 import urllib.request
 
 import pytest
 from cassandra import ConsistencyLevel
+from cassandra.metadata import Murmur3Token
 
 from hayate_node import free_port
 
@@ -91,3 +94,15 @@ def test_a_query_compiles_its_plan_each_time_and_a_prepared_one_once(node_factor
     run_reads(session, select)
     _, plans_after_reads, _ = counts(node, "rc", "t")
     assert plans_after_reads - plans_after_alter == 1, "the ALTER made the statement plan once more"
+
+
+def test_every_row_is_stored_under_the_drivers_token(node_factory):
+    node, session, _ = start(node_factory, io_uring=True)
+    rows = list(session.execute("SELECT k, token(k) FROM rc.t"))
+    assert len(rows) == READS
+    for k, token in rows:
+        driver = Murmur3Token.from_key(struct.pack(">i", k)).value
+        assert token == driver, f"k={k}: node token {token}, driver token {driver}"
+    # The scan above walked the table in token order: the node's order is the driver's.
+    tokens = [t for _, t in rows]
+    assert tokens == sorted(tokens)

@@ -194,7 +194,8 @@ impl Engine {
 
     /// Starts, without waiting, the device reads that a read or a write of these rows would
     /// make now (the row's current version, where it is neither in the open block nor in the
-    /// post-write cache); `None` when there are none, or no ring to start them in. Await
+    /// post-write cache), with the index entries a read then takes instead of looking the row
+    /// up again; `None` when there is nothing to read ahead, or no ring to start reads in. Await
     /// [`ReadsAhead::finish`], then make the call with [`crate::ReadsDone::install`] held: the
     /// call then does not block its thread on those reads.
     pub fn read_ahead<'a>(&self, keys: impl IntoIterator<Item = RowKey<'a>>) -> Option<ReadsAhead> {

@@ -341,6 +341,10 @@ impl Namespace {
             if update.is_some_and(|u| inner.may_write_delta(&entry, u) && inner.delta_may_fit(&entry, u)) {
                 continue;
             }
+            if update.is_none() {
+                // A read takes this lookup instead of making its own, wherever the record is.
+                entries.push((key.table, entry));
+            }
             let loc = entry.location;
             let sequence = inner.blocks.sequence(loc.block());
             if inner.writer.is_open(sequence) || inner.cache.contains(loc.block(), sequence) {
@@ -358,11 +362,8 @@ impl Namespace {
                 break;
             };
             reads.push((span, read));
-            if update.is_none() {
-                entries.push((key.table, entry));
-            }
         }
-        (!reads.is_empty()).then(|| ReadsAhead {
+        (!reads.is_empty() || !entries.is_empty()).then(|| ReadsAhead {
             reads,
             entries,
             stats: Arc::clone(&inner.stats),
