@@ -64,20 +64,22 @@ pub(super) struct Compiled<T> {
 }
 
 impl<T> Compiled<T> {
-    fn of(mut each: impl FnMut() -> Option<QueryResult<T>>) -> Compiled<T> {
-        let mut items = Vec::new();
-        while let Some(item) = each() {
+    /// Takes `items` (a lazy iterator) up to the first error.
+    fn of(items: impl IntoIterator<Item = QueryResult<T>>) -> Compiled<T> {
+        let mut compiled = Compiled {
+            items: Vec::new(),
+            refused: None,
+        };
+        for item in items {
             match item {
-                Ok(item) => items.push(item),
+                Ok(item) => compiled.items.push(item),
                 Err(e) => {
-                    return Compiled {
-                        items,
-                        refused: Some(e),
-                    }
+                    compiled.refused = Some(e);
+                    break;
                 }
             }
         }
-        Compiled { items, refused: None }
+        compiled
     }
 
     /// The error that ended the list, for binding to raise once it has gone through the items.
@@ -206,7 +208,7 @@ impl Plan {
     ///
     /// The keyspaces are resolved anew each time: a change of replication does not change the
     /// plan, and the writes must go where the keyspace says now.
-    pub fn for_statement(
+    pub(super) fn for_statement(
         ctx: &Context<'_>,
         stmt: &Statement,
     ) -> QueryResult<(Arc<Plan>, Vec<Arc<Keyspace>>)> {
@@ -244,7 +246,7 @@ impl Plan {
     }
 
     /// Compiles `stmt` against the tables it names now.
-    pub fn compile(ctx: &Context<'_>, stmt: &Statement) -> QueryResult<(Plan, Vec<Arc<Keyspace>>)> {
+    fn compile(ctx: &Context<'_>, stmt: &Statement) -> QueryResult<(Plan, Vec<Arc<Keyspace>>)> {
         let mut keyspaces = Vec::new();
         let mut writes = Vec::new();
         let mut batch = None;
@@ -336,16 +338,13 @@ fn insert(ctx: &Context<'_>, s: &Insert, keyspaces: &mut Vec<Arc<Keyspace>>) -> 
                 return Err(invalid("Unmatched column names/values"));
             }
             let mut seen = vec![false; table.columns.len()];
-            let mut given = columns.iter().zip(values);
-            let values = Compiled::of(|| {
-                let (name, term) = given.next()?;
-                Some(column_index(&table, name).and_then(|i| {
-                    if std::mem::replace(&mut seen[i], true) {
-                        return Err(invalid(format!("Multiple definitions found for column {name}")));
-                    }
-                    Ok((i, term.clone()))
-                }))
-            });
+            let values = Compiled::of(columns.iter().zip(values).map(|(name, term)| {
+                let i = column_index(&table, name)?;
+                if std::mem::replace(&mut seen[i], true) {
+                    return Err(invalid(format!("Multiple definitions found for column {name}")));
+                }
+                Ok((i, term.clone()))
+            }));
             // `INSERT INTO t (k, s) VALUES (...)`: no clustering key and only static columns
             // writes the static row alone.
             let kinds = || values.items.iter().map(|&(i, _)| table.columns[i].kind);
@@ -371,8 +370,7 @@ fn update(ctx: &Context<'_>, s: &Update, keyspaces: &mut Vec<Arc<Keyspace>>) -> 
     let table = writable_table(ctx, &s.table, keyspaces)?;
     no_conditions(&s.condition)?;
     let rows = WherePlan::compile(&table, &s.where_clause, false)?;
-    let mut given = s.assignments.iter();
-    let assignments = Compiled::of(|| Some(assign(&table, given.next()?)));
+    let assignments = Compiled::of(s.assignments.iter().map(|a| assign(&table, a)));
     Ok(Write {
         using: s.using.clone(),
         shape: Shape::Update(UpdatePlan {
@@ -516,11 +514,10 @@ fn delete(ctx: &Context<'_>, s: &Delete, keyspaces: &mut Vec<Arc<Keyspace>>) -> 
             DeleteTarget::Element { column, .. } => column.clone(),
             DeleteTarget::Field { column, .. } => column.clone(),
         };
-        let mut given = s.targets.iter();
         Removals {
             static_only: s.targets.iter().all(|t| is_static(&table, &target_name(t))),
             any_static: s.targets.iter().any(|t| is_static(&table, &target_name(t))),
-            removals: Compiled::of(|| Some(removal(&table, given.next()?))),
+            removals: Compiled::of(s.targets.iter().map(|t| removal(&table, t))),
         }
     });
     Ok(Write {

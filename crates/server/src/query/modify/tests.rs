@@ -221,7 +221,7 @@ fn a_plan_is_compiled_again_once_a_table_it_names_changes() {
     assert_eq!(before.execute(&memo, &batch, &binds).len(), 2);
     let plan = memo.modify.get().expect("kept").clone();
     before.execute(&memo, &batch, &binds);
-    let ctx_memo = Memo::default();
+    let own_memo = Memo::default();
     let (reused, _) = Plan::for_statement(&before.context(&memo), &batch.statement).expect("plans");
     assert!(Arc::ptr_eq(&reused, &plan), "the same tables: the same plan");
 
@@ -243,7 +243,45 @@ fn a_plan_is_compiled_again_once_a_table_it_names_changes() {
     assert!(Arc::ptr_eq(memo.modify.get().expect("kept"), &plan));
 
     // A memo of its own, on the new schema, keeps the new plan.
-    after.execute(&ctx_memo, &batch, &binds);
-    let kept = ctx_memo.modify.get().expect("kept").clone();
+    after.execute(&own_memo, &batch, &binds);
+    let kept = own_memo.modify.get().expect("kept").clone();
     assert!(Arc::ptr_eq(&kept.writes[1].table, after.table("u")));
+}
+
+/// Compiling finds an unknown column before any value is bound, but reports it where it always
+/// was: after what the WHERE clause lacks, and after the values of the columns before it.
+#[test]
+fn a_column_the_plan_could_not_resolve_is_reported_in_its_old_place() {
+    let node = Node::new(schema());
+    let error = |cql: &str| {
+        let parsed = parse(cql).expect("parses");
+        let binds = Binds::new(&Values::None, &parsed.bind_markers, &[]).expect("binds");
+        let memo = Memo::default();
+        let mut mutations = Vec::new();
+        match plan(&node.context(&memo), &parsed.statement, &binds, &mut mutations) {
+            Err(e) => e.to_string(),
+            Ok(()) => panic!("{cql}: planned"),
+        }
+    };
+    assert_eq!(
+        error("UPDATE t SET nosuch = 1 WHERE k = 1"),
+        "Some clustering keys are missing: c"
+    );
+    assert_eq!(
+        error("UPDATE t SET v = 'x', nosuch = 1 WHERE k = 1 AND c = 1"),
+        "Undefined column name nosuch"
+    );
+    assert_eq!(
+        error("INSERT INTO t (k, c, v, nosuch) VALUES (1, 2, null, 4)"),
+        "Undefined column name nosuch"
+    );
+    assert_eq!(
+        error("INSERT INTO t (k, c, nosuch) VALUES (null, 2, 3)"),
+        "Undefined column name nosuch",
+        "a null key is judged after every column is found, as before"
+    );
+    assert_eq!(
+        error("DELETE nosuch FROM t WHERE k = 1 AND c > 1"),
+        "Range deletions are not supported for specific columns"
+    );
 }
