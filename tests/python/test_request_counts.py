@@ -3,10 +3,11 @@ one-row SELECT computes its partition's token once, compiles no plan per EXECUTE
 its row with one index lookup (when the node reads the row's record ahead through io_uring,
 the read takes the entry its read ahead looked up). The token a row is stored under is the
 driver's (`Murmur3Token.from_key` of its routing key): in the debug build these tests run,
-every storage address asserts that its token is its key's.
+every storage address asserts that its token is its key's. A prepared INSERT or UPDATE compiles
+no plan per EXECUTE either, until a schema change makes it compile once again.
 
 The figures are the node's `/tablestats` document (`node.tokens_computed`,
-`node.select_plans_compiled`, each table's `index_lookups`), read before and after a run of
+`node.plans_compiled`, each table's `index_lookups`), read before and after a run of
 requests from the real Python driver, on a node of the test's own (ports of its own).
 """
 
@@ -32,11 +33,11 @@ def tablestats(node) -> dict:
 
 
 def counts(node, keyspace: str, table: str) -> tuple[int, int, int]:
-    """(tokens computed, SELECT plans compiled, the table's index lookups) on the node."""
+    """(tokens computed, plans compiled, the table's index lookups) on the node."""
     doc = tablestats(node)
     ks = next(k for k in doc["keyspaces"] if k["keyspace"] == keyspace)
     t = next(t for t in ks["tables"] if t["table"] == table)
-    return doc["node"]["tokens_computed"], doc["node"]["select_plans_compiled"], t["index_lookups"]
+    return doc["node"]["tokens_computed"], doc["node"]["plans_compiled"], t["index_lookups"]
 
 
 def start(node_factory, io_uring: bool):
@@ -106,3 +107,34 @@ def test_every_row_is_stored_under_the_drivers_token(node_factory):
     # The scan above walked the table in token order: the node's order is the driver's.
     tokens = [t for _, t in rows]
     assert tokens == sorted(tokens)
+
+def test_a_prepared_write_compiles_its_plan_once(node_factory):
+    node, session, _ = start(node_factory, io_uring=False)
+    insert = session.prepare("INSERT INTO rc.t (k, v) VALUES (?, ?)")
+    update = session.prepare("UPDATE rc.t SET v = ? WHERE k = ?")
+    # The first EXECUTE of each makes its plan.
+    session.execute(insert, (0, "first"))
+    session.execute(update, ("first", 0))
+
+    _, plans_before, _ = counts(node, "rc", "t")
+    for k in range(READS):
+        session.execute(insert, (k, f"inserted {k}"))
+        session.execute(update, (f"updated {k}", k))
+    _, plans, _ = counts(node, "rc", "t")
+    assert plans - plans_before == 0, "an EXECUTE of a prepared INSERT or UPDATE compiled a plan"
+    assert session.execute(f"SELECT v FROM rc.t WHERE k = {READS - 1}").one().v == f"updated {READS - 1}"
+
+    # A schema change makes a new table: the next EXECUTE of each compiles once, and then no more.
+    session.execute("ALTER TABLE rc.t ADD w int")
+    _, plans_after_alter, _ = counts(node, "rc", "t")
+    session.execute(insert, (0, "after the alter"))
+    _, plans_after_insert, _ = counts(node, "rc", "t")
+    assert plans_after_insert - plans_after_alter == 1, "the ALTER made the INSERT compile once more"
+    session.execute(update, ("after the alter", 1))
+    _, plans_after_update, _ = counts(node, "rc", "t")
+    assert plans_after_update - plans_after_insert == 1, "the ALTER made the UPDATE compile once more"
+    for k in range(10):
+        session.execute(insert, (k, "again"))
+        session.execute(update, ("again", k))
+    _, plans_after_writes, _ = counts(node, "rc", "t")
+    assert plans_after_writes == plans_after_update, "a plan made after the ALTER was not kept"

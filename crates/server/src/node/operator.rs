@@ -211,9 +211,9 @@ fn tablestats(parts: &Parts<'_>) -> Value {
             "device_bytes_used": (stats.total_blocks - stats.free_blocks) * stats.block_size_bytes,
             "index_bytes": stats.index_bytes,
             // What the request path repeats, counted since the node started: a token per
-            // partition a request names, a plan per SELECT text (none per EXECUTE).
+            // partition a request names, a plan per statement text of any kind (none per EXECUTE).
             "tokens_computed": hayate_storage::token::computed_tokens(),
-            "select_plans_compiled": crate::query::select::plans_compiled(),
+            "plans_compiled": crate::query::plans_compiled(),
         },
     })
 }

@@ -56,13 +56,21 @@ pub struct Context<'a> {
     pub guard: Guard<'a>,
 }
 
-/// What planning a prepared statement learned from its text and table alone, kept with the
-/// statement so that each EXECUTE of it skips that work. Each plan names the table it was made
-/// for and is used only while that table is the one the statement resolves to: a schema change
+/// What planning a prepared statement learned from its text and tables alone, kept with the
+/// statement so that each EXECUTE of it skips that work. Each plan names the tables it was made
+/// for and is used only while each is still the one the statement resolves to: a schema change
 /// makes a new table, and the statement is planned again.
 #[derive(Default)]
 pub struct Memo {
     select: std::sync::OnceLock<Arc<select::Plan>>,
+    modify: std::sync::OnceLock<Arc<modify::Plan>>,
+}
+
+/// How many plans this node has made since it started, of every kind (SELECT, and INSERT,
+/// UPDATE, DELETE and BATCH): one per statement text and table, none per EXECUTE of a prepared
+/// statement that has its plan (shown by `/tablestats` as `node.plans_compiled`).
+pub fn plans_compiled() -> u64 {
+    select::plans_compiled() + modify::plans_compiled()
 }
 
 /// The rows of built-in tables (`system.local`, `system_schema.*`), which are made from the

@@ -73,9 +73,14 @@ async fn run(session: &Session, b: &Batch<'_>, warnings: &Warnings) -> QueryResu
     let mut next_prepared = prepared.iter();
     for (s, parsed) in b.statements.iter().zip(&parsed_texts) {
         let (statement, markers, names, values): (&Statement, _, &[String], _) = match (s, parsed) {
-            (BatchStatement::Query { values, .. }, Some(p)) => (&p.statement, &p.bind_markers, &[], values),
+            (BatchStatement::Query { values, .. }, Some(p)) => {
+                ctx.memo = None;
+                (&p.statement, &p.bind_markers, &[], values)
+            }
             (BatchStatement::Prepared { values, .. }, None) => {
                 let p = next_prepared.next().ok_or_else(disagree)?;
+                // A prepared statement keeps its plan across batches, as across EXECUTEs.
+                ctx.memo = Some(&p.memo);
                 (
                     &p.parsed.statement,
                     &p.parsed.bind_markers,
