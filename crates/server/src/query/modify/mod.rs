@@ -32,7 +32,7 @@ use crate::error::QueryResult;
 use crate::schema::{Keyspace, Table};
 
 pub use apply::apply;
-pub use plan::{plans_compiled, Plan};
+pub use plan::Plan;
 
 /// Statements one BATCH may hold.
 pub const BATCH_STATEMENTS_MAX: usize = 65_535;

@@ -14,7 +14,6 @@
 //! its error, and binding raises that error where it reaches the column, after the checks
 //! and values that came before it, as when nothing was compiled.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hayate_cql::statement::{
@@ -173,15 +172,6 @@ pub(super) enum RemovalKind {
     ListIndex(Term),
 }
 
-/// Modification plans made since the node started (see [`plans_compiled`]).
-static PLANS_COMPILED: AtomicU64 = AtomicU64::new(0);
-
-/// How many INSERT, UPDATE, DELETE and BATCH plans this node has made: one per statement text
-/// and set of tables, and none per EXECUTE of a prepared statement that has its plan.
-pub fn plans_compiled() -> u64 {
-    PLANS_COMPILED.load(Ordering::Relaxed)
-}
-
 /// The table name of each write of `stmt`, in order.
 fn table_names(stmt: &Statement) -> Vec<&QualifiedName> {
     match stmt {
@@ -284,7 +274,7 @@ impl Plan {
                 )))
             }
         }
-        PLANS_COMPILED.fetch_add(1, Ordering::Relaxed);
+        super::super::plan_compiled();
         Ok((Plan { batch, writes }, keyspaces))
     }
 }

@@ -15,14 +15,11 @@ mod values;
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use hayate_cql::statement::{CompareOp, Relation};
+use hayate_cql::statement::CompareOp;
 use hayate_cql::value::{compare, DataType};
 
-use super::bind::Binds;
-use super::guardrails::Guard;
 use super::keys::ClusteringRange;
-use crate::error::{invalid, QueryResult};
-use crate::schema::Table;
+use crate::error::invalid;
 
 pub use plan::WherePlan;
 
@@ -98,18 +95,6 @@ pub fn split_list(bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
     Some(out)
 }
 
-/// Compiles and binds `relations` for `table` at once, for a statement run only once (a plan
-/// kept with a prepared statement compiles once and binds on each EXECUTE).
-pub fn analyse(
-    table: &Table,
-    relations: &[Relation],
-    binds: &Binds<'_>,
-    allow_filtering: bool,
-    guard: Guard<'_>,
-) -> QueryResult<Restrictions> {
-    WherePlan::compile(table, relations, allow_filtering)?.bind(table, binds, guard)
-}
-
 fn needs_filtering() -> crate::error::QueryError {
     invalid(
         "Cannot execute this query as it might involve data filtering and thus may have unpredictable performance. \
@@ -120,11 +105,25 @@ fn needs_filtering() -> crate::error::QueryError {
 #[cfg(test)]
 mod tests {
     use hayate_cql::request::Values;
-    use hayate_cql::statement::{parse, Statement};
+    use hayate_cql::statement::{parse, Relation, Statement};
     use hayate_cql::wire::Value;
 
     use super::*;
-    use crate::schema::{ddl, Schema};
+    use crate::error::QueryResult;
+    use crate::query::bind::Binds;
+    use crate::query::guardrails::Guard;
+    use crate::schema::{ddl, Schema, Table};
+
+    /// Compiles and binds `relations` for `table` at once (the tests' short way).
+    fn analyse(
+        table: &Table,
+        relations: &[Relation],
+        binds: &Binds<'_>,
+        allow_filtering: bool,
+        guard: Guard<'_>,
+    ) -> QueryResult<Restrictions> {
+        WherePlan::compile(table, relations, allow_filtering)?.bind(table, binds, guard)
+    }
 
     fn table(create: &str) -> Table {
         let mut schema = Schema::default();

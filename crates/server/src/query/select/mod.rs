@@ -33,7 +33,7 @@ use paging::decode_paging;
 use reads::{built_in, Reads};
 use sink::Sink;
 
-pub use plan::{plans_compiled, projection, result_specs, Grouping, Plan};
+pub use plan::{projection, result_specs, Grouping, Plan};
 pub use sink::JsonRows;
 
 /// Runs a SELECT: built-in tables from `virtual_tables`, stored ones through `coordinator`.

@@ -61,21 +61,10 @@ pub struct Plan {
     pub(super) speculative_retry: SpeculativeRetry,
 }
 
-/// SELECT plans made since the node started (see [`plans_compiled`]).
-static PLANS_COMPILED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// How many SELECT plans of stored tables this node has made: one per statement text and table,
-/// and none per EXECUTE of a prepared statement that has its plan (shown by `/tablestats`).
-/// Reads of the virtual tables (`system.local`, `system_schema.*`: drivers query them on
-/// their own) are not counted.
-pub fn plans_compiled() -> u64 {
-    PLANS_COMPILED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 impl Plan {
     pub(super) fn new(table: &Arc<Table>, select: &Select) -> QueryResult<Plan> {
         if !table.is_virtual {
-            PLANS_COMPILED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            super::super::plan_compiled();
         }
         let projection = projection(table, select)?;
         let grouping = grouping(table, select, &projection)?;
