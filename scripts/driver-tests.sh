@@ -91,10 +91,12 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! command -v prom
     echo "driver-tests: could not install prometheus; the dashboard test will be skipped" >&2
 fi
 
-# 3. The binaries under test.
+# 3. The binaries under test, built with the test profile (debug assertions on, opt-level 1):
+#    after `cargo test --workspace` (scripts/test.sh) every dependency is already built so, and
+#    the dev profile would build them all a second time.
 if [ -z "${HAYATE_BIN:-}" ]; then
-  echo "== cargo build -p hayate-server"
-  if ! cargo build -q -p hayate-server; then
+  echo "== cargo build --profile test -p hayate-server"
+  if ! cargo build -q --profile test -p hayate-server; then
     echo "driver-tests: 0 passed, 1 failed (cargo build -p hayate-server failed)"
     exit 1
   fi
@@ -102,8 +104,8 @@ if [ -z "${HAYATE_BIN:-}" ]; then
 fi
 # The YCSB-compatible client, which tests/python/test_hayate_bench.py runs against the node.
 if [ -z "${HAYATE_BENCH_BIN:-}" ]; then
-  echo "== cargo build -p hayate-bench"
-  if ! cargo build -q -p hayate-bench; then
+  echo "== cargo build --profile test -p hayate-bench"
+  if ! cargo build -q --profile test -p hayate-bench; then
     echo "driver-tests: 0 passed, 1 failed (cargo build -p hayate-bench failed)"
     exit 1
   fi

@@ -7,6 +7,12 @@
 # Long benchmarks are not here: see bench/storage-bench.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each part's wall time, printed as it ends (CI keeps this log when a run fails).
+phase_start=$SECONDS
+phase_done() {
+  echo "== $1 took $((SECONDS - phase_start)) s (total $SECONDS s)"
+  phase_start=$SECONDS
+}
 
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
@@ -32,6 +38,8 @@ if [ "$status" -ne 0 ]; then
 fi
 
 # The driver suites: a real hayate process and real clients (Python driver, cqlsh, Java drivers).
+phase_done "cargo test (build included)"
+
 echo "== driver tests"
 set +e
 scripts/driver-tests.sh 2>&1 | tee target/driver-test-output.txt
@@ -42,12 +50,15 @@ if [ "$status" -ne 0 ]; then
   exit "$status"
 fi
 
+phase_done "driver tests (build included)"
+
 echo "== benchmark sittings' size"
 scripts/sitting-sizes.sh
 
 if [ -x scripts/fuzz-smoke.sh ]; then
   echo "== fuzz smoke (${FUZZ_SECONDS:-20} s per target)"
   scripts/fuzz-smoke.sh
+  phase_done "fuzz smoke (build included)"
 fi
 
 # One closing line that CI's runner summary reads (a count with no line to count is 0, not an
