@@ -1,5 +1,11 @@
 //! Planning a statement: CQL in, mutations and reads for the coordinator out.
 //!
+//! A statement is compiled once against its tables into a plan (`select::Plan`,
+//! `modify::Plan`, each with its WHERE clause compiled into a [`restrictions::WherePlan`]); a
+//! prepared statement keeps its plans in its [`Memo`], so an EXECUTE only binds its values and
+//! runs. A plan is used only while its tables are the ones the statement resolves to: a schema
+//! change makes new tables, and the next EXECUTE compiles again ([`plans_compiled`] counts).
+//!
 //! A SELECT's WHERE clause becomes key ranges ([`restrictions`]) and then partition reads or a
 //! token-range read ([`select`]); INSERT, UPDATE, DELETE and BATCH become mutations
 //! ([`modify`]). Bind values are checked against the type of the column that receives them
