@@ -48,7 +48,7 @@ pub struct Projection {
 
 /// What a SELECT's text and its table decide, before any bind value: the columns it returns,
 /// how rows group, the result metadata, and the WHERE clause compiled. A prepared statement keeps its plan (see
-/// [`super::Memo`]) so that each EXECUTE only binds values and reads; a plan is good only for
+/// [`crate::query::Memo`]) so that each EXECUTE only binds values and reads; a plan is good only for
 /// the table it was made from.
 pub struct Plan {
     pub(super) table: Arc<Table>,
