@@ -132,16 +132,27 @@ pub async fn apply_logged(
     let ticket = log
         .append(&payload)
         .map_err(|e| QueryError::Server(e.to_string()))?;
+    write_groups(coordinator, consistency, groups, WriteType::Batch).await?;
+    log.done(ticket);
+    Ok(())
+}
+
+/// Writes each keyspace's group of mutations through the coordinator, one group after another.
+pub async fn write_groups(
+    coordinator: &Coordinator,
+    consistency: ConsistencyLevel,
+    groups: Vec<(std::sync::Arc<Keyspace>, Vec<replica::Mutation>)>,
+    write_type: WriteType,
+) -> QueryResult<()> {
     for (keyspace, mutations) in groups {
         coordinator
             .write(WriteRequest {
                 replication: keyspace.strategy(),
                 consistency,
                 mutations,
-                write_type: WriteType::Batch,
+                write_type,
             })
             .await?;
     }
-    log.done(ticket);
     Ok(())
 }

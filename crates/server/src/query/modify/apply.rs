@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use hayate_cluster::batchlog::Batchlog;
 use hayate_cluster::consistency::ConsistencyLevel;
-use hayate_cluster::coordinator::{Coordinator, ReadRequest, WriteRequest, WriteType};
+use hayate_cluster::coordinator::{Coordinator, ReadRequest, WriteType};
 use hayate_cluster::replica::{self, MutationKind, PartitionRead, ReadCommand};
 use hayate_storage::row::{Cell, Row};
 
@@ -76,17 +76,7 @@ pub async fn apply(
     if let Some(log) = batchlog.filter(|_| logged) {
         return crate::query::batchlog::apply_logged(log, coordinator, consistency, groups).await;
     }
-    for (keyspace, mutations) in groups {
-        coordinator
-            .write(WriteRequest {
-                replication: keyspace.strategy(),
-                consistency,
-                mutations,
-                write_type,
-            })
-            .await?;
-    }
-    Ok(())
+    crate::query::batchlog::write_groups(coordinator, consistency, groups, write_type).await
 }
 
 /// The current version of one row (for list operations that need it), as a read at the
