@@ -41,6 +41,12 @@ fi
 phase_done "cargo test (build included)"
 
 echo "== driver tests"
+# `cargo test` built the node and hayate-bench for the crates' own integration tests (test
+# profile, the workspace's features): the driver suites run those, with nothing built again.
+if [ -x target/debug/hayate ] && [ -x target/debug/hayate-bench ]; then
+  export HAYATE_BIN="${HAYATE_BIN:-$PWD/target/debug/hayate}"
+  export HAYATE_BENCH_BIN="${HAYATE_BENCH_BIN:-$PWD/target/debug/hayate-bench}"
+fi
 set +e
 scripts/driver-tests.sh 2>&1 | tee target/driver-test-output.txt
 status=${PIPESTATUS[0]}
