@@ -250,13 +250,16 @@ pub enum Integer {
 pub fn evaluate_integer(term: &Term, name: &str, ty: &DataType, binds: &Binds<'_>) -> QueryResult<Integer> {
     debug_assert!(matches!(ty, DataType::Int | DataType::BigInt), "{ty}");
     Ok(match evaluate(term, &Receiver { name, ty }, binds)? {
-        // `evaluate` checked the length against the type: 4 bytes for an int, 8 for a bigint.
-        Evaluated::Bytes(b) => match b.as_slice() {
-            &[a, b, c, d] => Integer::Value(i32::from_be_bytes([a, b, c, d]).into()),
-            bytes => {
-                Integer::Value(i64::from_be_bytes(bytes.try_into().map_err(|_| {
-                    invalid(format!("Invalid value for {name}: expected 4 or 8 bytes"))
-                })?))
+        // `evaluate` checked the length against the type: 4 bytes for an int, 8 for a bigint,
+        // or none, an empty value, which every integer receiver takes as null.
+        Evaluated::Bytes(b) => match *b.as_slice() {
+            [] => Integer::Null,
+            [a, b, c, d] => Integer::Value(i32::from_be_bytes([a, b, c, d]).into()),
+            [a, b, c, d, e, f, g, h] => Integer::Value(i64::from_be_bytes([a, b, c, d, e, f, g, h])),
+            _ => {
+                return Err(invalid(format!(
+                    "Invalid value for {name}: expected 4 or 8 bytes"
+                )))
             }
         },
         Evaluated::Null => Integer::Null,
@@ -427,5 +430,33 @@ fn from_json(args: &[Term], to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResult
             json::shown(text)
         ))),
         Err(e) => Err(fail(format!("Error decoding JSON value for {}: {e}", to.name))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hayate_cql::request::Values;
+    use hayate_cql::wire::Value;
+
+    use super::*;
+
+    /// An empty int or bigint value is a null one to every integer receiver (LIMIT, TTL, USING
+    /// TIMESTAMP, a list index, a token), as it was before they shared one decoder.
+    #[test]
+    fn an_empty_integer_value_is_null_and_others_decode_by_their_type() {
+        let markers = vec![BindMarker { name: None }; 3];
+        let values = Values::Positional(vec![
+            Value::Bytes(&[]),
+            Value::Bytes(&[0xFF, 0xFF, 0xFF, 0xFE]),
+            Value::Bytes(&[0, 0, 0, 0, 0, 0, 1, 0]),
+        ]);
+        let binds = Binds::new(&values, &markers, &[]).expect("binds");
+        let int = |i| evaluate_integer(&Term::Marker(i), "[limit]", &DataType::Int, &binds);
+        assert_eq!(int(0), Ok(Integer::Null));
+        assert_eq!(int(1), Ok(Integer::Value(-2)));
+        let bigint = evaluate_integer(&Term::Marker(2), "[timestamp]", &DataType::BigInt, &binds);
+        assert_eq!(bigint, Ok(Integer::Value(256)));
+        let empty = evaluate_integer(&Term::Marker(0), "[timestamp]", &DataType::BigInt, &binds);
+        assert_eq!(empty, Ok(Integer::Null));
     }
 }

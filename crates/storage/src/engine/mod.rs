@@ -115,9 +115,7 @@ impl Engine {
     fn get_in(&self, index: &TableIndex, key: RowKey<'_>) -> Result<Option<Row>, ReadError> {
         let now_s = self.inner.now_s();
         let ikey = key.index_key();
-        // The entry a read ahead looked up for this read, or a lookup now.
-        let entry = crate::read_ahead::take_entry(key.table, &ikey).or_else(|| index.get(&ikey));
-        let Some(entry) = entry else {
+        let Some(entry) = entry_for_read(index, key, &ikey) else {
             return Ok(None);
         };
         if !entry.is_visible(now_s) {
@@ -172,9 +170,7 @@ impl Engine {
     ) -> Result<(Option<Row>, Option<PartitionTombstones>), ReadError> {
         let ikey = key.index_key();
         let tombstones = self.inner.tombstones_of(index, ikey.token, key.partition)?;
-        // The entry a read ahead looked up for this read, or a lookup now.
-        let entry = crate::read_ahead::take_entry(key.table, &ikey).or_else(|| index.get(&ikey));
-        let Some(entry) = entry.filter(|e| !e.is_range_tombstones()) else {
+        let Some(entry) = entry_for_read(index, key, &ikey).filter(|e| !e.is_range_tombstones()) else {
             return Ok((None, tombstones));
         };
         let Some(found) = self
@@ -498,4 +494,10 @@ impl Timer {
     fn stop(self, histogram: &LatencyHistogram) {
         histogram.record(self.0.elapsed().as_micros() as u64);
     }
+}
+
+/// A one-row read's index entry: the one its read ahead looked up (see `read_ahead.rs`), or a
+/// lookup now.
+fn entry_for_read(index: &TableIndex, key: RowKey<'_>, ikey: &IndexKey) -> Option<crate::index::Entry> {
+    crate::read_ahead::take_entry(key.table, ikey).or_else(|| index.get(ikey))
 }

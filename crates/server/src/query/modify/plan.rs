@@ -172,23 +172,15 @@ pub(super) enum RemovalKind {
     ListIndex(Term),
 }
 
-/// The table name of each write of `stmt`, in order.
-fn table_names(stmt: &Statement) -> Vec<&QualifiedName> {
-    match stmt {
-        Statement::Insert(s) => vec![&s.table],
-        Statement::Update(s) => vec![&s.table],
-        Statement::Delete(s) => vec![&s.table],
-        Statement::Batch(b) => b
-            .statements
-            .iter()
-            .map(|s| match s {
-                BatchStatement::Insert(s) => &s.table,
-                BatchStatement::Update(s) => &s.table,
-                BatchStatement::Delete(s) => &s.table,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
+/// The table name of each write of `stmt`, in order: the statement's own, or each of a BATCH's.
+fn table_names(stmt: &Statement) -> impl Iterator<Item = &QualifiedName> {
+    let batch = match stmt {
+        Statement::Batch(b) => b.statements.as_slice(),
+        _ => &[],
+    };
+    stmt.table()
+        .into_iter()
+        .chain(batch.iter().map(BatchStatement::table))
 }
 
 impl Plan {
@@ -221,18 +213,15 @@ impl Plan {
     /// The keyspaces of the plan's writes, if `stmt` still resolves to every table the plan was
     /// made for.
     fn keyspaces_if_current(&self, ctx: &Context<'_>, stmt: &Statement) -> Option<Vec<Arc<Keyspace>>> {
-        let names = table_names(stmt);
-        if names.len() != self.writes.len() {
-            return None;
-        }
-        names
-            .into_iter()
+        // A statement's text gives its plan the same number of writes every time.
+        let keyspaces: Vec<_> = table_names(stmt)
             .zip(&self.writes)
             .map(|(name, write)| {
                 let (ks, table) = resolve_table(ctx, name).ok()?;
                 Arc::ptr_eq(&table, &write.table).then_some(ks)
             })
-            .collect()
+            .collect::<Option<_>>()?;
+        (keyspaces.len() == self.writes.len()).then_some(keyspaces)
     }
 
     /// Compiles `stmt` against the tables it names now.

@@ -178,25 +178,13 @@ impl Rows<'_> {
                 missing.join(", ")
             )));
         }
-        let (mut update, mut reads) = (Row::default(), Vec::new());
-        let (mut statics, mut static_reads) = (Row::default(), Vec::new());
+        let mut rows = ColumnRows::default();
         for a in &p.assignments.items {
-            if a.is_static {
-                a.bind(table, self.binds, wt, &mut statics, &mut static_reads)?;
-            } else {
-                a.bind(table, self.binds, wt, &mut update, &mut reads)?;
-            }
+            let (update, reads) = rows.of(a.is_static);
+            a.bind(table, self.binds, wt, update, reads)?;
         }
         p.assignments.refused()?;
-        if !p.static_only {
-            update.normalize();
-            self.each_row(&partitions, &r.clustering, update, reads, out);
-        }
-        if p.any_static {
-            statics.normalize();
-            let whole = [ClusteringRange::prefix(Vec::new())];
-            self.each_row(&partitions, &whole, statics, static_reads, out);
-        }
+        self.column_rows(&partitions, &r, p.static_only, p.any_static, rows, out);
         Ok(())
     }
 
@@ -235,27 +223,50 @@ impl Rows<'_> {
         if !columns.static_only && !r.clustering_complete {
             return Err(invalid("Range deletions are not supported for specific columns"));
         }
-        let (mut regular, mut regular_reads) = (Row::default(), Vec::new());
-        let (mut statics, mut static_reads) = (Row::default(), Vec::new());
+        let mut rows = ColumnRows::default();
         for removal in &columns.removals.items {
-            let (update, reads) = if removal.is_static {
-                (&mut statics, &mut static_reads)
-            } else {
-                (&mut regular, &mut regular_reads)
-            };
+            let (update, reads) = rows.of(removal.is_static);
             remove(table, removal, self.binds, wt, update, reads)?;
         }
         columns.removals.refused()?;
-        if !columns.static_only {
+        self.column_rows(
+            &partitions,
+            &r,
+            columns.static_only,
+            columns.any_static,
+            rows,
+            out,
+        );
+        Ok(())
+    }
+
+    /// The rows an UPDATE, or a DELETE of columns, writes: the regular columns' update to every
+    /// row named (unless only static columns are written), and the static columns' to each
+    /// partition's static row (if any is written).
+    fn column_rows(
+        &self,
+        partitions: &[Vec<u8>],
+        r: &Restrictions,
+        static_only: bool,
+        any_static: bool,
+        rows: ColumnRows,
+        out: &mut Vec<Mutation>,
+    ) {
+        let ColumnRows {
+            mut regular,
+            regular_reads,
+            mut statics,
+            static_reads,
+        } = rows;
+        if !static_only {
             regular.normalize();
-            self.each_row(&partitions, &r.clustering, regular, regular_reads, out);
+            self.each_row(partitions, &r.clustering, regular, regular_reads, out);
         }
-        if columns.any_static {
+        if any_static {
             statics.normalize();
             let whole = [ClusteringRange::prefix(Vec::new())];
-            self.each_row(&partitions, &whole, statics, static_reads, out);
+            self.each_row(partitions, &whole, statics, static_reads, out);
         }
-        Ok(())
     }
 
     /// The same update for every row a WHERE clause names: each partition, and in it each
@@ -264,21 +275,48 @@ impl Rows<'_> {
         &self,
         partitions: &[Vec<u8>],
         ranges: &[ClusteringRange],
-        update: Row,
-        reads: Vec<ReadOp>,
+        mut update: Row,
+        mut reads: Vec<ReadOp>,
         out: &mut Vec<Mutation>,
     ) {
-        for partition in partitions {
-            for range in ranges {
-                out.push(self.mutation(
-                    partition.clone(),
-                    Target::Row {
-                        clustering: row_key(range),
-                        update: update.clone(),
-                        reads: reads.clone(),
-                    },
-                ));
-            }
+        let rows = partitions.len() * ranges.len();
+        let named = partitions.iter().flat_map(|p| ranges.iter().map(move |r| (p, r)));
+        for (i, (partition, range)) in named.enumerate() {
+            // The last row takes the update itself: a one-row write copies nothing.
+            let (update, reads) = if i + 1 < rows {
+                (update.clone(), reads.clone())
+            } else {
+                (std::mem::take(&mut update), std::mem::take(&mut reads))
+            };
+            out.push(self.mutation(
+                partition.clone(),
+                Target::Row {
+                    clustering: row_key(range),
+                    update,
+                    reads,
+                },
+            ));
+        }
+    }
+}
+
+/// The cells an UPDATE or a DELETE of columns writes, apart: to the rows named, and to the
+/// partitions' static rows; with the list reads each needs.
+#[derive(Default)]
+struct ColumnRows {
+    regular: Row,
+    regular_reads: Vec<ReadOp>,
+    statics: Row,
+    static_reads: Vec<ReadOp>,
+}
+
+impl ColumnRows {
+    /// Where the cells of a static (or a regular) column go.
+    fn of(&mut self, is_static: bool) -> (&mut Row, &mut Vec<ReadOp>) {
+        if is_static {
+            (&mut self.statics, &mut self.static_reads)
+        } else {
+            (&mut self.regular, &mut self.regular_reads)
         }
     }
 }

@@ -29,33 +29,26 @@ pub struct WherePlan {
     pub(super) is_virtual: bool,
 }
 
+/// A primary key column, by its position in its part of the key.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum KeyColumn {
+    Partition(usize),
+    Clustering(usize),
+}
+
 /// One relation, its column resolved.
 #[derive(Debug)]
 pub(super) enum Step {
-    /// `=` on the partition key column at `pos`.
-    PartitionEq {
-        pos: usize,
+    /// `=` on a key column.
+    KeyEq {
+        key: KeyColumn,
         column: usize,
         name: String,
         value: Term,
     },
-    /// `=` on the clustering column at `pos`.
-    ClusteringEq {
-        pos: usize,
-        column: usize,
-        name: String,
-        value: Term,
-    },
-    /// `IN` on the partition key column at `pos`.
-    PartitionIn {
-        pos: usize,
-        column: usize,
-        name: String,
-        values: InValues,
-    },
-    /// `IN` on the clustering column at `pos`.
-    ClusteringIn {
-        pos: usize,
+    /// `IN` on a key column.
+    KeyIn {
+        key: KeyColumn,
         column: usize,
         name: String,
         values: InValues,
@@ -99,8 +92,8 @@ pub(super) enum Step {
 /// The values of a point, in the order the relations give them.
 #[derive(Debug)]
 pub(super) struct Point {
-    /// (column, is a partition key column, its position in its key, its value)
-    pub(super) slots: Vec<(usize, bool, usize, Term)>,
+    /// (the key column, its index among the table's columns, its value)
+    pub(super) slots: Vec<(KeyColumn, usize, Term)>,
     /// Clustering columns the point fixes (a prefix).
     pub(super) prefix_len: usize,
 }
@@ -142,14 +135,14 @@ fn step(table: &Table, r: &Relation, allow_filtering: bool) -> QueryResult<Step>
             let pos = table.key_position(column).unwrap_or(0);
             let value = rhs.clone();
             match (table.columns[column].kind, op) {
-                (ColumnKind::PartitionKey, CompareOp::Eq) if stored => Step::PartitionEq {
-                    pos,
+                (ColumnKind::PartitionKey, CompareOp::Eq) if stored => Step::KeyEq {
+                    key: KeyColumn::Partition(pos),
                     column,
                     name: name.clone(),
                     value,
                 },
-                (ColumnKind::Clustering, CompareOp::Eq) if stored => Step::ClusteringEq {
-                    pos,
+                (ColumnKind::Clustering, CompareOp::Eq) if stored => Step::KeyEq {
+                    key: KeyColumn::Clustering(pos),
                     column,
                     name: name.clone(),
                     value,
@@ -193,14 +186,14 @@ fn step(table: &Table, r: &Relation, allow_filtering: bool) -> QueryResult<Step>
             let column = column_index(table, name)?;
             let values = values.clone();
             match (table.columns[column].kind, table.key_position(column)) {
-                (ColumnKind::PartitionKey, Some(pos)) if stored => Step::PartitionIn {
-                    pos,
+                (ColumnKind::PartitionKey, Some(pos)) if stored => Step::KeyIn {
+                    key: KeyColumn::Partition(pos),
                     column,
                     name: name.clone(),
                     values,
                 },
-                (ColumnKind::Clustering, Some(pos)) if stored => Step::ClusteringIn {
-                    pos,
+                (ColumnKind::Clustering, Some(pos)) if stored => Step::KeyIn {
+                    key: KeyColumn::Clustering(pos),
                     column,
                     name: name.clone(),
                     values,
@@ -295,20 +288,20 @@ fn point(table: &Table, steps: &[Step]) -> Option<Point> {
     let mut ck = [false; POINT_COLUMNS_MAX];
     let mut slots = Vec::with_capacity(steps.len());
     for s in steps {
-        let (seen, column, pos, value, partition) = match s {
-            Step::PartitionEq {
-                pos, column, value, ..
-            } => (pk.get_mut(*pos)?, *column, *pos, value, true),
-            Step::ClusteringEq {
-                pos, column, value, ..
-            } => (ck.get_mut(*pos)?, *column, *pos, value, false),
-            _ => return None,
+        let Step::KeyEq {
+            key, column, value, ..
+        } = s
+        else {
+            return None;
         };
-        if *seen {
+        let seen = match *key {
+            KeyColumn::Partition(pos) => pk.get_mut(pos)?,
+            KeyColumn::Clustering(pos) => ck.get_mut(pos)?,
+        };
+        if std::mem::replace(seen, true) {
             return None;
         }
-        *seen = true;
-        slots.push((column, partition, pos, value.clone()));
+        slots.push((*key, *column, value.clone()));
     }
     if !pk[..n_pk].iter().all(|&s| s) {
         return None;

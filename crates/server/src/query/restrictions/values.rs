@@ -7,7 +7,7 @@ use std::ops::Bound;
 use hayate_cql::statement::{CompareOp, InValues, Term};
 use hayate_cql::value::DataType;
 
-use super::plan::{Point, Step, WherePlan};
+use super::plan::{KeyColumn, Point, Step, WherePlan};
 use super::{split_list, ClusteringRange, Filter, Restrictions};
 use crate::error::{invalid, QueryResult};
 use crate::query::bind::{evaluate, evaluate_integer, Binds, Evaluated, Integer, Receiver};
@@ -50,26 +50,15 @@ impl WherePlan {
 
         for step in &self.steps {
             match step {
-                Step::PartitionEq {
-                    pos,
+                Step::KeyEq {
+                    key,
                     column,
                     name,
                     value,
-                } => set_once(
-                    &mut pk_values[*pos],
-                    vec![value_of(table, *column, value, binds)?],
-                    name,
-                )?,
-                Step::ClusteringEq {
-                    pos,
-                    column,
-                    name,
-                    value,
-                } => set_once(
-                    &mut ck_values[*pos],
-                    vec![value_of(table, *column, value, binds)?],
-                    name,
-                )?,
+                } => {
+                    let slot = key_slot(&mut pk_values, &mut ck_values, *key);
+                    set_once(slot, vec![value_of(table, *column, value, binds)?], name)?
+                }
                 Step::ClusteringSlice {
                     pos,
                     column,
@@ -84,26 +73,15 @@ impl WherePlan {
                     op: *op,
                     values: vec![value_of(table, *column, value, binds)?],
                 }),
-                Step::PartitionIn {
-                    pos,
+                Step::KeyIn {
+                    key,
                     column,
                     name,
                     values,
-                } => set_once(
-                    &mut pk_values[*pos],
-                    in_values(table, *column, values, binds)?,
-                    name,
-                )?,
-                Step::ClusteringIn {
-                    pos,
-                    column,
-                    name,
-                    values,
-                } => set_once(
-                    &mut ck_values[*pos],
-                    in_values(table, *column, values, binds)?,
-                    name,
-                )?,
+                } => {
+                    let slot = key_slot(&mut pk_values, &mut ck_values, *key);
+                    set_once(slot, in_values(table, *column, values, binds)?, name)?
+                }
                 Step::FilterIn { column, values } => out.filters.push(Filter {
                     column: *column,
                     op: CompareOp::Eq,
@@ -231,13 +209,12 @@ pub(super) fn bind_point(table: &Table, point: &Point, binds: &Binds<'_>) -> Opt
     let values: Vec<Vec<u8>> = point
         .slots
         .iter()
-        .map(|(column, _, _, term)| value_of(table, *column, term, binds).ok())
+        .map(|(_, column, term)| value_of(table, *column, term, binds).ok())
         .collect::<Option<_>>()?;
-    for ((_, partition, pos, _), v) in point.slots.iter().zip(&values) {
-        if *partition {
-            pk[*pos] = v;
-        } else {
-            ck[*pos] = v;
+    for ((key, _, _), v) in point.slots.iter().zip(&values) {
+        match *key {
+            KeyColumn::Partition(pos) => pk[pos] = v,
+            KeyColumn::Clustering(pos) => ck[pos] = v,
         }
     }
     Some(Restrictions {
@@ -305,6 +282,18 @@ fn bound_key(b: &Bound<Vec<u8>>) -> Vec<u8> {
     match b {
         Bound::Included(v) | Bound::Excluded(v) => v.clone(),
         Bound::Unbounded => Vec::new(),
+    }
+}
+
+/// The values slot of a key column.
+fn key_slot<'v>(
+    pk_values: &'v mut [Option<Vec<Vec<u8>>>],
+    ck_values: &'v mut [Option<Vec<Vec<u8>>>],
+    key: KeyColumn,
+) -> &'v mut Option<Vec<Vec<u8>>> {
+    match key {
+        KeyColumn::Partition(pos) => &mut pk_values[pos],
+        KeyColumn::Clustering(pos) => &mut ck_values[pos],
     }
 }
 
