@@ -24,6 +24,7 @@ pub mod membership;
 pub mod message;
 pub mod metadata;
 pub mod node;
+pub mod paxos;
 pub mod replica;
 pub mod ring;
 pub mod streaming;

@@ -181,6 +181,10 @@ impl Messaging {
                     id,
                     payload: Vec::new(),
                 },
+                Kind::PaxosRequest => Message::PaxosResponse {
+                    id,
+                    result: Err(error()),
+                },
                 _ => continue,
             };
             let _ = p.reply_to.send((host, answer));
@@ -201,6 +205,7 @@ impl Inbox for Messaging {
             | Message::MetadataResponse { id, .. }
             | Message::StreamResponse { id, .. }
             | Message::TopologyResponse { id, .. }
+            | Message::PaxosResponse { id, .. }
             | Message::Pong { id } => {
                 let waiter = self.pending.lock().expect("pending lock poisoned").remove(id);
                 match waiter {

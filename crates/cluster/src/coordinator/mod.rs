@@ -17,12 +17,14 @@
 //! `crates/server/src/connection.rs` for why). Requests from other nodes are run by the
 //! [`service`].
 
+pub mod cas;
 mod error;
 pub mod hinting;
 mod latency;
 mod merge;
 pub mod messaging;
 mod metrics;
+mod paxos;
 mod range;
 mod read;
 mod read_repair;
@@ -35,6 +37,7 @@ use std::time::Duration;
 
 use hayate_storage::{Clock, TableId};
 
+pub use cas::{CasError, CasOutcome, CasRequest};
 pub use error::{CoordinatorError, WriteType};
 pub use metrics::{CoordinatorMetrics, MetricsSnapshot};
 pub use topology::{AllAlive, Liveness, Topology};
@@ -136,6 +139,9 @@ pub struct CoordinatorConfig {
     pub read_timeout: Duration,
     /// `range_request_timeout`.
     pub range_timeout: Duration,
+    /// `cas_contention_timeout`: how long a lightweight transaction keeps starting again
+    /// when other transactions of its partition get in its way.
+    pub cas_contention_timeout: Duration,
     /// `max_hint_window`: no new hints for a node down longer than this.
     pub max_hint_window: Duration,
     /// Bytes of hints replayed per second (`hinted_handoff_throttle`), so that a replay does
@@ -150,6 +156,7 @@ impl Default for CoordinatorConfig {
             write_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(5),
             range_timeout: Duration::from_secs(10),
+            cas_contention_timeout: Duration::from_secs(1),
             max_hint_window: Duration::from_secs(3 * 3600),
             hint_replay_bytes_per_s: 1 << 20,
         }

@@ -13,6 +13,7 @@ use std::sync::{Arc, RwLock};
 use super::messaging::{Messaging, RequestHandler};
 use crate::message::{digest, Message, ReadReply};
 use crate::node::HostId;
+use crate::paxos::acceptor;
 use crate::replica::{apply_local, read_local, Replica};
 use crate::streaming::{self, Streams};
 use crate::transport::Lane;
@@ -151,6 +152,13 @@ impl RequestHandler for ReplicaService {
                 }
                 None => tracing::debug!(%from, "a topology request before the node is ready; dropped"),
             },
+            Message::PaxosRequest { id, request } => {
+                let blocking = self.blocking_writes;
+                tokio::spawn(async move {
+                    let result = acceptor::run(&replica, request, blocking).await;
+                    messaging.respond(from, Lane::Requests, Message::PaxosResponse { id, result });
+                });
+            }
             other => {
                 tracing::warn!(%from, kind = ?other.kind(), "an answer or unknown request reached the replica service")
             }

@@ -25,6 +25,7 @@
 
 mod digest;
 pub mod handshake;
+pub mod paxos;
 pub mod payload;
 mod row;
 mod row_v1;
@@ -36,6 +37,7 @@ mod tests;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::paxos::{PaxosReply, PaxosRequest};
 use crate::replica::{Mutation, ReadCommand, ReadResponse, ReplicaError, StreamChunk, StreamRequest};
 
 pub use digest::digest;
@@ -48,8 +50,9 @@ pub type RequestId = u64;
 /// the partition's range and partition tombstones to a data reply (`payload.rs`); version 3
 /// the stream and topology messages (kinds 9 to 12), which a node sends only to peers that
 /// speak it; version 4 the internode row format (`row.rs`) in place of the storage engine's
-/// record body. Any change to the bytes of a message, a row included, takes a new version.
-pub const VERSION: u8 = 4;
+/// record body; version 5 the Paxos messages (kinds 13 and 14). Any change to the bytes of a
+/// message, a row included, takes a new version.
+pub const VERSION: u8 = 5;
 /// The oldest frame format version this build still reads and writes.
 pub const VERSION_MIN: u8 = 1;
 
@@ -142,6 +145,15 @@ pub enum Message {
         id: RequestId,
         payload: Vec<u8>,
     },
+    /// One step of a lightweight transaction's Paxos round (`crate::paxos`).
+    PaxosRequest {
+        id: RequestId,
+        request: PaxosRequest,
+    },
+    PaxosResponse {
+        id: RequestId,
+        result: Result<PaxosReply, ReplicaError>,
+    },
 }
 
 /// A replica's answer to a [`Message::ReadRequest`].
@@ -212,6 +224,8 @@ pub enum Kind {
     StreamResponse = 10,
     TopologyRequest = 11,
     TopologyResponse = 12,
+    PaxosRequest = 13,
+    PaxosResponse = 14,
 }
 
 impl Kind {
@@ -229,6 +243,8 @@ impl Kind {
             10 => Kind::StreamResponse,
             11 => Kind::TopologyRequest,
             12 => Kind::TopologyResponse,
+            13 => Kind::PaxosRequest,
+            14 => Kind::PaxosResponse,
             _ => return None,
         })
     }
@@ -248,7 +264,9 @@ impl Message {
             | Message::StreamRequest { id, .. }
             | Message::StreamResponse { id, .. }
             | Message::TopologyRequest { id, .. }
-            | Message::TopologyResponse { id, .. } => *id,
+            | Message::TopologyResponse { id, .. }
+            | Message::PaxosRequest { id, .. }
+            | Message::PaxosResponse { id, .. } => *id,
         }
     }
 
@@ -266,6 +284,8 @@ impl Message {
             Message::StreamResponse { .. } => Kind::StreamResponse,
             Message::TopologyRequest { .. } => Kind::TopologyRequest,
             Message::TopologyResponse { .. } => Kind::TopologyResponse,
+            Message::PaxosRequest { .. } => Kind::PaxosRequest,
+            Message::PaxosResponse { .. } => Kind::PaxosResponse,
         }
     }
 
@@ -309,6 +329,8 @@ pub const VERSION_STREAMS: u8 = 3;
 /// The first frame version whose rows and tombstones travel in the internode row format
 /// (`row.rs`); older ones carry the frozen layout of `row_v1.rs`.
 pub const VERSION_ROWS: u8 = 4;
+/// The first frame version that has the Paxos messages.
+pub const VERSION_PAXOS: u8 = 5;
 
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

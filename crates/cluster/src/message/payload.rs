@@ -17,11 +17,13 @@ use hayate_storage::Row;
 
 use super::row::{get_bound, get_deletion, get_key, put_bound, put_deletion, put_key};
 use super::wire::{put_bool, put_i64, put_u32, put_u64, put_u8, Reader};
+use super::{paxos, VERSION_PAXOS};
 use super::{
     row, row_v1, DecodeError, EncodeError, Kind, Message, ReadReply, RequestId, ENCODED_ITEM_BYTES_MIN,
     ERROR_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, MUTATIONS_PER_MESSAGE_MAX, ROWS_PER_MESSAGE_MAX, VERSION_ROWS,
     VERSION_STREAMS,
 };
+use crate::paxos::PaxosReply;
 use crate::replica::{
     Mutation, MutationKind, PartitionRead, RangeRead, RangeSize, RangeStart, ReadCommand, ReadResponse,
     ReplicaError, ReplicaErrorKind, ReplicaRow, ReplicaTombstones, RowPosition, StreamChunk, StreamRequest,
@@ -47,7 +49,9 @@ const ERROR_UNREACHABLE: u8 = 3;
 /// Appends the payload of `message`.
 pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     let kind = message.kind();
-    if (kind as u8) >= Kind::StreamRequest as u8 && version < VERSION_STREAMS {
+    if (kind as u8) >= Kind::StreamRequest as u8 && version < VERSION_STREAMS
+        || (kind as u8) >= Kind::PaxosRequest as u8 && version < VERSION_PAXOS
+    {
         return Err(EncodeError::NotInVersion { kind, version });
     }
     match message {
@@ -142,6 +146,8 @@ pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Resul
             }
             out.extend_from_slice(payload);
         }
+        Message::PaxosRequest { request, .. } => paxos::put_request(out, request, version)?,
+        Message::PaxosResponse { result, .. } => paxos::put_result(out, result, version)?,
     }
     Ok(())
 }
@@ -311,6 +317,14 @@ pub(super) fn decode(kind: Kind, id: RequestId, version: u8, payload: &[u8]) -> 
                 _ => Message::TopologyResponse { id, payload },
             }
         }
+        Kind::PaxosRequest => Message::PaxosRequest {
+            id,
+            request: paxos::get_request(&mut r, version)?,
+        },
+        Kind::PaxosResponse => Message::PaxosResponse {
+            id,
+            result: paxos::get_result(&mut r, version)?,
+        },
     };
     if r.remaining() != 0 {
         return Err(DecodeError::TrailingBytes {
@@ -324,37 +338,11 @@ pub(super) fn decode(kind: Kind, id: RequestId, version: u8, payload: &[u8]) -> 
 /// About how many payload bytes `message` encodes to (see [`Message::size_hint_bytes`]).
 pub(super) fn size_hint_bytes(message: &Message) -> usize {
     match message {
-        Message::MutationRequest { mutations, .. } => {
-            4 + mutations
-                .iter()
-                .map(|m| {
-                    16 + m.partition.len()
-                        + match &m.kind {
-                            MutationKind::Row { clustering, update } => {
-                                clustering.len() + row::row_size_hint_bytes(update)
-                            }
-                            MutationKind::DeleteRange { start, end, .. } => {
-                                bound_len(start) + bound_len(end) + 16
-                            }
-                        }
-                })
-                .sum::<usize>()
-        }
+        Message::MutationRequest { mutations, .. } => mutations_size_hint_bytes(mutations),
         Message::ReadResponse {
             result: Ok(ReadReply::Data(response)),
             ..
-        } => {
-            6 + response
-                .rows
-                .iter()
-                .map(|r| 20 + r.partition.len() + r.clustering.len() + row::row_size_hint_bytes(&r.row))
-                .sum::<usize>()
-                + response
-                    .tombstones
-                    .iter()
-                    .map(|t| 24 + t.partition.len() + 32 * (1 + t.tombstones.ranges.len()))
-                    .sum::<usize>()
-        }
+        } => read_data_size_hint_bytes(response),
         Message::ReadResponse { result: Ok(_), .. } => 18,
         Message::MutationResponse { result: Err(e), .. } | Message::ReadResponse { result: Err(e), .. } => {
             6 + e.message.len()
@@ -379,7 +367,54 @@ pub(super) fn size_hint_bytes(message: &Message) -> usize {
             result: Ok(chunk), ..
         } => 80 + chunk.bytes.len(),
         Message::StreamResponse { result: Err(e), .. } => 6 + e.message.len(),
+        Message::PaxosRequest { request, .. } => {
+            64 + request.update().map_or(0, |u| mutations_size_hint_bytes(u))
+        }
+        Message::PaxosResponse { result, .. } => match result {
+            Ok(PaxosReply::Promised {
+                accepted,
+                committed,
+                data,
+            }) => {
+                64 + [accepted, committed]
+                    .into_iter()
+                    .flatten()
+                    .map(|p| mutations_size_hint_bytes(&p.update))
+                    .sum::<usize>()
+                    + read_data_size_hint_bytes(data)
+            }
+            Ok(_) => 20,
+            Err(e) => 6 + e.message.len(),
+        },
     }
+}
+
+fn mutations_size_hint_bytes(mutations: &[Mutation]) -> usize {
+    4 + mutations
+        .iter()
+        .map(|m| {
+            16 + m.partition.len()
+                + match &m.kind {
+                    MutationKind::Row { clustering, update } => {
+                        clustering.len() + row::row_size_hint_bytes(update)
+                    }
+                    MutationKind::DeleteRange { start, end, .. } => bound_len(start) + bound_len(end) + 16,
+                }
+        })
+        .sum::<usize>()
+}
+
+fn read_data_size_hint_bytes(response: &ReadResponse) -> usize {
+    6 + response
+        .rows
+        .iter()
+        .map(|r| 20 + r.partition.len() + r.clustering.len() + row::row_size_hint_bytes(&r.row))
+        .sum::<usize>()
+        + response
+            .tombstones
+            .iter()
+            .map(|t| 24 + t.partition.len() + 32 * (1 + t.tombstones.ranges.len()))
+            .sum::<usize>()
 }
 
 fn bound_len(b: &Bound<Vec<u8>>) -> usize {
@@ -412,7 +447,7 @@ fn get_row(r: &mut Reader<'_>, version: u8) -> Result<Row, DecodeError> {
     row_v1::get_row(r)
 }
 
-fn put_mutation(out: &mut Vec<u8>, m: &Mutation, version: u8) -> Result<(), EncodeError> {
+pub(super) fn put_mutation(out: &mut Vec<u8>, m: &Mutation, version: u8) -> Result<(), EncodeError> {
     put_u32(out, m.table);
     put_i64(out, m.token);
     put_key(out, "partition key", &m.partition)?;
@@ -432,7 +467,7 @@ fn put_mutation(out: &mut Vec<u8>, m: &Mutation, version: u8) -> Result<(), Enco
     Ok(())
 }
 
-fn get_mutation(r: &mut Reader<'_>, version: u8) -> Result<Mutation, DecodeError> {
+pub(super) fn get_mutation(r: &mut Reader<'_>, version: u8) -> Result<Mutation, DecodeError> {
     let table = r.u32("table")?;
     let token = r.i64("token")?;
     let partition = get_key(r, "partition key")?;
@@ -463,7 +498,7 @@ fn get_mutation(r: &mut Reader<'_>, version: u8) -> Result<Mutation, DecodeError
 
 /// The error message is cut to [`ERROR_MESSAGE_BYTES_MAX`] at a character boundary: a reply
 /// must always encode, and the start of a message says what went wrong.
-fn put_replica_error(out: &mut Vec<u8>, e: &ReplicaError) {
+pub(super) fn put_replica_error(out: &mut Vec<u8>, e: &ReplicaError) {
     put_u8(
         out,
         match e.kind {
@@ -481,7 +516,7 @@ fn put_replica_error(out: &mut Vec<u8>, e: &ReplicaError) {
     out.extend_from_slice(&e.message.as_bytes()[..end]);
 }
 
-fn get_replica_error(r: &mut Reader<'_>) -> Result<ReplicaError, DecodeError> {
+pub(super) fn get_replica_error(r: &mut Reader<'_>) -> Result<ReplicaError, DecodeError> {
     let kind = match r.u8("replica error kind")? {
         ERROR_REFUSED => ReplicaErrorKind::Refused,
         ERROR_INVALID => ReplicaErrorKind::Invalid,
@@ -500,7 +535,7 @@ fn get_replica_error(r: &mut Reader<'_>) -> Result<ReplicaError, DecodeError> {
     Ok(ReplicaError::new(kind, message))
 }
 
-fn put_command(out: &mut Vec<u8>, command: &ReadCommand) -> Result<(), EncodeError> {
+pub(super) fn put_command(out: &mut Vec<u8>, command: &ReadCommand) -> Result<(), EncodeError> {
     match command {
         ReadCommand::Partition(p) => {
             put_u8(out, COMMAND_PARTITION);
@@ -538,7 +573,7 @@ fn get_limit(r: &mut Reader<'_>) -> Result<usize, DecodeError> {
     Ok(usize::try_from(r.u64("limit")?).unwrap_or(usize::MAX))
 }
 
-fn get_command(r: &mut Reader<'_>) -> Result<ReadCommand, DecodeError> {
+pub(super) fn get_command(r: &mut Reader<'_>) -> Result<ReadCommand, DecodeError> {
     Ok(match r.u8("read command tag")? {
         COMMAND_PARTITION => ReadCommand::Partition(PartitionRead {
             table: r.u32("table")?,
@@ -648,7 +683,7 @@ fn get_replica_tombstones(r: &mut Reader<'_>, version: u8) -> Result<ReplicaTomb
 /// The first frame version whose data replies carry the partition's tombstones.
 const VERSION_TOMBSTONES: u8 = 2;
 
-fn put_reply(out: &mut Vec<u8>, reply: &ReadReply, version: u8) -> Result<(), EncodeError> {
+pub(super) fn put_reply(out: &mut Vec<u8>, reply: &ReadReply, version: u8) -> Result<(), EncodeError> {
     match reply {
         ReadReply::Data(response) => {
             put_u8(out, REPLY_DATA);
@@ -677,7 +712,7 @@ fn put_reply(out: &mut Vec<u8>, reply: &ReadReply, version: u8) -> Result<(), En
     Ok(())
 }
 
-fn get_reply(r: &mut Reader<'_>, version: u8) -> Result<ReadReply, DecodeError> {
+pub(super) fn get_reply(r: &mut Reader<'_>, version: u8) -> Result<ReadReply, DecodeError> {
     Ok(match r.u8("read reply tag")? {
         REPLY_DATA => {
             let n = r.count_u32("rows", ROWS_PER_MESSAGE_MAX)?;

@@ -1046,3 +1046,120 @@ fn a_version_1_data_reply_leaves_the_tombstones_out() {
     encode(&message, 2, &mut v2).expect("encodes");
     assert_eq!(decode(&v2).expect("decodes"), message);
 }
+
+#[test]
+fn paxos_messages_round_trip_and_travel_only_from_version_5() {
+    use crate::paxos::acceptor::PaxosState;
+    use crate::paxos::{Ballot, PaxosKey, PaxosReply, PaxosRequest, Proposal};
+    use std::sync::Arc;
+
+    let ballot = Ballot {
+        micros: 1_700_000_000_123_456,
+        node: 0x0123_4567_89ab_cdef,
+    };
+    let update = Arc::new(vec![mutation(MutationKind::Row {
+        clustering: b"ck".to_vec(),
+        update: rich_row(),
+    })]);
+    let proposal = Proposal { ballot, update };
+    let key = PaxosKey {
+        table: 7,
+        token: -1_234_567_890_123,
+        partition: b"partition".to_vec(),
+    };
+    let read = PartitionRead {
+        table: 7,
+        token: -1_234_567_890_123,
+        partition: b"partition".to_vec(),
+        start: Bound::Included(b"ck".to_vec()),
+        end: Bound::Unbounded,
+        reverse: false,
+        limit: 10,
+    };
+    let data = ReadResponse {
+        rows: vec![ReplicaRow {
+            token: -1_234_567_890_123,
+            partition: b"partition".to_vec(),
+            clustering: b"ck".to_vec(),
+            row: rich_row(),
+        }],
+        more: false,
+        tombstones: Vec::new(),
+    };
+    let messages = vec![
+        Message::PaxosRequest {
+            id: 1,
+            request: PaxosRequest::Prepare { ballot, read },
+        },
+        Message::PaxosRequest {
+            id: 2,
+            request: PaxosRequest::Propose {
+                key: key.clone(),
+                proposal: proposal.clone(),
+            },
+        },
+        Message::PaxosRequest {
+            id: 3,
+            request: PaxosRequest::Commit {
+                key,
+                proposal: proposal.clone(),
+            },
+        },
+        Message::PaxosResponse {
+            id: 4,
+            result: Ok(PaxosReply::Promised {
+                accepted: Some(proposal.clone()),
+                committed: None,
+                data,
+            }),
+        },
+        Message::PaxosResponse {
+            id: 5,
+            result: Ok(PaxosReply::Refused { promised: ballot }),
+        },
+        Message::PaxosResponse {
+            id: 6,
+            result: Ok(PaxosReply::Accepted),
+        },
+        Message::PaxosResponse {
+            id: 7,
+            result: Ok(PaxosReply::Committed),
+        },
+        Message::PaxosResponse {
+            id: 8,
+            result: Err(ReplicaError::new(ReplicaErrorKind::Failed, "disk on fire")),
+        },
+    ];
+    for m in &messages {
+        let frame = round_trip(m);
+        // Every truncation is refused, never a panic.
+        for cut in 0..frame.len() {
+            assert!(decode(&frame[..cut]).is_err(), "a frame cut at {cut} decoded");
+        }
+        let mut out = Vec::new();
+        assert_eq!(
+            encode(m, VERSION_PAXOS - 1, &mut out),
+            Err(EncodeError::NotInVersion {
+                kind: m.kind(),
+                version: VERSION_PAXOS - 1
+            })
+        );
+        assert!(out.is_empty());
+    }
+    // The replica's state record.
+    let state = PaxosState {
+        promised: ballot,
+        accepted: Some(proposal.clone()),
+        committed: Some(proposal),
+    };
+    let bytes = paxos::encode_state(&state).expect("encodes");
+    assert_eq!(paxos::decode_state(&bytes), Ok(state));
+    assert!(paxos::decode_state(&bytes[..bytes.len() - 1]).is_err());
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(paxos::decode_state(&longer).is_err());
+    assert!(
+        paxos::decode_state(&[9]).is_err(),
+        "an unknown state format is refused"
+    );
+}

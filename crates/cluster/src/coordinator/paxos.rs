@@ -1,0 +1,643 @@
+//! The coordinator's Paxos rounds for [`cas`](super::cas): prepare (with the read), finish what
+//! an earlier round left accepted, decide, propose, commit.
+//!
+//! A round needs promises from a quorum of the partition's replicas (of the local data center
+//! for `LOCAL_SERIAL`), plus every pending replica of a range being moved, as Cassandra counts
+//! them. A replica that promised a later ballot refuses; the coordinator then waits a moment
+//! (a jitter of up to 100 ms, so that two coordinators do not keep colliding) and starts again
+//! above that ballot, for at most the contention timeout.
+//!
+//! When a proposal was partly accepted and the coordinator cannot tell whether it will be
+//! decided, the client hears a write timeout of type CAS: the write may or may not be applied,
+//! and a later round that sees it accepted finishes it.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::cas::{CasError, CasOutcome, CasRequest};
+use super::merge::merge;
+use super::messaging::{Reply, Waiting};
+use super::metrics::add;
+use super::topology::Topology;
+use super::{counts, Coordinator, CoordinatorError, ReadResult, WriteType};
+use crate::consistency::{block_for_write, quorum_for, ConsistencyLevel, Replication, Unavailable};
+use crate::message::Message;
+use crate::node::HostId;
+use crate::paxos::{acceptor, Ballot, PaxosKey, PaxosReply, PaxosRequest, Proposal};
+use crate::replica::{Mutation, PartitionRead, ReadCommand, ReadResponse, ReplicaError};
+use crate::transport::Lane;
+
+/// The longest wait between two attempts that met another coordinator's round.
+const CONTENTION_BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+/// The last ballot time this process handed out: each round takes a later one.
+static LAST_BALLOT_US: AtomicI64 = AtomicI64::new(0);
+
+/// The replicas a round on one partition talks to.
+struct Participants {
+    /// Natural and pending replicas: a commit goes to all of them.
+    all: Vec<HostId>,
+    /// The pending ones (a range being moved to them).
+    pending: Vec<HostId>,
+    /// The live replicas whose promises and acceptances count.
+    electorate: Vec<HostId>,
+    /// How many of them must promise (or accept).
+    required: usize,
+}
+
+/// A promise, with what the replica read.
+struct Promise {
+    accepted: Option<Proposal>,
+    committed: Option<Proposal>,
+    data: ReadResponse,
+}
+
+/// How a prepare ended.
+enum Prepared {
+    /// A quorum promised.
+    Promised(Vec<(HostId, Promise)>),
+    /// A replica had promised a later ballot: start again above it.
+    Contended(Ballot),
+}
+
+/// How a proposal ended.
+enum Proposed {
+    Accepted,
+    /// Refused by every replica that answered, accepted by none: nothing of it can be decided.
+    Refused(Ballot),
+}
+
+/// Whether the round is a write (its timeouts are write timeouts of type CAS) or a serial read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Write,
+    Read,
+}
+
+impl Coordinator {
+    pub(super) async fn paxos_cas<E>(
+        &self,
+        request: CasRequest<'_>,
+        mut decide: impl FnMut(&ReadResult, i64) -> Result<Option<Vec<Mutation>>, E>,
+    ) -> Result<CasOutcome, CasError<E>> {
+        let key = PaxosKey::of_read(&request.read);
+        let started = Instant::now();
+        let contention_deadline = started + self.config.cas_contention_timeout;
+        let mut above = Ballot::NONE;
+        loop {
+            let topology = self.topology();
+            let who = self.participants(&topology, request.replication, request.serial, key.token)?;
+            let ballot = self.next_ballot(above);
+            let promises = match self
+                .prepare(&who, ballot, &request.read, request.serial, Purpose::Write)
+                .await?
+            {
+                Prepared::Promised(p) => p,
+                Prepared::Contended(promised) => {
+                    above = promised;
+                    self.back_off(ballot, contention_deadline, &who, request.serial, Purpose::Write)
+                        .await?;
+                    continue;
+                }
+            };
+            if let Some(again) = self
+                .finish_in_progress(&topology, &who, &key, ballot, &promises, request.serial)
+                .await?
+            {
+                above = again;
+                self.back_off(ballot, contention_deadline, &who, request.serial, Purpose::Write)
+                    .await?;
+                continue;
+            }
+            let current = self.merge_promises(&request.read, promises);
+            let Some(update) = decide(&current, ballot.micros).map_err(CasError::Decide)? else {
+                return Ok(CasOutcome {
+                    applied: false,
+                    current,
+                });
+            };
+            let proposal = Proposal {
+                ballot,
+                update: Arc::new(update),
+            };
+            match self.propose(&who, &key, proposal.clone(), request.serial).await? {
+                Proposed::Accepted => {}
+                Proposed::Refused(promised) => {
+                    above = promised;
+                    self.back_off(ballot, contention_deadline, &who, request.serial, Purpose::Write)
+                        .await?;
+                    continue;
+                }
+            }
+            self.commit(
+                &topology,
+                request.replication,
+                &who,
+                &key,
+                proposal,
+                request.commit,
+            )
+            .await?;
+            return Ok(CasOutcome {
+                applied: true,
+                current,
+            });
+        }
+    }
+
+    pub(super) async fn paxos_read(
+        &self,
+        replication: &Replication,
+        serial: ConsistencyLevel,
+        read: PartitionRead,
+    ) -> Result<ReadResult, CoordinatorError> {
+        let key = PaxosKey::of_read(&read);
+        let contention_deadline = Instant::now() + self.config.cas_contention_timeout;
+        let mut above = Ballot::NONE;
+        loop {
+            let topology = self.topology();
+            let who = self.participants(&topology, replication, serial, key.token)?;
+            let ballot = self.next_ballot(above);
+            let promises = match self.prepare(&who, ballot, &read, serial, Purpose::Read).await? {
+                Prepared::Promised(p) => p,
+                Prepared::Contended(promised) => {
+                    above = promised;
+                    self.back_off(ballot, contention_deadline, &who, serial, Purpose::Read)
+                        .await?;
+                    continue;
+                }
+            };
+            if let Some(again) = self
+                .finish_in_progress(&topology, &who, &key, ballot, &promises, serial)
+                .await?
+            {
+                above = again;
+                self.back_off(ballot, contention_deadline, &who, serial, Purpose::Read)
+                    .await?;
+                continue;
+            }
+            return Ok(self.merge_promises(&read, promises));
+        }
+    }
+
+    /// A ballot later than `above` and than every ballot this process handed out.
+    fn next_ballot(&self, above: Ballot) -> Ballot {
+        let floor = self.clock.now_us().max(above.micros.saturating_add(1));
+        let mut last = LAST_BALLOT_US.load(Ordering::Relaxed);
+        loop {
+            let next = floor.max(last + 1);
+            match LAST_BALLOT_US.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Ballot::new(next, self.local),
+                Err(seen) => last = seen,
+            }
+        }
+    }
+
+    fn participants(
+        &self,
+        topology: &Topology,
+        replication: &Replication,
+        serial: ConsistencyLevel,
+        token: i64,
+    ) -> Result<Participants, CoordinatorError> {
+        let (natural, pending) = if matches!(replication, Replication::Local) {
+            (vec![self.local], Vec::new())
+        } else {
+            let map = topology.map(replication);
+            let natural = map.replicas(token).to_vec();
+            let mut pending = Vec::new();
+            topology.pending_replicas(replication, token, &natural, &mut pending);
+            (natural, pending)
+        };
+        let in_scope = |h: &&HostId| {
+            serial != ConsistencyLevel::LocalSerial || topology.data_center(**h) == self.local_dc
+        };
+        let pending_in_scope = pending.iter().filter(in_scope).count();
+        let required = quorum_for(natural.iter().filter(in_scope).count()) + pending_in_scope;
+        let electorate: Vec<HostId> = natural
+            .iter()
+            .chain(&pending)
+            .filter(in_scope)
+            .filter(|h| self.is_alive(**h))
+            .copied()
+            .collect();
+        if pending_in_scope > 1 || electorate.len() < required {
+            add(&self.metrics.unavailable, 1);
+            return Err(CoordinatorError::Unavailable(Unavailable {
+                consistency: serial,
+                required,
+                alive: electorate.len(),
+            }));
+        }
+        Ok(Participants {
+            all: natural.into_iter().chain(pending.iter().copied()).collect(),
+            pending,
+            electorate,
+            required,
+        })
+    }
+
+    /// Sends `request` to `hosts` (the local replica answers in place) and returns the
+    /// answers as they come.
+    async fn send_round(&self, hosts: &[HostId], request: PaxosRequest) -> Round {
+        let (tx, rx) = mpsc::unbounded_channel::<Reply>();
+        let mut round = Round {
+            local: self.local,
+            rx,
+            _waiting: self.messaging.as_ref().map(|m| Waiting::new(m.clone())),
+            outstanding: Vec::new(),
+            here: None,
+        };
+        for &host in hosts.iter().filter(|&&h| h != self.local) {
+            let sent = match (&self.messaging, &mut round._waiting) {
+                (Some(m), Some(w)) => m
+                    .request(host, Lane::Requests, &tx, |id| Message::PaxosRequest {
+                        id,
+                        request: request.clone(),
+                    })
+                    .map(|id| w.push(id))
+                    .is_some(),
+                _ => false,
+            };
+            if sent {
+                round.outstanding.push(host);
+            }
+        }
+        if hosts.contains(&self.local) {
+            round.here = Some(acceptor::run(&self.replica, request, false).await);
+        }
+        round
+    }
+
+    async fn prepare(
+        &self,
+        who: &Participants,
+        ballot: Ballot,
+        read: &PartitionRead,
+        serial: ConsistencyLevel,
+        purpose: Purpose,
+    ) -> Result<Prepared, CoordinatorError> {
+        let request = PaxosRequest::Prepare {
+            ballot,
+            read: read.clone(),
+        };
+        let mut round = self.send_round(&who.electorate, request).await;
+        let deadline = Instant::now() + self.phase_timeout(purpose);
+        let mut promises = Vec::new();
+        let mut refused = Ballot::NONE;
+        let mut error: Option<ReplicaError> = None;
+        loop {
+            if promises.len() >= who.required {
+                return Ok(Prepared::Promised(promises));
+            }
+            if promises.len() + round.waiting_for() < who.required {
+                if refused != Ballot::NONE {
+                    return Ok(Prepared::Contended(refused));
+                }
+                return Err(self.failed(error, serial, promises.len(), who.required, purpose));
+            }
+            let Some((from, answer)) = round.next(deadline).await else {
+                return Err(self.timed_out(serial, promises.len(), who.required, purpose));
+            };
+            match answer {
+                Ok(PaxosReply::Promised {
+                    accepted,
+                    committed,
+                    data,
+                }) => promises.push((
+                    from,
+                    Promise {
+                        accepted,
+                        committed,
+                        data,
+                    },
+                )),
+                Ok(PaxosReply::Refused { promised }) => refused = refused.max(promised),
+                Ok(_) => {}
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+    }
+
+    /// Finishes a proposal some replica accepted that no replica of the quorum knows committed,
+    /// and brings replicas that missed the latest commit up to it. Returns a ballot to start
+    /// again above when another round got in the way, `None` when the round may go on.
+    async fn finish_in_progress(
+        &self,
+        topology: &Topology,
+        who: &Participants,
+        key: &PaxosKey,
+        ballot: Ballot,
+        promises: &[(HostId, Promise)],
+        serial: ConsistencyLevel,
+    ) -> Result<Option<Ballot>, CoordinatorError> {
+        let latest_commit = promises
+            .iter()
+            .filter_map(|(_, p)| p.committed.as_ref())
+            .max_by_key(|p| p.ballot);
+        let committed_ballot = latest_commit.map_or(Ballot::NONE, |p| p.ballot);
+        let in_progress = promises
+            .iter()
+            .filter_map(|(_, p)| p.accepted.as_ref())
+            .filter(|a| a.ballot > committed_ballot)
+            .max_by_key(|a| a.ballot);
+        if let Some(accepted) = in_progress {
+            // Decided or not, it may have been: propose it again at this ballot and commit it.
+            let proposal = Proposal {
+                ballot,
+                update: accepted.update.clone(),
+            };
+            return match self.propose(who, key, proposal.clone(), serial).await? {
+                Proposed::Accepted => {
+                    let quorum = match serial {
+                        ConsistencyLevel::LocalSerial => ConsistencyLevel::LocalQuorum,
+                        _ => ConsistencyLevel::Quorum,
+                    };
+                    self.commit_to(who, key, proposal, who.required, quorum, topology)
+                        .await?;
+                    // Start again: this round's ballot was spent on the older proposal.
+                    Ok(Some(ballot))
+                }
+                Proposed::Refused(promised) => Ok(Some(promised)),
+            };
+        }
+        // Replicas of the quorum that missed the latest commit get it now, so that a read at
+        // QUORUM after this transaction cannot miss it.
+        if let Some(latest) = latest_commit {
+            let behind: Vec<HostId> = promises
+                .iter()
+                .filter(|(_, p)| p.committed.as_ref().map_or(Ballot::NONE, |c| c.ballot) < latest.ballot)
+                .map(|(h, _)| *h)
+                .collect();
+            if !behind.is_empty() {
+                let request = PaxosRequest::Commit {
+                    key: key.clone(),
+                    proposal: latest.clone(),
+                };
+                let mut round = self.send_round(&behind, request).await;
+                let deadline = Instant::now() + self.config.write_timeout;
+                while round.waiting_for() > 0 {
+                    if round.next(deadline).await.is_none() {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    async fn propose(
+        &self,
+        who: &Participants,
+        key: &PaxosKey,
+        proposal: Proposal,
+        serial: ConsistencyLevel,
+    ) -> Result<Proposed, CoordinatorError> {
+        let request = PaxosRequest::Propose {
+            key: key.clone(),
+            proposal,
+        };
+        let mut round = self.send_round(&who.electorate, request).await;
+        let deadline = Instant::now() + self.config.write_timeout;
+        let mut accepted = 0;
+        let mut refused = Ballot::NONE;
+        let mut answered = 0;
+        let asked = who.electorate.len();
+        loop {
+            if accepted >= who.required {
+                return Ok(Proposed::Accepted);
+            }
+            if answered == asked {
+                if accepted == 0 && refused != Ballot::NONE {
+                    return Ok(Proposed::Refused(refused));
+                }
+                // Accepted by some: it may yet be decided by a later round.
+                return Err(self.timed_out(serial, accepted, who.required, Purpose::Write));
+            }
+            let Some((_, answer)) = round.next(deadline).await else {
+                return Err(self.timed_out(serial, accepted, who.required, Purpose::Write));
+            };
+            answered += 1;
+            match answer {
+                Ok(PaxosReply::Accepted) => accepted += 1,
+                Ok(PaxosReply::Refused { promised }) => refused = refused.max(promised),
+                Ok(_) | Err(_) => {}
+            }
+        }
+    }
+
+    /// Commits a decided proposal on every replica, and waits for the commit level.
+    async fn commit(
+        &self,
+        topology: &Topology,
+        replication: &Replication,
+        who: &Participants,
+        key: &PaxosKey,
+        proposal: Proposal,
+        cl: ConsistencyLevel,
+    ) -> Result<(), CoordinatorError> {
+        let pending = topology.states(&who.pending, self.local, &*self.liveness);
+        let block_for = match cl {
+            ConsistencyLevel::Any => 1,
+            _ => block_for_write(cl, replication, &self.local_dc, &pending),
+        };
+        self.commit_to(who, key, proposal, block_for, cl, topology).await
+    }
+
+    async fn commit_to(
+        &self,
+        who: &Participants,
+        key: &PaxosKey,
+        proposal: Proposal,
+        block_for: usize,
+        cl: ConsistencyLevel,
+        topology: &Topology,
+    ) -> Result<(), CoordinatorError> {
+        let update = proposal.update.clone();
+        let live: Vec<HostId> = who.all.iter().filter(|h| self.is_alive(**h)).copied().collect();
+        let now_us = self.clock.now_us();
+        for &host in who.all.iter().filter(|h| !live.contains(h)) {
+            self.hint(host, &update, now_us);
+        }
+        let request = PaxosRequest::Commit {
+            key: key.clone(),
+            proposal,
+        };
+        let mut round = self.send_round(&live, request).await;
+        let deadline = Instant::now() + self.config.write_timeout;
+        let mut acked = 0;
+        let mut answered: Vec<HostId> = Vec::new();
+        let mut error: Option<ReplicaError> = None;
+        while acked < block_for {
+            if acked + round.waiting_for() < block_for {
+                return Err(match error {
+                    Some(e) if e.is_refusal() => CoordinatorError::Replica(e),
+                    _ => CoordinatorError::WriteFailure {
+                        consistency: cl,
+                        received: acked,
+                        block_for,
+                        failures: answered.len() - acked,
+                        write_type: WriteType::Simple,
+                    },
+                });
+            }
+            let Some((from, answer)) = round.next(deadline).await else {
+                for host in live.iter().filter(|h| !answered.contains(h)) {
+                    self.hint(*host, &update, now_us);
+                }
+                add(&self.metrics.write_timeouts, 1);
+                return Err(CoordinatorError::WriteTimeout {
+                    consistency: cl,
+                    received: acked,
+                    block_for,
+                    write_type: WriteType::Simple,
+                });
+            };
+            answered.push(from);
+            match answer {
+                Ok(_)
+                    if counts(cl, topology.data_center(from), &self.local_dc)
+                        || cl == ConsistencyLevel::Any =>
+                {
+                    acked += 1
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn merge_promises(&self, read: &PartitionRead, promises: Vec<(HostId, Promise)>) -> ReadResult {
+        let command = ReadCommand::Partition(read.clone());
+        let responses: Vec<ReadResponse> = promises.into_iter().map(|(_, p)| p.data).collect();
+        if responses.len() == 1 {
+            return responses.into_iter().next().expect("one response").into();
+        }
+        merge(&command, responses, self.clock.now_s()).result
+    }
+
+    /// Waits before another attempt, or gives up when the contention timeout has passed.
+    async fn back_off(
+        &self,
+        ballot: Ballot,
+        deadline: Instant,
+        who: &Participants,
+        serial: ConsistencyLevel,
+        purpose: Purpose,
+    ) -> Result<(), CoordinatorError> {
+        if Instant::now() >= deadline {
+            return Err(self.timed_out(serial, 0, who.required, purpose));
+        }
+        // A jitter drawn from the ballot, not a random generator, so a simulation replays.
+        let mix = (ballot.micros as u64 ^ ballot.node).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let wait = Duration::from_micros(mix % CONTENTION_BACKOFF_MAX.as_micros() as u64);
+        tokio::time::sleep_until((Instant::now() + wait).min(deadline)).await;
+        Ok(())
+    }
+
+    fn phase_timeout(&self, purpose: Purpose) -> Duration {
+        match purpose {
+            Purpose::Write => self.config.write_timeout,
+            Purpose::Read => self.config.read_timeout,
+        }
+    }
+
+    fn timed_out(
+        &self,
+        serial: ConsistencyLevel,
+        received: usize,
+        block_for: usize,
+        purpose: Purpose,
+    ) -> CoordinatorError {
+        match purpose {
+            Purpose::Write => {
+                add(&self.metrics.write_timeouts, 1);
+                CoordinatorError::WriteTimeout {
+                    consistency: serial,
+                    received,
+                    block_for,
+                    write_type: WriteType::Cas,
+                }
+            }
+            Purpose::Read => {
+                add(&self.metrics.read_timeouts, 1);
+                CoordinatorError::ReadTimeout {
+                    consistency: serial,
+                    received,
+                    block_for,
+                    data_present: false,
+                }
+            }
+        }
+    }
+
+    fn failed(
+        &self,
+        error: Option<ReplicaError>,
+        serial: ConsistencyLevel,
+        received: usize,
+        block_for: usize,
+        purpose: Purpose,
+    ) -> CoordinatorError {
+        match error {
+            Some(e) if e.is_refusal() => CoordinatorError::Replica(e),
+            _ => match purpose {
+                Purpose::Write => CoordinatorError::WriteFailure {
+                    consistency: serial,
+                    received,
+                    block_for,
+                    failures: 1,
+                    write_type: WriteType::Cas,
+                },
+                Purpose::Read => CoordinatorError::ReadFailure {
+                    consistency: serial,
+                    received,
+                    block_for,
+                    failures: 1,
+                    data_present: false,
+                },
+            },
+        }
+    }
+}
+
+/// One phase's requests in flight, and the local replica's answer.
+struct Round {
+    local: HostId,
+    rx: mpsc::UnboundedReceiver<Reply>,
+    _waiting: Option<Waiting>,
+    outstanding: Vec<HostId>,
+    here: Option<Result<PaxosReply, ReplicaError>>,
+}
+
+impl Round {
+    fn waiting_for(&self) -> usize {
+        self.outstanding.len() + usize::from(self.here.is_some())
+    }
+
+    /// The next answer, or `None` at the deadline.
+    async fn next(&mut self, deadline: Instant) -> Option<(HostId, Result<PaxosReply, ReplicaError>)> {
+        if let Some(here) = self.here.take() {
+            return Some((self.local, here));
+        }
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some((from, Message::PaxosResponse { result, .. }))) => {
+                    self.outstanding.retain(|&h| h != from);
+                    return Some((from, result));
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Paxos for lightweight transactions, one instance per partition: what the replicas keep and
+//! answer (the acceptor, [`acceptor`]) and what travels between a coordinator and them. The
+//! coordinator's rounds are in `coordinator/paxos.rs`.
+//!
+//! The shape is Cassandra's Paxos v2: the prepare carries the read the transaction's condition
+//! needs, so that an uncontended transaction takes three round trips (prepare and read, propose,
+//! commit), one when its condition fails, and a serial read one.
+//!
+//! A replica keeps, per partition: the highest ballot it promised, the proposal it accepted
+//! last (if not yet committed), and the last proposal committed. It keeps them in the storage
+//! engine, in a table of its own ([`PAXOS_TABLE`]), written before it answers, so that they are
+//! as durable as any write under the node's durability setting.
+
+pub mod acceptor;
+
+use std::fmt;
+use std::sync::Arc;
+
+use hayate_storage::TableId;
+
+use crate::node::HostId;
+use crate::replica::{Mutation, PartitionRead, ReadResponse};
+
+/// The storage table that holds the Paxos state of every partition on this replica. The
+/// server's schema keeps ids below 1024 for such tables.
+pub const PAXOS_TABLE: TableId = 1000;
+
+/// A proposal number: later ballots win. The time in microseconds comes first, so that a
+/// committed update's write timestamp (the ballot's time) orders transactions as their ballots
+/// do; the node breaks ties.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ballot {
+    pub micros: i64,
+    pub node: u64,
+}
+
+impl Ballot {
+    pub const BYTES: usize = 16;
+
+    /// No ballot: below every real one.
+    pub const NONE: Ballot = Ballot {
+        micros: i64::MIN,
+        node: 0,
+    };
+
+    pub fn new(micros: i64, host: HostId) -> Ballot {
+        Ballot {
+            micros,
+            node: host.raft_id(),
+        }
+    }
+}
+
+impl fmt::Display for Ballot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{:016x}", self.micros, self.node)
+    }
+}
+
+/// A value proposed at a ballot: the mutations of one partition (empty for a round that only
+/// reads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proposal {
+    pub ballot: Ballot,
+    pub update: Arc<Vec<Mutation>>,
+}
+
+/// The partition a Paxos instance decides for: its table, token and key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PaxosKey {
+    pub table: TableId,
+    pub token: i64,
+    pub partition: Vec<u8>,
+}
+
+impl PaxosKey {
+    pub fn of_read(read: &PartitionRead) -> PaxosKey {
+        PaxosKey {
+            table: read.table,
+            token: read.token,
+            partition: read.partition.clone(),
+        }
+    }
+}
+
+/// What a coordinator asks a replica in a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PaxosRequest {
+    /// Promise to accept nothing below `ballot`, and read what the condition needs.
+    Prepare { ballot: Ballot, read: PartitionRead },
+    /// Accept this proposal unless a later ballot was promised.
+    Propose { key: PaxosKey, proposal: Proposal },
+    /// Apply this decided proposal and remember it as committed.
+    Commit { key: PaxosKey, proposal: Proposal },
+}
+
+impl PaxosRequest {
+    /// The mutations the request carries, for a send queue's size estimate.
+    pub fn update(&self) -> Option<&Arc<Vec<Mutation>>> {
+        match self {
+            PaxosRequest::Prepare { .. } => None,
+            PaxosRequest::Propose { proposal, .. } | PaxosRequest::Commit { proposal, .. } => {
+                Some(&proposal.update)
+            }
+        }
+    }
+}
+
+/// A replica's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PaxosReply {
+    /// The replica promised: what it accepted and committed last, and the rows read.
+    Promised {
+        accepted: Option<Proposal>,
+        committed: Option<Proposal>,
+        data: ReadResponse,
+    },
+    /// The replica had promised a later ballot (prepare) or a later one than the proposal's
+    /// (propose): the coordinator must start again above it.
+    Refused { promised: Ballot },
+    /// The proposal was accepted.
+    Accepted,
+    /// The proposal was committed.
+    Committed,
+}

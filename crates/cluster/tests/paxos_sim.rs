@@ -1,0 +1,375 @@
+//! Lightweight transactions under faults, judged as linearizable.
+//!
+//! Each seed builds three to five nodes (SimpleStrategy RF 3, so that a coordinator is not
+//! always a replica; each with its own in-memory engine and
+//! its own clock, skewed by up to a second in some seeds) on the simulated network of the
+//! coordinator simulation, and runs clients that read (at SERIAL), write and compare-and-set a
+//! few registers through random coordinators, while the network drops, delays, reorders and
+//! duplicates messages and cuts pairs of nodes apart. Every register's history, with the
+//! outcome each client learned (a timeout is "unknown": it may have happened, or not), must
+//! be linearizable (`linearizability/mod.rs`).
+//!
+//! `HAYATE_SEED=<n>` replays one seed; `HAYATE_PAXOS_SEEDS=<n>` runs that many.
+
+#[allow(dead_code)]
+mod linearizability;
+#[allow(dead_code)]
+mod sim;
+
+use std::cell::RefCell;
+use std::ops::Bound;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hayate_cluster::consistency::{ConsistencyLevel, Replication};
+use hayate_cluster::coordinator::{CasError, CasRequest, CoordinatorConfig, CoordinatorError, ReadResult};
+use hayate_cluster::replica::{Mutation, MutationKind, PartitionRead};
+use hayate_storage::token::token;
+use hayate_storage::{Cell, Row};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::time::{sleep, Instant};
+
+use linearizability::{check, Event, Op, Outcome, Verdict};
+use sim::cluster::{Cluster, Layout, EPOCH_US};
+use sim::model::TABLE;
+
+const REGISTERS: usize = 3;
+const CLIENTS: usize = 4;
+const VALUE_COLUMN: u32 = 1;
+
+fn partition(register: usize) -> Vec<u8> {
+    format!("register-{register}").into_bytes()
+}
+
+fn read_of(register: usize) -> PartitionRead {
+    let partition = partition(register);
+    PartitionRead {
+        table: TABLE,
+        token: token(&partition),
+        partition,
+        start: Bound::Included(Vec::new()),
+        end: Bound::Included(Vec::new()),
+        reverse: false,
+        limit: 1,
+    }
+}
+
+fn value_of(current: &ReadResult) -> Option<u32> {
+    let cell = current
+        .rows
+        .first()?
+        .row
+        .cells
+        .iter()
+        .find(|c| c.column == VALUE_COLUMN)?;
+    let bytes = cell.value_at(0)?;
+    Some(u32::from_be_bytes(bytes.try_into().expect("a 4-byte value")))
+}
+
+fn write_of(register: usize, value: u32, timestamp_us: i64) -> Vec<Mutation> {
+    let partition = partition(register);
+    vec![Mutation {
+        table: TABLE,
+        token: token(&partition),
+        partition,
+        kind: MutationKind::Row {
+            clustering: Vec::new(),
+            update: Row {
+                cells: vec![Cell::live(
+                    VALUE_COLUMN,
+                    timestamp_us,
+                    value.to_be_bytes().to_vec(),
+                )],
+                ..Row::default()
+            },
+        },
+    }]
+}
+
+fn layout(rng: &mut StdRng) -> Layout {
+    let mut config = CoordinatorConfig::default();
+    if rng.random_bool(0.5) {
+        // Timeouts close to the network's delays: more unknown outcomes.
+        config.write_timeout = Duration::from_millis(rng.random_range(80..300));
+        config.read_timeout = config.write_timeout;
+    }
+    Layout {
+        node_dcs: vec!["dc1".into(); rng.random_range(3..=5)],
+        spare_dcs: Vec::new(),
+        replication: Replication::Simple { factor: 3 },
+        tokens_per_node: 4,
+        token_offset: rng.random_range(0..1_000_000),
+        config,
+    }
+}
+
+struct Run {
+    cluster: Cluster,
+    started: Instant,
+    histories: RefCell<Vec<Vec<Event>>>,
+    counts: RefCell<[u64; 4]>,
+}
+
+impl Run {
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+}
+
+async fn client(run: Rc<Run>, id: usize, ops: usize, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for n in 0..ops {
+        sleep(Duration::from_millis(rng.random_range(0..20))).await;
+        let register = rng.random_range(0..REGISTERS);
+        let node = &run.cluster.nodes[rng.random_range(0..run.cluster.nodes.len())];
+        let coordinator = node.coordinator.clone();
+        let value = (id as u32 + 1) * 100_000 + n as u32;
+        let op = match rng.random_range(0..3) {
+            0 => Op::Read,
+            1 => Op::Write(value),
+            _ => Op::Cas {
+                expect: (rng.random_range(1..=CLIENTS as u32)) * 100_000
+                    + rng.random_range(0..n.max(1) as u32),
+                new: value,
+            },
+        };
+        let invoked = run.now();
+        let replication = run.cluster.replication.clone();
+        let outcome = match &op {
+            Op::Read => match coordinator
+                .read_serial(&replication, ConsistencyLevel::Serial, read_of(register))
+                .await
+            {
+                Ok(current) => Outcome::Read(value_of(&current)),
+                Err(_) => Outcome::Unknown,
+            },
+            Op::Write(v) | Op::Cas { new: v, .. } => {
+                let expect = match op {
+                    Op::Cas { expect, .. } => Some(expect),
+                    _ => None,
+                };
+                let request = CasRequest {
+                    replication: &replication,
+                    serial: ConsistencyLevel::Serial,
+                    commit: ConsistencyLevel::Quorum,
+                    read: read_of(register),
+                };
+                let result = coordinator
+                    .cas(request, |current, ts| -> Result<_, ()> {
+                        if expect.is_some_and(|e| value_of(current) != Some(e)) {
+                            return Ok(None);
+                        }
+                        Ok(Some(write_of(register, *v, ts)))
+                    })
+                    .await;
+                match result {
+                    Ok(outcome) => Outcome::Done(outcome.applied),
+                    // Refused before anything was sent: it did not happen.
+                    Err(CasError::Coordinator(CoordinatorError::Unavailable(_))) => Outcome::Done(false),
+                    Err(_) => Outcome::Unknown,
+                }
+            }
+        };
+        let returned = match outcome {
+            Outcome::Unknown => u64::MAX,
+            _ => run.now(),
+        };
+        {
+            let mut counts = run.counts.borrow_mut();
+            counts[match outcome {
+                Outcome::Read(_) => 0,
+                Outcome::Done(true) => 1,
+                Outcome::Done(false) => 2,
+                Outcome::Unknown => 3,
+            }] += 1;
+        }
+        // An unavailable write did nothing: it is no event of the register.
+        if !(matches!(op, Op::Write(_)) && outcome == Outcome::Done(false)) {
+            run.histories.borrow_mut()[register].push(Event {
+                op,
+                outcome,
+                invoked,
+                returned,
+            });
+        }
+    }
+}
+
+/// Breaks the network and skews clocks until `until`.
+async fn faults(run: Rc<Run>, seed: u64, until: Instant) {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xfa17);
+    let hosts: Vec<_> = run.cluster.nodes.iter().map(|n| n.host).collect();
+    let skews: Vec<i64> = hosts
+        .iter()
+        .map(|_| {
+            if rng.random_bool(0.3) {
+                rng.random_range(-1_000_000..1_000_000)
+            } else {
+                0
+            }
+        })
+        .collect();
+    while Instant::now() < until {
+        let network = &run.cluster.network;
+        match rng.random_range(0..5) {
+            0 => network.set_drop_probability(rng.random_range(0.0..0.3)),
+            1 => network.set_delay_ms(0, rng.random_range(1..40)),
+            2 => {
+                let a = rng.random_range(0..hosts.len());
+                let b = (a + rng.random_range(1..hosts.len())) % hosts.len();
+                network.partition(hosts[a], hosts[b]);
+            }
+            3 => network.heal_all(),
+            _ => network.set_duplicate_probability(rng.random_range(0.0..0.1)),
+        }
+        for _ in 0..20 {
+            for (node, skew) in run.cluster.nodes.iter().zip(&skews) {
+                node.clock
+                    .set_us(EPOCH_US + run.started.elapsed().as_micros() as i64 + skew);
+            }
+            sleep(Duration::from_millis(5)).await;
+        }
+    }
+    run.cluster.network.heal_all();
+    run.cluster.network.set_drop_probability(0.0);
+}
+
+fn run_seed(seed: u64, ops: usize) -> Result<String, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("build a current-thread runtime");
+    let local = tokio::task::LocalSet::new();
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    local.block_on(&runtime, async {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let layout = layout(&mut rng);
+        let cluster = Cluster::new(&layout, seed, dir.path());
+        let run = Rc::new(Run {
+            cluster,
+            started: Instant::now(),
+            histories: RefCell::new(vec![Vec::new(); REGISTERS]),
+            counts: RefCell::new([0; 4]),
+        });
+        let until = Instant::now() + Duration::from_secs(2 + ops as u64 / 20);
+        let faults = tokio::task::spawn_local(faults(run.clone(), seed, until));
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                tokio::task::spawn_local(client(
+                    run.clone(),
+                    c,
+                    ops,
+                    seed.wrapping_mul(31).wrapping_add(c as u64),
+                ))
+            })
+            .collect();
+        for c in clients {
+            c.await.expect("a client finishes");
+        }
+        faults.abort();
+        let histories = run.histories.borrow();
+        let mut undecided = 0;
+        for (register, history) in histories.iter().enumerate() {
+            match check(history).map_err(|e| format!("seed {seed}, register {register}: {e}"))? {
+                Verdict::Linearizable => {}
+                Verdict::Undecided => undecided += 1,
+            }
+        }
+        let c = run.counts.borrow();
+        if c[1] == 0 || undecided == REGISTERS {
+            return Err(format!(
+                "seed {seed}: no write was applied, or no history could be judged ({c:?}, \
+                 {undecided} undecided): the run tests nothing"
+            ));
+        }
+        Ok(format!(
+            "seed {seed}: {} serial reads, {} applied, {} not applied, {} unknown; \
+             {undecided} of {REGISTERS} registers' histories too large to judge",
+            c[0], c[1], c[2], c[3]
+        ))
+    })
+}
+
+fn seeds() -> Vec<u64> {
+    if let Ok(s) = std::env::var("HAYATE_SEED") {
+        return vec![s.trim().parse().expect("HAYATE_SEED must be an unsigned integer")];
+    }
+    let n = std::env::var("HAYATE_PAXOS_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    (1..=n).collect()
+}
+
+#[test]
+fn compare_and_set_histories_are_linearizable_under_faults() {
+    for seed in seeds() {
+        match run_seed(seed, 30) {
+            Ok(line) => eprintln!("{line}"),
+            Err(e) => panic!(
+                "{e}\n\nreplay: HAYATE_SEED={seed} cargo test -p hayate-cluster --test paxos_sim -- --nocapture"
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_transaction_after_another_sees_it() {
+    // No faults: each client's compare-and-set sees the value the one before it set.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("build a current-thread runtime");
+    let local = tokio::task::LocalSet::new();
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    local.block_on(&runtime, async {
+        let mut rng = StdRng::seed_from_u64(1);
+        let mut layout = layout(&mut rng);
+        layout.config = CoordinatorConfig::default();
+        let cluster = Cluster::new(&layout, 1, dir.path());
+        let replication = cluster.replication.clone();
+        let mut expect: Option<u32> = None;
+        for n in 0..10u32 {
+            let coordinator = &cluster.nodes[n as usize % 3].coordinator;
+            let request = CasRequest {
+                replication: &replication,
+                serial: ConsistencyLevel::Serial,
+                commit: ConsistencyLevel::Quorum,
+                read: read_of(0),
+            };
+            let outcome = coordinator
+                .cas(request, |current, ts| -> Result<_, ()> {
+                    assert_eq!(value_of(current), expect, "transaction {n} sees the one before");
+                    Ok(Some(write_of(0, n, ts)))
+                })
+                .await
+                .expect("no faults: the transaction is applied");
+            assert!(outcome.applied);
+            expect = Some(n);
+            // A condition that does not hold writes nothing.
+            let request = CasRequest {
+                replication: &replication,
+                serial: ConsistencyLevel::Serial,
+                commit: ConsistencyLevel::Quorum,
+                read: read_of(0),
+            };
+            let outcome = coordinator
+                .cas(request, |_, _| -> Result<_, ()> { Ok(None) })
+                .await
+                .expect("no faults");
+            assert!(!outcome.applied);
+            assert_eq!(value_of(&outcome.current), Some(n));
+        }
+        let seen = cluster.nodes[2]
+            .coordinator
+            .read_serial(&replication, ConsistencyLevel::Serial, read_of(0))
+            .await
+            .expect("a serial read");
+        assert_eq!(value_of(&seen), Some(9));
+        let _ = Arc::clone(&cluster.nodes[0].coordinator);
+    });
+}
