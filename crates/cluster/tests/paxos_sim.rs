@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use hayate_cluster::consistency::{ConsistencyLevel, Replication};
 use hayate_cluster::coordinator::{CasError, CasRequest, CoordinatorConfig, CoordinatorError, ReadResult};
+use hayate_cluster::paxos::{acceptor, Ballot, PaxosKey, PaxosReply, PaxosRequest, Proposal};
 use hayate_cluster::replica::{Mutation, MutationKind, PartitionRead};
 use hayate_storage::token::token;
 use hayate_storage::{Cell, Row};
@@ -370,6 +371,100 @@ fn a_transaction_after_another_sees_it() {
             .await
             .expect("a serial read");
         assert_eq!(value_of(&seen), Some(9));
-        let _ = Arc::clone(&cluster.nodes[0].coordinator);
+    });
+}
+
+/// A cluster with no faults, on a paused clock, for a scenario set up by hand.
+fn scenario(test: impl AsyncFnOnce(&Cluster)) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("build a current-thread runtime");
+    let local = tokio::task::LocalSet::new();
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    local.block_on(&runtime, async {
+        let mut layout = layout(&mut StdRng::seed_from_u64(1));
+        layout.node_dcs = vec!["dc1".into(); 3];
+        layout.config = CoordinatorConfig::default();
+        let cluster = Cluster::new(&layout, 1, dir.path());
+        test(&cluster).await;
+    });
+}
+
+fn proposal(value: u32, micros: i64) -> Proposal {
+    Proposal {
+        ballot: Ballot { micros, node: 99 },
+        update: Arc::new(write_of(0, value, micros)),
+    }
+}
+
+fn on_replica(cluster: &Cluster, node: usize, request: PaxosRequest) -> PaxosReply {
+    acceptor::handle(&*cluster.nodes[node].engine, request).expect("the replica answers")
+}
+
+#[test]
+fn a_proposal_a_quorum_accepted_is_finished_by_the_next_round() {
+    scenario(async |cluster| {
+        // A coordinator got a proposal accepted by two replicas of three, then vanished
+        // before it committed anything: the value is chosen, and the next round must finish it.
+        let p = proposal(7, EPOCH_US - 1_000);
+        let key = PaxosKey::of_read(&read_of(0));
+        for node in [1, 2] {
+            let prepared = on_replica(
+                cluster,
+                node,
+                PaxosRequest::Prepare {
+                    ballot: p.ballot,
+                    read: read_of(0),
+                },
+            );
+            assert!(matches!(prepared, PaxosReply::Promised { .. }));
+            let accepted = on_replica(
+                cluster,
+                node,
+                PaxosRequest::Propose {
+                    key: key.clone(),
+                    proposal: p.clone(),
+                },
+            );
+            assert_eq!(accepted, PaxosReply::Accepted);
+        }
+        for coordinator in 0..3 {
+            let seen = cluster.nodes[coordinator]
+                .coordinator
+                .read_serial(&cluster.replication, ConsistencyLevel::Serial, read_of(0))
+                .await
+                .expect("a serial read");
+            assert_eq!(value_of(&seen), Some(7), "read through node {coordinator}");
+        }
+    });
+}
+
+#[test]
+fn a_replica_behind_the_latest_commit_is_brought_up_to_it() {
+    scenario(async |cluster| {
+        // One replica of three took a commit the others missed.
+        let p = proposal(8, EPOCH_US - 1_000);
+        let key = PaxosKey::of_read(&read_of(0));
+        on_replica(cluster, 0, PaxosRequest::Commit { key, proposal: p });
+        let seen = cluster.nodes[0]
+            .coordinator
+            .read_serial(&cluster.replication, ConsistencyLevel::Serial, read_of(0))
+            .await
+            .expect("a serial read");
+        assert_eq!(value_of(&seen), Some(8));
+        // The read's quorum was node 0 and one other; that other holds the commit now, so
+        // every quorum does.
+        let held = (0..3)
+            .filter(|&n| {
+                let reply = on_replica(cluster, n, PaxosRequest::Prepare {
+                    ballot: Ballot { micros: i64::MAX, node: n as u64 },
+                    read: read_of(0),
+                });
+                matches!(reply, PaxosReply::Promised { ref data, .. } if value_of(&data.clone().into()) == Some(8))
+            })
+            .count();
+        assert!(held >= 2, "the commit is on {held} replicas of 3");
     });
 }
