@@ -141,6 +141,8 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 },
             ),
         ),
+        ("paxos-propose", frame(0, &paxos_propose())),
+        ("paxos-promise", frame(0, &paxos_promise())),
     ];
     // A frame whose checksum is stale: valid only when the target reseals it.
     let mut stale = frame(MODE_SEAL, &mutation_request());
@@ -210,6 +212,54 @@ fn stream_response() -> Message {
                 records: 2,
                 bytes: 40,
             }),
+        }),
+    }
+}
+
+/// The mutations of the mutation seed, proposed in a Paxos round.
+fn proposal() -> hayate_cluster::paxos::Proposal {
+    let Message::MutationRequest { mutations, .. } = mutation_request() else {
+        unreachable!("mutation_request makes a mutation request");
+    };
+    hayate_cluster::paxos::Proposal {
+        ballot: hayate_cluster::paxos::Ballot {
+            micros: 1_700_000_000_000_000,
+            node: 3,
+        },
+        update: mutations,
+    }
+}
+
+fn paxos_propose() -> Message {
+    let p = proposal();
+    let m = &p.update[0];
+    Message::PaxosRequest {
+        id: 10,
+        request: hayate_cluster::paxos::PaxosRequest::Propose {
+            key: hayate_cluster::paxos::PaxosKey {
+                table: m.table,
+                token: m.token,
+                partition: m.partition.clone(),
+            },
+            proposal: p,
+        },
+    }
+}
+
+fn paxos_promise() -> Message {
+    let Message::ReadResponse {
+        result: Ok(ReadReply::Data(data)),
+        ..
+    } = read_response()
+    else {
+        unreachable!("read_response makes a data reply");
+    };
+    Message::PaxosResponse {
+        id: 11,
+        result: Ok(hayate_cluster::paxos::PaxosReply::Promised {
+            accepted: Some(proposal()),
+            committed: None,
+            data,
         }),
     }
 }
