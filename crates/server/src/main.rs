@@ -260,6 +260,7 @@ async fn start(
             write_timeout: config.cluster.write_timeout(),
             read_timeout: config.cluster.read_timeout(),
             range_timeout: config.cluster.range_timeout(),
+            cas_contention_timeout: config.cluster.cas_contention_timeout(),
             max_hint_window: Duration::from_millis(config.cluster.max_hint_window_ms),
             hint_replay_bytes_per_s: config.cluster.hinted_handoff_throttle_bytes.0,
         },

@@ -26,6 +26,14 @@ pub struct CoordinatorMetrics {
     /// Answers from other replicas and their total latency.
     pub replica_responses: AtomicU64,
     pub replica_latency_us_total: AtomicU64,
+    /// Lightweight transactions (conditional writes) and serial reads coordinated here.
+    pub cas_writes: AtomicU64,
+    pub serial_reads: AtomicU64,
+    /// Paxos phases sent (prepare, propose, commit, and the commits that bring a replica up to
+    /// date): each is one round trip to the replicas.
+    pub paxos_round_trips: AtomicU64,
+    /// Rounds started again because another transaction's ballot got in the way.
+    pub paxos_contended: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -48,6 +56,10 @@ pub struct MetricsSnapshot {
     pub hints_pending_bytes: u64,
     pub replica_responses: u64,
     pub replica_latency_us_total: u64,
+    pub cas_writes: u64,
+    pub serial_reads: u64,
+    pub paxos_round_trips: u64,
+    pub paxos_contended: u64,
 }
 
 pub(crate) fn add(counter: &AtomicU64, n: u64) {
@@ -74,6 +86,10 @@ impl CoordinatorMetrics {
             hints_pending_bytes: hints.map_or(0, |h| h.targets().iter().map(|(_, b)| b).sum()),
             replica_responses: get(&self.replica_responses),
             replica_latency_us_total: get(&self.replica_latency_us_total),
+            cas_writes: get(&self.cas_writes),
+            serial_reads: get(&self.serial_reads),
+            paxos_round_trips: get(&self.paxos_round_trips),
+            paxos_contended: get(&self.paxos_contended),
         }
     }
 }

@@ -84,6 +84,7 @@ impl Coordinator {
         request: CasRequest<'_>,
         mut decide: impl FnMut(&ReadResult, i64) -> Result<Option<Vec<Mutation>>, E>,
     ) -> Result<CasOutcome, CasError<E>> {
+        add(&self.metrics.cas_writes, 1);
         let key = PaxosKey::of_read(&request.read);
         let started = Instant::now();
         let contention_deadline = started + self.config.cas_contention_timeout;
@@ -155,6 +156,7 @@ impl Coordinator {
         serial: ConsistencyLevel,
         read: PartitionRead,
     ) -> Result<ReadResult, CoordinatorError> {
+        add(&self.metrics.serial_reads, 1);
         let key = PaxosKey::of_read(&read);
         let contention_deadline = Instant::now() + self.config.cas_contention_timeout;
         let mut above = Ballot::NONE;
@@ -244,6 +246,7 @@ impl Coordinator {
     /// Sends `request` to `hosts` (the local replica answers in place) and returns the
     /// answers as they come.
     async fn send_round(&self, hosts: &[HostId], request: PaxosRequest) -> Round {
+        add(&self.metrics.paxos_round_trips, 1);
         let (tx, rx) = mpsc::unbounded_channel::<Reply>();
         let mut round = Round {
             local: self.local,
@@ -534,6 +537,7 @@ impl Coordinator {
         serial: ConsistencyLevel,
         purpose: Purpose,
     ) -> Result<(), CoordinatorError> {
+        add(&self.metrics.paxos_contended, 1);
         if Instant::now() >= deadline {
             return Err(self.timed_out(serial, 0, who.required, purpose));
         }

@@ -32,6 +32,9 @@ pub struct ClusterConfig {
     pub write_request_timeout_ms: u64,
     pub read_request_timeout_ms: u64,
     pub range_request_timeout_ms: u64,
+    /// How long a lightweight transaction keeps starting its Paxos round again while other
+    /// transactions of its partition get in its way (Cassandra's `cas_contention_timeout`, 1 s).
+    pub cas_contention_timeout_ms: u64,
     /// No new hints for a node down longer than this (Cassandra's `max_hint_window`, 3 h).
     pub max_hint_window_ms: u64,
     /// Bytes of hints replayed per second, divided by the number of other nodes (Cassandra's
@@ -68,6 +71,7 @@ impl Default for ClusterConfig {
             write_request_timeout_ms: 2000,
             read_request_timeout_ms: 5000,
             range_request_timeout_ms: 10_000,
+            cas_contention_timeout_ms: 1000,
             max_hint_window_ms: 3 * 3600 * 1000,
             hinted_handoff_throttle_bytes: ByteSize(1 << 20),
             max_hints_size_per_host_bytes: ByteSize(1 << 30),
@@ -118,6 +122,10 @@ impl ClusterConfig {
         Duration::from_millis(self.range_request_timeout_ms)
     }
 
+    pub fn cas_contention_timeout(&self) -> Duration {
+        Duration::from_millis(self.cas_contention_timeout_ms)
+    }
+
     /// The first problem with the section, as (key, value, what is wrong).
     pub(super) fn check(&self) -> Option<(&'static str, String, String)> {
         if self.data_center.trim().is_empty() {
@@ -148,6 +156,10 @@ impl ClusterConfig {
             ("cluster.write_request_timeout_ms", self.write_request_timeout_ms),
             ("cluster.read_request_timeout_ms", self.read_request_timeout_ms),
             ("cluster.range_request_timeout_ms", self.range_request_timeout_ms),
+            (
+                "cluster.cas_contention_timeout_ms",
+                self.cas_contention_timeout_ms,
+            ),
         ] {
             if !(1..=REQUEST_TIMEOUT_MAX_MS).contains(&ms) {
                 return Some((

@@ -36,6 +36,7 @@ impl Config {
             ("write_request_timeout", ms(c.write_request_timeout_ms)),
             ("read_request_timeout", ms(c.read_request_timeout_ms)),
             ("range_request_timeout", ms(c.range_request_timeout_ms)),
+            ("cas_contention_timeout", ms(c.cas_contention_timeout_ms)),
             ("max_hint_window", ms(c.max_hint_window_ms)),
             ("hinted_handoff_throttle", size(c.hinted_handoff_throttle_bytes)),
             ("max_hints_size_per_host", size(c.max_hints_size_per_host_bytes)),

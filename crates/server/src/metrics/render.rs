@@ -559,7 +559,7 @@ pub fn render_snapshots(space: &SnapshotSpace, out: &mut String) {
 
 /// The coordinator's figures: consistency failures, repairs, hints, replica latency.
 pub fn render_coordinator(c: &CoordinatorSnapshot, out: &mut String) {
-    let counters: [(&str, &str, u64); 13] = [
+    let counters: [(&str, &str, u64); 17] = [
         ("hayate_coordinator_writes_total", "Writes this node coordinated.", c.writes),
         ("hayate_coordinator_reads_total", "Partition reads this node coordinated.", c.reads),
         ("hayate_coordinator_range_reads_total", "Token-range reads this node coordinated.", c.range_reads),
@@ -573,6 +573,10 @@ pub fn render_coordinator(c: &CoordinatorSnapshot, out: &mut String) {
         ("hayate_hints_written_total", "Hints stored for replicas that were down or late.", c.hints_written),
         ("hayate_hints_dropped_total", "Hints not stored (node down past max_hint_window, or hints full).", c.hints_dropped),
         ("hayate_hints_replayed_total", "Hints delivered to replicas that came back.", c.hints_replayed),
+        ("hayate_coordinator_cas_writes_total", "Lightweight transactions (conditional writes) this node coordinated.", c.cas_writes),
+        ("hayate_coordinator_serial_reads_total", "Reads at SERIAL or LOCAL_SERIAL this node coordinated.", c.serial_reads),
+        ("hayate_coordinator_paxos_round_trips_total", "Paxos phases sent to replicas (prepare, propose, commit, catch-up commits): one round trip each.", c.paxos_round_trips),
+        ("hayate_coordinator_paxos_contended_total", "Paxos rounds started again because another transaction's ballot got in the way.", c.paxos_contended),
     ];
     for (name, help, value) in counters {
         family(out, name, "counter", help);
