@@ -11,6 +11,11 @@
 //! DELETE FROM <table> WHERE y_id = ?
 //! ```
 //!
+//! With `-p hayate.lwt=true` (hayate-bench's own, not YCSB's) every write is a lightweight
+//! transaction: an INSERT gets `IF NOT EXISTS` and an UPDATE `IF EXISTS`, with SERIAL as the
+//! serial consistency; a transaction that does not apply (`[applied] = false`) still counts as
+//! done, as the application would see it.
+//!
 //! Statements are prepared on first use, once per field set, and shared by all workers. A failed
 //! prepare (say, the table does not exist) fails that operation with `Return=ERROR` and is tried
 //! again by the next one, as in YCSB.
@@ -26,7 +31,7 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::client::PoolSize;
 use scylla::statement::prepared::PreparedStatement;
-use scylla::statement::Consistency;
+use scylla::statement::{Consistency, SerialConsistency};
 use tokio::sync::OnceCell;
 
 use super::db::Db;
@@ -58,6 +63,8 @@ pub struct CqlConfig {
     /// and the workload's fields, all `varchar`, as YCSB's Cassandra binding documents) if
     /// they do not exist, before the load or run.
     pub create_table: Option<u32>,
+    /// `hayate.lwt=true`: conditional writes (see the module comment).
+    pub lwt: bool,
 }
 
 impl CqlConfig {
@@ -110,6 +117,7 @@ impl CqlConfig {
                     rf => return Err(invalid("hayate.replicationfactor", &rf.to_string(), "1 to 16")),
                 }),
             },
+            lwt: p.bool_or("hayate.lwt", false),
         })
     }
 }
@@ -258,6 +266,15 @@ impl CqlDb {
         })
     }
 
+    /// A write's condition when writes are lightweight transactions, else nothing.
+    fn condition(&self, lwt: &'static str) -> &'static str {
+        if self.config.lwt {
+            lwt
+        } else {
+            ""
+        }
+    }
+
     fn selection(&self, fields: FieldSet) -> String {
         match fields {
             FieldSet::All => "*".to_string(),
@@ -280,6 +297,9 @@ impl CqlDb {
                 .await
                 .map_err(|e| format!("cannot prepare {text}: {e}"))?;
             stmt.set_consistency(consistency);
+            if self.config.lwt {
+                stmt.set_serial_consistency(Some(SerialConsistency::Serial));
+            }
             Ok(stmt)
         })
         .await
@@ -374,8 +394,10 @@ impl Db for CqlDb {
             Values::One { field, value } => {
                 let text = || {
                     format!(
-                        "UPDATE {} SET {} = ? WHERE {KEY_COLUMN} = ?",
-                        self.table, self.field_names[field]
+                        "UPDATE {} SET {} = ? WHERE {KEY_COLUMN} = ?{}",
+                        self.table,
+                        self.field_names[field],
+                        self.condition(" IF EXISTS")
                     )
                 };
                 let stmt = self.prepared(&self.update_one[field], text, wc).await;
@@ -385,9 +407,10 @@ impl Db for CqlDb {
                 let text = || {
                     let sets: Vec<String> = self.field_names.iter().map(|f| format!("{f} = ?")).collect();
                     format!(
-                        "UPDATE {} SET {} WHERE {KEY_COLUMN} = ?",
+                        "UPDATE {} SET {} WHERE {KEY_COLUMN} = ?{}",
                         self.table,
-                        sets.join(", ")
+                        sets.join(", "),
+                        self.condition(" IF EXISTS")
                     )
                 };
                 let stmt = self.prepared(&self.update_all, text, wc).await;
@@ -406,9 +429,10 @@ impl Db for CqlDb {
         let text = || {
             let marks = vec!["?"; self.field_names.len() + 1].join(", ");
             format!(
-                "INSERT INTO {} ({KEY_COLUMN}, {}) VALUES ({marks})",
+                "INSERT INTO {} ({KEY_COLUMN}, {}) VALUES ({marks}){}",
                 self.table,
-                self.field_names.join(", ")
+                self.field_names.join(", "),
+                self.condition(" IF NOT EXISTS")
             )
         };
         let stmt = self
