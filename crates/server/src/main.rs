@@ -225,7 +225,9 @@ async fn start(
     let live = schema.live_table_ids();
     let early_drops = machine.take_early_drops();
     for id in engine.table_ids() {
-        if !live.contains(&id) {
+        // A table's Paxos state lives as long as the table.
+        let owner = hayate_cluster::paxos::table_of_state(id).unwrap_or(id);
+        if !live.contains(&owner) {
             if let Some(d) = early_drops.iter().find(|d| d.table == id) {
                 if config.storage.auto_snapshot {
                     snapshots::before_drop(&engine, &d.keyspace, &d.was, d.truncated, d.index);

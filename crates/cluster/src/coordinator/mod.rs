@@ -341,9 +341,11 @@ impl Coordinator {
         &self.config
     }
 
-    /// Forgets a dropped or truncated table's rows on this node. Every node does this itself
-    /// when it applies the schema change, so nothing is sent.
+    /// Forgets a dropped or truncated table's rows on this node, and the Paxos state of its
+    /// partitions. Every node does this itself when it applies the schema change, so nothing is
+    /// sent.
     pub fn drop_local_table(&self, table: TableId) -> usize {
+        self.replica.drop_table(crate::paxos::state_table(table));
         self.replica.drop_table(table)
     }
 

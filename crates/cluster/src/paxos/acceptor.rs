@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use hayate_storage::row::{Cell, Row};
 
-use super::{Ballot, PaxosKey, PaxosReply, PaxosRequest, Proposal, PAXOS_TABLE};
+use super::{state_table, Ballot, PaxosKey, PaxosReply, PaxosRequest, Proposal};
 use crate::message::paxos::{decode_state, encode_state};
 use crate::replica::{
     Mutation, MutationKind, PartitionRead, ReadCommand, Replica, ReplicaError, ReplicaErrorKind,
@@ -127,22 +127,12 @@ pub async fn run(
         })
 }
 
-/// The state's partition key (the table's id, then the partition key) and its token.
-fn state_partition(key: &PaxosKey) -> (Vec<u8>, i64) {
-    let mut k = Vec::with_capacity(4 + key.partition.len());
-    k.extend_from_slice(&key.table.to_be_bytes());
-    k.extend_from_slice(&key.partition);
-    let token = hayate_storage::token::token(&k);
-    (k, token)
-}
-
 /// The state of `key`, and the timestamp its record was written with (0 when there is none).
 fn load(replica: &dyn Replica, key: &PaxosKey) -> Result<(PaxosState, i64), ReplicaError> {
-    let (partition, token) = state_partition(key);
     let read = PartitionRead {
-        table: PAXOS_TABLE,
-        token,
-        partition,
+        table: state_table(key.table),
+        token: key.token,
+        partition: key.partition.clone(),
         start: Bound::Included(Vec::new()),
         end: Bound::Included(Vec::new()),
         reverse: false,
@@ -185,11 +175,10 @@ fn store(replica: &dyn Replica, key: &PaxosKey, state: &PaxosState, stamp: i64) 
         cells: vec![Cell::live(STATE_COLUMN, stamp + 1, bytes)],
         ..Row::default()
     };
-    let (partition, token) = state_partition(key);
     replica.apply(vec![Mutation {
-        table: PAXOS_TABLE,
-        token,
-        partition,
+        table: state_table(key.table),
+        token: key.token,
+        partition: key.partition.clone(),
         kind: MutationKind::Row {
             clustering: Vec::new(),
             update,
@@ -341,6 +330,20 @@ mod tests {
         };
         assert_eq!(committed.map(|c| c.ballot), Some(ballot(10)));
         assert_eq!(data.rows[0].row.cells[0].value_at(0), Some(&b"ten"[..]));
+    }
+
+    #[test]
+    fn the_state_lives_beside_its_table_and_goes_with_it() {
+        let e = engine("acceptor-drop");
+        prepare(&e, 10);
+        assert_eq!(e.table_ids(), vec![state_table(2000)]);
+        assert_eq!(crate::paxos::table_of_state(e.table_ids()[0]), Some(2000));
+        assert_eq!(crate::paxos::table_of_state(2000), None);
+        e.drop_table(state_table(2000));
+        assert!(
+            matches!(prepare(&e, 5), PaxosReply::Promised { .. }),
+            "a dropped table's promises are forgotten"
+        );
     }
 
     #[test]

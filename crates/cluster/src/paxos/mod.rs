@@ -8,8 +8,9 @@
 //!
 //! A replica keeps, per partition: the highest ballot it promised, the proposal it accepted
 //! last (if not yet committed), and the last proposal committed. It keeps them in the storage
-//! engine, in a table of its own ([`PAXOS_TABLE`]), written before it answers, so that they are
-//! as durable as any write under the node's durability setting.
+//! engine, in a table of their own beside the partition's table ([`state_table`]), written
+//! before it answers, so that they are as durable as any write under the node's durability
+//! setting, and go when the table is dropped or truncated.
 
 pub mod acceptor;
 
@@ -21,9 +22,20 @@ use hayate_storage::TableId;
 use crate::node::HostId;
 use crate::replica::{Mutation, PartitionRead, ReadResponse};
 
-/// The storage table that holds the Paxos state of every partition on this replica. The
-/// server's schema keeps ids below 1024 for such tables.
-pub const PAXOS_TABLE: TableId = 1000;
+/// The top bit of a table id marks the storage table that holds another table's Paxos state.
+/// Schema tables count up from 1024, far below it.
+const STATE_TABLE_BIT: TableId = 1 << 31;
+
+/// The storage table that holds the Paxos state of `table`'s partitions (under the same keys
+/// and tokens).
+pub fn state_table(table: TableId) -> TableId {
+    table | STATE_TABLE_BIT
+}
+
+/// The table whose Paxos state storage table `id` holds, if it holds any.
+pub fn table_of_state(id: TableId) -> Option<TableId> {
+    (id & STATE_TABLE_BIT != 0).then_some(id & !STATE_TABLE_BIT)
+}
 
 /// A proposal number: later ballots win. The time in microseconds comes first, so that a
 /// committed update's write timestamp (the ballot's time) orders transactions as their ballots
