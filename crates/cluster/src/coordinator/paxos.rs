@@ -71,6 +71,16 @@ enum Proposed {
     Refused(Ballot),
 }
 
+/// What finishing an earlier round's proposal left this round to do.
+enum Finished {
+    /// Nothing was in progress: go on with this round.
+    Nothing,
+    /// The earlier proposal is committed, which spent this round's ballot: start again at once.
+    Again(Ballot),
+    /// Another round's ballot got in the way: wait, then start again above it.
+    Contended(Ballot),
+}
+
 /// Whether the round is a write (its timeouts are write timeouts of type CAS) or a serial read.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Purpose {
@@ -105,14 +115,21 @@ impl Coordinator {
                     continue;
                 }
             };
-            if let Some(again) = self
+            match self
                 .finish_in_progress(&topology, &who, &key, ballot, &promises, request.serial)
                 .await?
             {
-                above = again;
-                self.back_off(ballot, contention_deadline, &who, request.serial, Purpose::Write)
-                    .await?;
-                continue;
+                Finished::Nothing => {}
+                Finished::Again(spent) => {
+                    above = spent;
+                    continue;
+                }
+                Finished::Contended(promised) => {
+                    above = promised;
+                    self.back_off(ballot, contention_deadline, &who, request.serial, Purpose::Write)
+                        .await?;
+                    continue;
+                }
             }
             let current = self.merge_promises(&request.read, promises);
             let Some(update) = decide(&current, ballot.micros).map_err(CasError::Decide)? else {
@@ -173,14 +190,21 @@ impl Coordinator {
                     continue;
                 }
             };
-            if let Some(again) = self
+            match self
                 .finish_in_progress(&topology, &who, &key, ballot, &promises, serial)
                 .await?
             {
-                above = again;
-                self.back_off(ballot, contention_deadline, &who, serial, Purpose::Read)
-                    .await?;
-                continue;
+                Finished::Nothing => {}
+                Finished::Again(spent) => {
+                    above = spent;
+                    continue;
+                }
+                Finished::Contended(promised) => {
+                    above = promised;
+                    self.back_off(ballot, contention_deadline, &who, serial, Purpose::Read)
+                        .await?;
+                    continue;
+                }
             }
             return Ok(self.merge_promises(&read, promises));
         }
@@ -329,8 +353,7 @@ impl Coordinator {
     }
 
     /// Finishes a proposal some replica accepted that no replica of the quorum knows committed,
-    /// and brings replicas that missed the latest commit up to it. Returns a ballot to start
-    /// again above when another round got in the way, `None` when the round may go on.
+    /// and brings replicas that missed the latest commit up to it.
     async fn finish_in_progress(
         &self,
         topology: &Topology,
@@ -339,7 +362,7 @@ impl Coordinator {
         ballot: Ballot,
         promises: &[(HostId, Promise)],
         serial: ConsistencyLevel,
-    ) -> Result<Option<Ballot>, CoordinatorError> {
+    ) -> Result<Finished, CoordinatorError> {
         let latest_commit = promises
             .iter()
             .filter_map(|(_, p)| p.committed.as_ref())
@@ -365,9 +388,9 @@ impl Coordinator {
                     self.commit_to(who, key, proposal, who.required, quorum, topology)
                         .await?;
                     // Start again: this round's ballot was spent on the older proposal.
-                    Ok(Some(ballot))
+                    Ok(Finished::Again(ballot))
                 }
-                Proposed::Refused(promised) => Ok(Some(promised)),
+                Proposed::Refused(promised) => Ok(Finished::Contended(promised)),
             };
         }
         // Replicas of the quorum that missed the latest commit get it now, so that a read at
@@ -392,7 +415,7 @@ impl Coordinator {
                 }
             }
         }
-        Ok(None)
+        Ok(Finished::Nothing)
     }
 
     async fn propose(
@@ -410,13 +433,13 @@ impl Coordinator {
         let deadline = Instant::now() + self.config.write_timeout;
         let mut accepted = 0;
         let mut refused = Ballot::NONE;
-        let mut answered = 0;
-        let asked = who.electorate.len();
         loop {
             if accepted >= who.required {
                 return Ok(Proposed::Accepted);
             }
-            if answered == asked {
+            // Refused only once every replica asked has said so: one that has not answered may
+            // still accept, and a later round then finish the proposal.
+            if round.waiting_for() == 0 {
                 if accepted == 0 && refused != Ballot::NONE {
                     return Ok(Proposed::Refused(refused));
                 }
@@ -426,7 +449,6 @@ impl Coordinator {
             let Some((_, answer)) = round.next(deadline).await else {
                 return Err(self.timed_out(serial, accepted, who.required, Purpose::Write));
             };
-            answered += 1;
             match answer {
                 Ok(PaxosReply::Accepted) => accepted += 1,
                 Ok(PaxosReply::Refused { promised }) => refused = refused.max(promised),
