@@ -169,20 +169,6 @@ def test_counters_are_refused_clearly(ks):
         ks.session.execute("UPDATE counts SET n = n + 1 WHERE k = 1")
 
 
-@pytest.mark.hayate_scope
-@pytest.mark.parametrize("cql", [
-    "INSERT INTO t (k, c, v) VALUES (1, 1, 1) IF NOT EXISTS",
-    "UPDATE t SET v = 2 WHERE k = 1 AND c = 1 IF v = 1",
-    "DELETE FROM t WHERE k = 1 AND c = 1 IF EXISTS",
-])
-def test_lightweight_transactions_are_refused_clearly(t, cql):
-    """hayate has no Paxos (Cassandra does): a conditional write must fail with InvalidRequest
-    naming the condition, not be applied unconditionally as if it had succeeded."""
-    with pytest.raises(InvalidRequest, match="(?i)(lightweight|LWT|conditional|IF NOT EXISTS|IF EXISTS|Paxos)"):
-        t.execute(cql)
-    assert t.execute("SELECT * FROM t WHERE k = 1").one() is None
-
-
 def test_empty_and_null_partition_keys_are_invalid(ks):
     ks.session.execute("CREATE TABLE tk (k text PRIMARY KEY, v int)")
     with pytest.raises(InvalidRequest, match="(?i)key may not be empty"):

@@ -108,7 +108,7 @@ fn fill_cells<'r>(table: &Table, row: &'r Row, kind: ColumnKind, now_s: u32, out
 
 /// A non-frozen collection's serialized value from its live cells; `None` when it has none
 /// (an empty collection reads as null, as in Cassandra).
-fn collection_value(ty: &DataType, cells: &[Cell], now_s: u32) -> Option<Vec<u8>> {
+pub(crate) fn collection_value(ty: &DataType, cells: &[Cell], now_s: u32) -> Option<Vec<u8>> {
     let live: Vec<(&[u8], &[u8])> = cells
         .iter()
         .filter_map(|c| c.value_at(now_s).map(|v| (c.path.as_slice(), v)))

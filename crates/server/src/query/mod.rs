@@ -44,12 +44,16 @@ pub use crate::schema::TTL_MAX_S;
 pub const PAGE_ROWS_MAX: usize = 100_000;
 
 /// What a request carries besides its statement.
+#[derive(Clone)]
 pub struct Context<'a> {
     pub schema: Arc<Schema>,
     /// The connection's keyspace (USE).
     pub keyspace: Option<&'a str>,
     pub role: Option<&'a crate::auth::AuthenticatedRole>,
     pub consistency: Consistency,
+    /// The level of the Paxos round of a conditional write (SERIAL unless the request says
+    /// LOCAL_SERIAL).
+    pub serial_consistency: Consistency,
     pub page_size: Option<usize>,
     pub paging_state: Option<&'a [u8]>,
     pub default_timestamp_us: Option<i64>,

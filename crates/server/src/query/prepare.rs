@@ -3,8 +3,8 @@
 
 use hayate_cql::response::result::{ColumnSpec, ColumnType, PreparedMetadata, RowsMetadata, TableSpec};
 use hayate_cql::statement::{
-    Assignment, BatchStatement, DeleteTarget, InValues, InsertValues, Operation, Relation, RelationLhs,
-    Statement, Term, Using,
+    Assignment, BatchStatement, CompareOp, Condition, DeleteTarget, InValues, InsertValues, Operation,
+    Relation, RelationLhs, Statement, Term, Using,
 };
 use hayate_cql::value::DataType;
 
@@ -82,6 +82,7 @@ pub fn prepare(
                     assignment(t, a, specs);
                 }
                 relations(t, &s.where_clause, specs);
+                condition(t, &s.condition, specs);
             });
             pk_source = Some((table, Vec::new()));
         }
@@ -102,6 +103,7 @@ pub fn prepare(
                 }
                 using(&s.using, specs);
                 relations(t, &s.where_clause, specs);
+                condition(t, &s.condition, specs);
             });
             pk_source = Some((table, Vec::new()));
         }
@@ -126,10 +128,12 @@ pub fn prepare(
                             assignment(t, a, specs);
                         }
                         relations(t, &u.where_clause, specs);
+                        condition(t, &u.condition, specs);
                     }
                     BatchStatement::Delete(d) => {
                         using(&d.using, specs);
                         relations(t, &d.where_clause, specs);
+                        condition(t, &d.condition, specs);
                     }
                 });
             }
@@ -290,6 +294,84 @@ fn assignment(t: &Table, a: &Assignment, specs: &mut [Spec]) {
                     );
                 }
             }
+        }
+    }
+}
+
+/// The markers of an IF clause, named as Cassandra names their receivers: `c`, `value(m)` for
+/// `m[k]` (and `key(m)` or `idx(l)` for the element), `u.f`, and `in(...)` for `IN ?`.
+fn condition(t: &Table, condition: &Condition, specs: &mut [Spec]) {
+    let Condition::If(relations) = condition else {
+        return;
+    };
+    for r in relations {
+        let (lhs, op) = match r {
+            Relation::Compare { lhs, op, .. } => (lhs, Some(*op)),
+            Relation::In { lhs, .. } => (lhs, None),
+            Relation::IsNotNull { .. } => continue,
+        };
+        let (column, name, ty) = match lhs {
+            RelationLhs::Column(c) => match t.column(c) {
+                Some(col) => (col, col.name.clone(), col.ty.clone()),
+                None => continue,
+            },
+            RelationLhs::Element { column, key } => {
+                let Some(col) = t.column(column) else { continue };
+                let (key_name, key_ty, value_ty) = match &col.ty {
+                    DataType::Map { key, value, .. } => {
+                        (format!("key({column})"), (**key).clone(), (**value).clone())
+                    }
+                    DataType::List { element, .. } => {
+                        (format!("idx({column})"), DataType::Int, (**element).clone())
+                    }
+                    _ => continue,
+                };
+                term_spec(key, &key_name, &key_ty, None, specs);
+                (col, format!("value({column})"), value_ty)
+            }
+            RelationLhs::Field { column, field } => {
+                let Some(col) = t.column(column) else { continue };
+                let DataType::Udt { def, .. } = &col.ty else {
+                    continue;
+                };
+                let Some(i) = def.field_index(field) else { continue };
+                (col, format!("{column}.{field}"), def.field_types[i].clone())
+            }
+            RelationLhs::Tuple(_) | RelationLhs::Token(_) => continue,
+        };
+        let _ = column;
+        let ty = match (op, &ty) {
+            (Some(CompareOp::ContainsKey), DataType::Map { key, .. }) => (**key).clone(),
+            (Some(CompareOp::Contains), DataType::Map { value, .. }) => (**value).clone(),
+            (Some(CompareOp::Contains), DataType::List { element, .. } | DataType::Set { element, .. }) => {
+                (**element).clone()
+            }
+            _ => ty,
+        };
+        match r {
+            Relation::Compare { rhs, .. } => term_spec(rhs, &name, &ty, None, specs),
+            Relation::In {
+                values: InValues::Terms(terms),
+                ..
+            } => {
+                for term in terms {
+                    term_spec(term, &name, &ty, None, specs);
+                }
+            }
+            Relation::In {
+                values: InValues::Marker(i),
+                ..
+            } => set(
+                specs,
+                *i,
+                &format!("in({name})"),
+                &DataType::List {
+                    element: Box::new(ty),
+                    frozen: false,
+                },
+                None,
+            ),
+            Relation::IsNotNull { .. } => {}
         }
     }
 }

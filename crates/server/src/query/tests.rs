@@ -79,6 +79,7 @@ impl Db {
             page_size: page,
             paging_state: state,
             default_timestamp_us: None,
+            serial_consistency: hayate_cql::wire::Consistency::Serial,
             skip_metadata: false,
             clock: self.clock.as_ref(),
             memo: None,

@@ -45,6 +45,9 @@ async fn run(session: &Session, b: &Batch<'_>, warnings: &Warnings) -> QueryResu
         ctx.clock = &fixed;
     }
     ctx.consistency = b.consistency;
+    ctx.serial_consistency = b
+        .serial_consistency
+        .unwrap_or(hayate_cql::wire::Consistency::Serial);
     ctx.default_timestamp_us = Some(b.default_timestamp_us.unwrap_or_else(|| ctx.clock.now_us()));
     let mut parsed_texts = Vec::new();
     let mut prepared = Vec::new();
@@ -70,6 +73,7 @@ async fn run(session: &Session, b: &Batch<'_>, warnings: &Warnings) -> QueryResu
     }
     let disagree = || invalid("batch statements and prepared ids disagree");
     let mut mutations = Vec::new();
+    let mut planned = Vec::new();
     let mut next_prepared = prepared.iter();
     for (s, parsed) in b.statements.iter().zip(&parsed_texts) {
         let (statement, markers, names, values): (&Statement, _, &[String], _) = match (s, parsed) {
@@ -105,7 +109,23 @@ async fn run(session: &Session, b: &Batch<'_>, warnings: &Warnings) -> QueryResu
             .authorize(ctx.role, ctx.keyspace, &ctx.schema, statement)
             .map_err(crate::roles::permission_error)?;
         let binds = Binds::new(values, markers, names)?;
-        modify::plan(&ctx, statement, &binds, &mut mutations)?;
+        let (plan, keyspaces) = modify::compile(&ctx, statement)?;
+        if !plan.is_conditional() {
+            plan.bind(&ctx, &keyspaces, &binds, &mut mutations)?;
+        }
+        planned.push((plan, keyspaces, binds));
+    }
+    // A statement with an IF clause makes the whole batch one lightweight transaction.
+    if planned.iter().any(|(plan, ..)| plan.is_conditional()) {
+        let statements: Vec<modify::CasStatement> = planned
+            .iter()
+            .map(|(plan, keyspaces, binds)| modify::CasStatement {
+                plan: plan.clone(),
+                keyspaces: keyspaces.clone(),
+                binds,
+            })
+            .collect();
+        return modify::run_conditional(&ctx, &session.node.coordinator, &statements, true).await;
     }
     guardrails::check_batch_size(ctx.guard, &mutations)?;
     let write_type = match b.batch_type {

@@ -278,6 +278,9 @@ impl Session {
             keyspace,
             role: None,
             consistency: params.map_or(hayate_cql::wire::Consistency::One, |p| p.consistency),
+            serial_consistency: params
+                .and_then(|p| p.serial_consistency)
+                .unwrap_or(hayate_cql::wire::Consistency::Serial),
             page_size: params.and_then(|p| p.page_size).map(|n| n as usize),
             paging_state: params.and_then(|p| p.paging_state),
             default_timestamp_us: params.and_then(|p| p.default_timestamp_us),

@@ -115,7 +115,7 @@ async fn read_row(
     Ok(result.rows.into_iter().next().map(|r| r.row.into_visible(now)))
 }
 
-fn list_read_op(
+pub(super) fn list_read_op(
     table: &Table,
     current: Option<&Row>,
     op: ReadOp,

@@ -14,6 +14,8 @@
 
 mod apply;
 mod assign;
+mod cas;
+mod condition;
 mod plan;
 mod rows;
 
@@ -32,6 +34,7 @@ use crate::error::QueryResult;
 use crate::schema::{Keyspace, Table};
 
 pub use apply::apply;
+pub use cas::{run as run_conditional, CasStatement};
 pub use plan::Plan;
 
 /// Statements one BATCH may hold.
@@ -111,8 +114,18 @@ pub async fn run(
     stmt: &Statement,
     binds: &Binds<'_>,
 ) -> QueryResult<ResultBody> {
+    let (plan, keyspaces) = Plan::for_statement(ctx, stmt)?;
+    if plan.is_conditional() {
+        let statement = CasStatement {
+            plan,
+            keyspaces,
+            binds,
+        };
+        let is_batch = matches!(stmt, Statement::Batch(_));
+        return cas::run(ctx, coordinator, &[statement], is_batch).await;
+    }
     let mut mutations = Vec::new();
-    plan(ctx, stmt, binds, &mut mutations)?;
+    plan.bind(ctx, &keyspaces, binds, &mut mutations)?;
     if let Statement::Batch(_) = stmt {
         super::guardrails::check_batch_size(ctx.guard, &mutations)?;
     }
@@ -127,6 +140,7 @@ pub async fn run(
 
 /// Checks a statement and turns it into row updates, without applying them: with the plan
 /// `ctx`'s memo keeps for it when that plan is still good, or a new one.
+#[cfg(test)]
 pub fn plan(
     ctx: &Context<'_>,
     stmt: &Statement,
@@ -135,6 +149,13 @@ pub fn plan(
 ) -> QueryResult<()> {
     let (plan, keyspaces) = Plan::for_statement(ctx, stmt)?;
     plan.bind(ctx, &keyspaces, binds, mutations)
+}
+
+/// The plan of a statement and the keyspace of each of its writes (see [`plan`]), for a
+/// caller that decides how to run it: a BATCH message with a conditional statement runs as one
+/// lightweight transaction.
+pub fn compile(ctx: &Context<'_>, stmt: &Statement) -> QueryResult<(Arc<Plan>, Vec<Arc<Keyspace>>)> {
+    Plan::for_statement(ctx, stmt)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use hayate_cql::statement::{
 };
 use hayate_cql::value::DataType;
 
+use super::condition::{self, Conditions};
 use super::BATCH_STATEMENTS_MAX;
 use crate::error::{invalid, QueryError, QueryResult};
 use crate::query::restrictions::WherePlan;
@@ -47,6 +48,8 @@ pub(super) struct Write {
     /// USING TIMESTAMP and TTL, as written (their values are bound per request).
     pub(super) using: Using,
     pub(super) shape: Shape,
+    /// The IF clause of a conditional statement (a lightweight transaction).
+    pub(super) condition: Option<Conditions>,
 }
 
 pub(super) enum Shape {
@@ -255,6 +258,9 @@ impl Plan {
                         BatchStatement::Delete(s) => delete(ctx, s, &mut keyspaces)?,
                     });
                 }
+                if writes.iter().any(|w| w.condition.is_some()) {
+                    check_conditional_batch(b.using.timestamp.is_some(), writes.iter().map(|w| &*w.table))?;
+                }
             }
             _ => {
                 return Err(invalid(format!(
@@ -285,13 +291,50 @@ fn writable_table(
     Ok(table)
 }
 
-fn no_conditions(condition: &Condition) -> QueryResult<()> {
-    match condition {
-        Condition::None => Ok(()),
-        _ => Err(invalid(
-            "hayate does not support lightweight transactions (IF conditions) yet",
-        )),
+impl Plan {
+    /// True when some write has an IF clause: the statement is a lightweight transaction.
+    pub fn is_conditional(&self) -> bool {
+        self.writes.iter().any(|w| w.condition.is_some())
     }
+}
+
+/// The refusals of a BATCH with conditions that its statements alone decide (Cassandra's
+/// `BatchStatement.validate`): `timestamp` is whether the BATCH has its own USING TIMESTAMP.
+pub(super) fn check_conditional_batch<'t>(
+    timestamp: bool,
+    mut tables: impl Iterator<Item = &'t Table>,
+) -> QueryResult<()> {
+    if timestamp {
+        return Err(invalid("Cannot provide custom timestamp for conditional BATCH"));
+    }
+    if let Some(first) = tables.next() {
+        if tables.any(|t| t.keyspace != first.keyspace || t.name != first.name) {
+            return Err(invalid("Batch with conditions cannot span multiple tables"));
+        }
+    }
+    Ok(())
+}
+
+/// The compiled IF clause of an UPDATE or DELETE, refused where Cassandra refuses it.
+fn conditions(table: &Table, condition: &Condition, using: &Using) -> QueryResult<Option<Conditions>> {
+    let compiled = match condition {
+        Condition::None => return Ok(None),
+        Condition::Exists => Conditions::Exists,
+        Condition::If(relations) => {
+            if using.timestamp.is_some() {
+                return Err(custom_timestamp());
+            }
+            Conditions::Columns(condition::compile(table, relations)?)
+        }
+    };
+    if using.timestamp.is_some() {
+        return Err(custom_timestamp());
+    }
+    Ok(Some(compiled))
+}
+
+fn custom_timestamp() -> QueryError {
+    invalid("Cannot provide custom timestamp for conditional updates")
 }
 
 fn is_static(table: &Table, name: &str) -> bool {
@@ -306,10 +349,8 @@ fn column_index(table: &Table, name: &str) -> QueryResult<usize> {
 
 fn insert(ctx: &Context<'_>, s: &Insert, keyspaces: &mut Vec<Arc<Keyspace>>) -> QueryResult<Write> {
     let table = writable_table(ctx, &s.table, keyspaces)?;
-    if s.if_not_exists {
-        return Err(invalid(
-            "hayate does not support lightweight transactions (INSERT ... IF NOT EXISTS) yet",
-        ));
+    if s.if_not_exists && s.using.timestamp.is_some() {
+        return Err(custom_timestamp());
     }
     let plan = match &s.values {
         InsertValues::Columns { columns, values } => {
@@ -342,12 +383,13 @@ fn insert(ctx: &Context<'_>, s: &Insert, keyspaces: &mut Vec<Arc<Keyspace>>) -> 
         table,
         using: s.using.clone(),
         shape: Shape::Insert(plan),
+        condition: s.if_not_exists.then_some(Conditions::NotExists),
     })
 }
 
 fn update(ctx: &Context<'_>, s: &Update, keyspaces: &mut Vec<Arc<Keyspace>>) -> QueryResult<Write> {
     let table = writable_table(ctx, &s.table, keyspaces)?;
-    no_conditions(&s.condition)?;
+    let condition = conditions(&table, &s.condition, &s.using)?;
     let rows = WherePlan::compile(&table, &s.where_clause, false)?;
     let assignments = Compiled::of(s.assignments.iter().map(|a| assign(&table, a)));
     Ok(Write {
@@ -359,6 +401,7 @@ fn update(ctx: &Context<'_>, s: &Update, keyspaces: &mut Vec<Arc<Keyspace>>) -> 
             assignments,
         }),
         table,
+        condition,
     })
 }
 
@@ -482,7 +525,7 @@ fn value_text(t: &Term) -> String {
 
 fn delete(ctx: &Context<'_>, s: &Delete, keyspaces: &mut Vec<Arc<Keyspace>>) -> QueryResult<Write> {
     let table = writable_table(ctx, &s.table, keyspaces)?;
-    no_conditions(&s.condition)?;
+    let condition = conditions(&table, &s.condition, &s.using)?;
     if s.using.ttl.is_some() {
         return Err(invalid("DELETE does not take a TTL"));
     }
@@ -503,6 +546,7 @@ fn delete(ctx: &Context<'_>, s: &Delete, keyspaces: &mut Vec<Arc<Keyspace>>) -> 
         table,
         using: s.using.clone(),
         shape: Shape::Delete(DeletePlan { rows, columns }),
+        condition,
     })
 }
 

@@ -25,7 +25,7 @@ use crate::schema::{Column, ColumnKind, Keyspace, Table};
 impl Plan {
     /// The row updates of one request: `keyspaces` are those of the plan's writes, as they are
     /// now, in order.
-    pub(super) fn bind(
+    pub fn bind(
         &self,
         ctx: &Context<'_>,
         keyspaces: &[Arc<Keyspace>],
@@ -33,25 +33,55 @@ impl Plan {
         out: &mut Vec<Mutation>,
     ) -> QueryResult<()> {
         assert_eq!(keyspaces.len(), self.writes.len(), "one keyspace per write");
-        let batch_ts = match &self.batch {
-            Some(batch) => Some(timestamp(ctx, batch.timestamp.as_ref(), binds)?),
-            None => None,
-        };
+        let batch_ts = self.batch_timestamp(ctx, binds)?;
         for (write, ks) in self.writes.iter().zip(keyspaces) {
-            let rows = Rows {
-                ctx,
-                keyspace: ks,
-                write,
-                binds,
-                batch_ts,
-            };
-            match &write.shape {
-                Shape::Insert(p) => rows.insert(p, out)?,
-                Shape::Update(p) => rows.update(p, out)?,
-                Shape::Delete(p) => rows.delete(p, out)?,
-            }
+            bind_write(ctx, write, ks, binds, batch_ts, out)?;
         }
         Ok(())
+    }
+
+    /// The row updates of write `index` alone (a conditional statement binds each of its
+    /// writes apart, to learn the row each names).
+    pub(super) fn bind_write(
+        &self,
+        ctx: &Context<'_>,
+        index: usize,
+        keyspace: &Arc<Keyspace>,
+        binds: &Binds<'_>,
+        out: &mut Vec<Mutation>,
+    ) -> QueryResult<()> {
+        let batch_ts = self.batch_timestamp(ctx, binds)?;
+        bind_write(ctx, &self.writes[index], keyspace, binds, batch_ts, out)
+    }
+
+    /// The BATCH's own timestamp, when the plan is a BATCH.
+    fn batch_timestamp(&self, ctx: &Context<'_>, binds: &Binds<'_>) -> QueryResult<Option<i64>> {
+        match &self.batch {
+            Some(batch) => Ok(Some(timestamp(ctx, batch.timestamp.as_ref(), binds)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+fn bind_write(
+    ctx: &Context<'_>,
+    write: &Write,
+    keyspace: &Arc<Keyspace>,
+    binds: &Binds<'_>,
+    batch_ts: Option<i64>,
+    out: &mut Vec<Mutation>,
+) -> QueryResult<()> {
+    let rows = Rows {
+        ctx,
+        keyspace,
+        write,
+        binds,
+        batch_ts,
+    };
+    match &write.shape {
+        Shape::Insert(p) => rows.insert(p, out),
+        Shape::Update(p) => rows.update(p, out),
+        Shape::Delete(p) => rows.delete(p, out),
     }
 }
 

@@ -44,6 +44,7 @@ impl Node {
             keyspace: Some("ks"),
             role: None,
             consistency: Consistency::One,
+            serial_consistency: hayate_cql::wire::Consistency::Serial,
             page_size: None,
             paging_state: None,
             default_timestamp_us: None,

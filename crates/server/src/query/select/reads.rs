@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::ops::Bound;
 
+use hayate_cluster::consistency::ConsistencyLevel;
 use hayate_cluster::coordinator::{Coordinator, ReadRequest, SpeculativeRetry};
 use hayate_cluster::replica::{PartitionRead, RangeRead, RangeStart, ReadCommand, RowPosition};
 use hayate_storage::row::Row;
@@ -34,11 +35,22 @@ impl Reads<'_> {
         &self,
         command: ReadCommand,
     ) -> QueryResult<hayate_cluster::coordinator::ReadResult> {
+        let consistency = consistency_level(self.ctx.consistency);
+        if let (ConsistencyLevel::Serial | ConsistencyLevel::LocalSerial, ReadCommand::Partition(read)) =
+            (consistency, &command)
+        {
+            // A read at SERIAL first finishes any lightweight transaction in progress on the
+            // partition (the SELECT has checked that it names one partition).
+            return Ok(self
+                .coordinator
+                .read_serial(self.keyspace.strategy(), consistency, read.clone())
+                .await?);
+        }
         Ok(self
             .coordinator
             .read(ReadRequest {
                 replication: self.keyspace.strategy(),
-                consistency: consistency_level(self.ctx.consistency),
+                consistency,
                 command,
                 speculative_retry: self.speculative_retry,
             })
