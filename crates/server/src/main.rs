@@ -265,8 +265,6 @@ async fn start(
             cas_contention_timeout: config.cluster.cas_contention_timeout(),
             max_hint_window: Duration::from_millis(config.cluster.max_hint_window_ms),
             hint_replay_bytes_per_s: config.cluster.hinted_handoff_throttle_bytes.0,
-            // Cassandra's default `cas_contention_timeout` (1 s), until the config names it.
-            ..CoordinatorConfig::default()
         },
     }));
     if let Some(topology) = node::tasks::topology_of(&cluster.metadata.current()) {
