@@ -143,6 +143,24 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("paxos-propose", frame(0, &paxos_propose())),
         ("paxos-promise", frame(0, &paxos_promise())),
+        (
+            "counter-request",
+            frame(
+                0,
+                &Message::CounterRequest {
+                    id: 12,
+                    timestamp_us: 1_700_000_000_000_000,
+                    updates: vec![hayate_cluster::counter::CounterUpdate {
+                        table: 7,
+                        token: -5,
+                        partition: b"views".to_vec(),
+                        clustering: b"ck".to_vec(),
+                        column: 3,
+                        delta: -42,
+                    }],
+                },
+            ),
+        ),
     ];
     // A frame whose checksum is stale: valid only when the target reseals it.
     let mut stale = frame(MODE_SEAL, &mutation_request());

@@ -19,6 +19,7 @@
 pub mod batchlog;
 pub mod consistency;
 pub mod coordinator;
+pub mod counter;
 pub mod hints;
 pub mod membership;
 pub mod message;

@@ -185,6 +185,10 @@ impl Messaging {
                     id,
                     result: Err(error()),
                 },
+                Kind::CounterRequest => Message::CounterResponse {
+                    id,
+                    result: Err(error()),
+                },
                 _ => continue,
             };
             let _ = p.reply_to.send((host, answer));
@@ -206,6 +210,7 @@ impl Inbox for Messaging {
             | Message::StreamResponse { id, .. }
             | Message::TopologyResponse { id, .. }
             | Message::PaxosResponse { id, .. }
+            | Message::CounterResponse { id, .. }
             | Message::Pong { id } => {
                 let waiter = self.pending.lock().expect("pending lock poisoned").remove(id);
                 match waiter {

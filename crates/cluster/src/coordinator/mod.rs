@@ -18,6 +18,7 @@
 //! [`service`].
 
 pub mod cas;
+mod counter;
 mod error;
 pub mod hinting;
 mod latency;

@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
 use super::messaging::{Messaging, RequestHandler};
+use crate::counter;
 use crate::message::{digest, Message, ReadReply};
 use crate::node::HostId;
 use crate::paxos::acceptor;
@@ -157,6 +158,18 @@ impl RequestHandler for ReplicaService {
                 tokio::spawn(async move {
                     let result = acceptor::run(&replica, request, blocking).await;
                     messaging.respond(from, Lane::Requests, Message::PaxosResponse { id, result });
+                });
+            }
+            Message::CounterRequest {
+                id,
+                timestamp_us,
+                updates,
+            } => {
+                let leader = messaging.local_host();
+                let blocking = self.blocking_writes || replica.reads_ahead();
+                tokio::spawn(async move {
+                    let result = counter::run(&replica, leader, updates, timestamp_us, blocking).await;
+                    messaging.respond(from, Lane::Requests, Message::CounterResponse { id, result });
                 });
             }
             other => {

@@ -21,10 +21,13 @@ use crate::replica::{apply_local, Mutation, ReplicaError, ReplicaErrorKind};
 use crate::transport::Lane;
 
 /// Mutations of partitions that share their replicas, natural and pending.
-struct Group {
-    replicas: Vec<HostId>,
-    pending: Vec<HostId>,
-    mutations: Vec<Mutation>,
+pub(super) struct Group {
+    pub replicas: Vec<HostId>,
+    pub pending: Vec<HostId>,
+    pub mutations: Vec<Mutation>,
+    /// A replica that holds the mutations already (a counter's leader): it is sent nothing and
+    /// counts as an acknowledgement.
+    pub applied_on: Option<HostId>,
 }
 
 /// Acknowledgements counted the way the level counts them.
@@ -142,6 +145,7 @@ impl Coordinator {
                         replicas: replicas.to_vec(),
                         pending: pending.clone(),
                         mutations: vec![m],
+                        applied_on: None,
                     }),
                 }
             }
@@ -171,7 +175,7 @@ impl Coordinator {
 
     /// Refuses with `Unavailable`, before anything is sent, if too few of a group's natural and
     /// pending replicas are alive for `cl` (see [`assure_sufficient_live_for_write`]).
-    fn check_live_for_write(
+    pub(super) fn check_live_for_write(
         &self,
         topology: &Topology,
         group: &Group,
@@ -190,7 +194,7 @@ impl Coordinator {
     }
 
     /// Writes one group of mutations that share their replicas, natural and pending.
-    async fn write_group(
+    pub(super) async fn write_group(
         &self,
         topology: &Topology,
         replication: &Replication,
@@ -202,8 +206,13 @@ impl Coordinator {
             replicas: natural,
             pending,
             mutations,
+            applied_on,
         } = group;
-        let has_local = natural.contains(&self.local) || pending.contains(&self.local);
+        let has_local = (natural.contains(&self.local) || pending.contains(&self.local))
+            && applied_on != Some(self.local);
+        if natural.len() == 1 && pending.is_empty() && applied_on == natural.first().copied() {
+            return Ok(());
+        }
         if natural.len() == 1 && pending.is_empty() && has_local {
             // The common single-replica case: no channel, no copy.
             return apply_local(&*self.replica, mutations)
@@ -218,12 +227,18 @@ impl Coordinator {
             _ => block_for_write(cl, replication, &self.local_dc, &pending_states),
         };
         let mut acks = Acks::new(cl, replication, &self.local_dc, block_for, &pending_states);
+        if let Some(done) = applied_on {
+            acks.ack(topology.data_center(done));
+        }
         let now_us = self.clock.now_us();
         let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
         let mut waiting = self.messaging.as_ref().map(|m| Waiting::new(m.clone()));
         let mut outstanding: Vec<HostId> = Vec::new();
         let replicas: Vec<HostId> = natural.iter().chain(&pending).copied().collect();
-        for &host in replicas.iter().filter(|&&h| h != self.local) {
+        for &host in replicas
+            .iter()
+            .filter(|&&h| h != self.local && Some(h) != applied_on)
+        {
             let sent = match (&self.messaging, &mut waiting) {
                 (Some(messaging), Some(waiting)) if self.is_alive(host) => messaging
                     .request(host, Lane::Requests, &tx, |id| Message::MutationRequest {

@@ -37,6 +37,7 @@ mod tests;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::counter::CounterUpdate;
 use crate::paxos::{PaxosReply, PaxosRequest};
 use crate::replica::{Mutation, ReadCommand, ReadResponse, ReplicaError, StreamChunk, StreamRequest};
 
@@ -50,7 +51,7 @@ pub type RequestId = u64;
 /// the partition's range and partition tombstones to a data reply (`payload.rs`); version 3
 /// the stream and topology messages (kinds 9 to 12), which a node sends only to peers that
 /// speak it; version 4 the internode row format (`row.rs`) in place of the storage engine's
-/// record body; version 5 the Paxos messages (kinds 13 and 14). Any change to the bytes of a
+/// record body; version 5 the Paxos and counter messages (kinds 13 to 16). Any change to the bytes of a
 /// message, a row included, takes a new version.
 pub const VERSION: u8 = 5;
 /// The oldest frame format version this build still reads and writes.
@@ -154,6 +155,18 @@ pub enum Message {
         id: RequestId,
         result: Result<PaxosReply, ReplicaError>,
     },
+    /// Lead these counter increments on this replica (`crate::counter`), at the coordinator's
+    /// time.
+    CounterRequest {
+        id: RequestId,
+        timestamp_us: i64,
+        updates: Vec<CounterUpdate>,
+    },
+    /// The new shards the leader wrote, for the other replicas.
+    CounterResponse {
+        id: RequestId,
+        result: Result<Vec<Mutation>, ReplicaError>,
+    },
 }
 
 /// A replica's answer to a [`Message::ReadRequest`].
@@ -226,6 +239,8 @@ pub enum Kind {
     TopologyResponse = 12,
     PaxosRequest = 13,
     PaxosResponse = 14,
+    CounterRequest = 15,
+    CounterResponse = 16,
 }
 
 impl Kind {
@@ -245,6 +260,8 @@ impl Kind {
             12 => Kind::TopologyResponse,
             13 => Kind::PaxosRequest,
             14 => Kind::PaxosResponse,
+            15 => Kind::CounterRequest,
+            16 => Kind::CounterResponse,
             _ => return None,
         })
     }
@@ -266,7 +283,9 @@ impl Message {
             | Message::TopologyRequest { id, .. }
             | Message::TopologyResponse { id, .. }
             | Message::PaxosRequest { id, .. }
-            | Message::PaxosResponse { id, .. } => *id,
+            | Message::PaxosResponse { id, .. }
+            | Message::CounterRequest { id, .. }
+            | Message::CounterResponse { id, .. } => *id,
         }
     }
 
@@ -286,6 +305,8 @@ impl Message {
             Message::TopologyResponse { .. } => Kind::TopologyResponse,
             Message::PaxosRequest { .. } => Kind::PaxosRequest,
             Message::PaxosResponse { .. } => Kind::PaxosResponse,
+            Message::CounterRequest { .. } => Kind::CounterRequest,
+            Message::CounterResponse { .. } => Kind::CounterResponse,
         }
     }
 
@@ -329,7 +350,7 @@ pub const VERSION_STREAMS: u8 = 3;
 /// The first frame version whose rows and tombstones travel in the internode row format
 /// (`row.rs`); older ones carry the frozen layout of `row_v1.rs`.
 pub const VERSION_ROWS: u8 = 4;
-/// The first frame version that has the Paxos messages.
+/// The first frame version that has the Paxos and counter messages.
 pub const VERSION_PAXOS: u8 = 5;
 
 impl fmt::Display for EncodeError {

@@ -23,6 +23,7 @@ use super::{
     ERROR_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, MUTATIONS_PER_MESSAGE_MAX, ROWS_PER_MESSAGE_MAX, VERSION_ROWS,
     VERSION_STREAMS,
 };
+use crate::counter::CounterUpdate;
 use crate::paxos::PaxosReply;
 use crate::replica::{
     Mutation, MutationKind, PartitionRead, RangeRead, RangeSize, RangeStart, ReadCommand, ReadResponse,
@@ -148,6 +149,37 @@ pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Resul
         }
         Message::PaxosRequest { request, .. } => paxos::put_request(out, request, version)?,
         Message::PaxosResponse { result, .. } => paxos::put_result(out, result, version)?,
+        Message::CounterRequest {
+            timestamp_us,
+            updates,
+            ..
+        } => {
+            check_count("counter updates", updates.len(), MUTATIONS_PER_MESSAGE_MAX)?;
+            put_i64(out, *timestamp_us);
+            put_u32(out, updates.len() as u32);
+            for u in updates {
+                put_u32(out, u.table);
+                put_i64(out, u.token);
+                put_key(out, "partition key", &u.partition)?;
+                put_key(out, "clustering key", &u.clustering)?;
+                put_u32(out, u.column);
+                put_i64(out, u.delta);
+            }
+        }
+        Message::CounterResponse { result, .. } => match result {
+            Ok(mutations) => {
+                check_count("mutations", mutations.len(), MUTATIONS_PER_MESSAGE_MAX)?;
+                put_u8(out, RESULT_OK);
+                put_u32(out, mutations.len() as u32);
+                for m in mutations {
+                    put_mutation(out, m, version)?;
+                }
+            }
+            Err(e) => {
+                put_u8(out, RESULT_ERROR);
+                put_replica_error(out, e);
+            }
+        },
     }
     Ok(())
 }
@@ -325,6 +357,46 @@ pub(super) fn decode(kind: Kind, id: RequestId, version: u8, payload: &[u8]) -> 
             id,
             result: paxos::get_result(&mut r, version)?,
         },
+        Kind::CounterRequest => {
+            let timestamp_us = r.i64("timestamp")?;
+            let n = r.count_u32("counter updates", MUTATIONS_PER_MESSAGE_MAX)?;
+            let mut updates = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
+            for _ in 0..n {
+                updates.push(CounterUpdate {
+                    table: r.u32("table")?,
+                    token: r.i64("token")?,
+                    partition: get_key(&mut r, "partition key")?,
+                    clustering: get_key(&mut r, "clustering key")?,
+                    column: r.u32("column")?,
+                    delta: r.i64("delta")?,
+                });
+            }
+            Message::CounterRequest {
+                id,
+                timestamp_us,
+                updates,
+            }
+        }
+        Kind::CounterResponse => Message::CounterResponse {
+            id,
+            result: match r.u8("counter result tag")? {
+                RESULT_OK => {
+                    let n = r.count_u32("mutations", MUTATIONS_PER_MESSAGE_MAX)?;
+                    let mut mutations = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
+                    for _ in 0..n {
+                        mutations.push(get_mutation(&mut r, version)?);
+                    }
+                    Ok(mutations)
+                }
+                RESULT_ERROR => Err(get_replica_error(&mut r)?),
+                tag => {
+                    return Err(DecodeError::BadTag {
+                        what: "counter result tag",
+                        tag,
+                    })
+                }
+            },
+        },
     };
     if r.remaining() != 0 {
         return Err(DecodeError::TrailingBytes {
@@ -384,6 +456,16 @@ pub(super) fn size_hint_bytes(message: &Message) -> usize {
                     + read_data_size_hint_bytes(data)
             }
             Ok(_) => 20,
+            Err(e) => 6 + e.message.len(),
+        },
+        Message::CounterRequest { updates, .. } => {
+            12 + updates
+                .iter()
+                .map(|u| 30 + u.partition.len() + u.clustering.len())
+                .sum::<usize>()
+        }
+        Message::CounterResponse { result, .. } => match result {
+            Ok(mutations) => 1 + mutations_size_hint_bytes(mutations),
             Err(e) => 6 + e.message.len(),
         },
     }

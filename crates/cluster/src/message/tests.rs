@@ -1163,3 +1163,58 @@ fn paxos_messages_round_trip_and_travel_only_from_version_5() {
         "an unknown state format is refused"
     );
 }
+
+#[test]
+fn counter_messages_round_trip_and_travel_only_from_version_5() {
+    use crate::counter::CounterUpdate;
+
+    let messages = vec![
+        Message::CounterRequest {
+            id: 1,
+            timestamp_us: 1_700_000_000_000_000,
+            updates: vec![
+                CounterUpdate {
+                    table: 7,
+                    token: -5,
+                    partition: b"views".to_vec(),
+                    clustering: b"ck".to_vec(),
+                    column: 3,
+                    delta: -42,
+                },
+                CounterUpdate {
+                    table: 7,
+                    token: -5,
+                    partition: b"views".to_vec(),
+                    clustering: Vec::new(),
+                    column: 4,
+                    delta: i64::MAX,
+                },
+            ],
+        },
+        Message::CounterResponse {
+            id: 2,
+            result: Ok(vec![mutation(MutationKind::Row {
+                clustering: b"ck".to_vec(),
+                update: rich_row(),
+            })]),
+        },
+        Message::CounterResponse {
+            id: 3,
+            result: Err(ReplicaError::new(ReplicaErrorKind::Refused, "device full")),
+        },
+    ];
+    for m in &messages {
+        let frame = round_trip(m);
+        for cut in 0..frame.len() {
+            assert!(decode(&frame[..cut]).is_err(), "a frame cut at {cut} decoded");
+        }
+        let mut out = Vec::new();
+        assert_eq!(
+            encode(m, VERSION_PAXOS - 1, &mut out),
+            Err(EncodeError::NotInVersion {
+                kind: m.kind(),
+                version: VERSION_PAXOS - 1
+            })
+        );
+    }
+}
