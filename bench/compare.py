@@ -92,6 +92,14 @@ WORKLOADS = {
     # YCSB's workloadc as shipped: read only.
     "c": ("YCSB workloadc as shipped: 100% reads, zipfian keys",
           CORE + "readproportion=1\nupdateproportion=0\nrequestdistribution=zipfian\n"),
+    # Issue 34's lightweight transactions (hayate-bench only: `hayate.lwt` makes each write
+    # conditional; the Java YCSB would ignore it and run plain writes).
+    "lwt-insert": ("lightweight transactions: INSERT ... IF NOT EXISTS of fresh keys (hayate-bench)",
+                   CORE + "readproportion=0\nupdateproportion=0\ninsertproportion=1\n"
+                   "hayate.lwt=true\n"),
+    "lwt-update": ("lightweight transactions: UPDATE ... IF EXISTS, uniform keys (hayate-bench)",
+                   CORE + "readproportion=0\nupdateproportion=1\nrequestdistribution=uniform\n"
+                   "hayate.lwt=true\n"),
 }
 
 # Every command that touched a server or a client, in order, for results.md.
