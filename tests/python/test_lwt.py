@@ -12,7 +12,7 @@ BatchStatement, CQL3CasRequest, ColumnCondition); HAYATE_REFERENCE runs them aga
 
 import pytest
 from cassandra import ConsistencyLevel, InvalidRequest
-from cassandra.query import BatchStatement, BatchType, SimpleStatement
+from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, SimpleStatement
 
 
 def answer(rs):
@@ -406,3 +406,98 @@ def test_local_serial_conditional_update(kv):
     )
     assert kv.execute(stmt).was_applied
     assert not kv.execute(stmt).was_applied
+
+
+def test_static_only_insert_if_not_exists_and_partition_delete_if_static(ck):
+    assert ck.execute("INSERT INTO ck (k, s) VALUES (2, 5) IF NOT EXISTS").was_applied
+    assert answer(ck.execute("INSERT INTO ck (k, s) VALUES (2, 6) IF NOT EXISTS")) == (
+        ["[applied]", "k", "c", "s", "v"],
+        [(False, 2, None, 5, None)],
+    )
+    ck.execute("INSERT INTO ck (k, c, v) VALUES (2, 1, 10)")
+    # A DELETE of the whole partition may be conditioned on static columns alone.
+    assert answer(ck.execute("DELETE FROM ck WHERE k = 2 IF s = 4")) == (["[applied]", "s"], [(False, 5)])
+    assert ck.execute("DELETE FROM ck WHERE k = 2 IF s = 5").was_applied
+    assert ck.execute("SELECT * FROM ck WHERE k = 2").one() is None
+
+
+def test_conditional_batch_message_with_bound_conditions(ck):
+    update = ck.prepare("UPDATE ck SET v = ? WHERE k = ? AND c = ? IF v = ?")
+    ck.execute("INSERT INTO ck (k, c, v) VALUES (3, 1, 1)")
+    ck.execute("INSERT INTO ck (k, c, v) VALUES (3, 2, 2)")
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    batch.add(update, (10, 3, 1, 1))
+    batch.add(update, (20, 3, 2, 99))
+    rs = ck.execute(batch)
+    assert answer(rs) == (["[applied]", "k", "c", "v"], [(False, 3, 1, 1), (False, 3, 2, 2)])
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    batch.add(update, (10, 3, 1, 1))
+    batch.add(update, (20, 3, 2, 2))
+    assert ck.execute(batch).was_applied
+    assert list(ck.execute("SELECT c, v FROM ck WHERE k = 3")) == [(1, 10), (2, 20)]
+    other = BatchStatement(batch_type=BatchType.LOGGED)
+    other.add(update, (1, 3, 1, 10))
+    other.add(update, (1, 4, 1, 1))
+    with pytest.raises(InvalidRequest, match="Batch with conditions cannot span multiple partitions"):
+        ck.execute(other)
+
+
+@pytest.fixture
+def ver(ks):
+    ks.session.execute("CREATE TABLE ver (id int, k text, version int static, v text, PRIMARY KEY (id, k))")
+    return ks.session
+
+
+def test_static_conditions_in_a_batch_show_the_partition_s_first_row(ver):
+    ver.execute("INSERT INTO ver (id, k, v) VALUES (0, 'k1', 'foo')")
+    ver.execute("INSERT INTO ver (id, k, v, version) VALUES (0, 'k2', 'bar', 2)")
+    # Only the static row is judged: the answer shows the partition's first row with it.
+    rs = ver.execute(
+        "BEGIN BATCH "
+        "UPDATE ver SET v = 'foobar' WHERE id = 0 AND k = 'k1'; "
+        "UPDATE ver SET version = 3 WHERE id = 0 IF version = 1; "
+        "APPLY BATCH"
+    )
+    assert answer(rs) == (["[applied]", "id", "k", "version"], [(False, 0, "k1", 2)])
+    rs = ver.execute(
+        "BEGIN BATCH "
+        "UPDATE ver SET version = 4 WHERE id = 0 IF version = 2; "
+        "UPDATE ver SET v = 'row1' WHERE id = 0 AND k = 'k1' IF v = 'nope'; "
+        "UPDATE ver SET v = 'row2' WHERE id = 0 AND k = 'k2' IF v = 'bar'; "
+        "APPLY BATCH"
+    )
+    assert answer(rs) == (
+        ["[applied]", "id", "k", "version", "v"],
+        [(False, 0, "k1", 2, "foo"), (False, 0, "k2", 2, "bar")],
+    )
+
+
+def test_static_column_set_under_a_condition_on_a_row(ver):
+    ver.execute("INSERT INTO ver (id, k, v) VALUES (1, 'a', 'x')")
+    # Setting only the static column, conditioned on a regular column of one row.
+    assert answer(ver.execute("UPDATE ver SET version = 5 WHERE id = 1 AND k = 'a' IF v = 'y'")) == (
+        ["[applied]", "v"],
+        [(False, "x")],
+    )
+    assert ver.execute("UPDATE ver SET version = 5 WHERE id = 1 AND k = 'a' IF v = 'x'").was_applied
+    assert list(ver.execute("SELECT id, k, version, v FROM ver WHERE id = 1")) == [(1, "a", 5, "x")]
+    assert ver.execute("DELETE version FROM ver WHERE id = 1 AND k = 'a' IF v = 'x'").was_applied
+    assert list(ver.execute("SELECT id, k, version, v FROM ver WHERE id = 1")) == [(1, "a", None, "x")]
+    with pytest.raises(InvalidRequest, match="Some clustering keys are missing: k"):
+        ver.execute("UPDATE ver SET version = 6 WHERE id = 1 IF v = 'x'")
+    with pytest.raises(
+        InvalidRequest,
+        match="DELETE statements must restrict all PRIMARY KEY columns with equality relations "
+        "in order to use IF condition on non static columns",
+    ):
+        ver.execute("DELETE version FROM ver WHERE id = 1 IF v = 'x' AND version = 1")
+    with pytest.raises(InvalidRequest, match="Invalid 'unset' value in condition"):
+        ver.execute(ver.prepare("UPDATE ver SET version = 6 WHERE id = 1 IF version = ?"), [UNSET_VALUE])
+
+
+def test_static_only_insert_if_not_exists_under_existing_rows(ver):
+    ver.execute("INSERT INTO ver (id, k, v) VALUES (2, 'foo', 'foo')")
+    rs = ver.execute("INSERT INTO ver (id, k, version) VALUES (2, 'foo', 1) IF NOT EXISTS")
+    assert answer(rs) == (["[applied]", "id", "k", "version", "v"], [(False, 2, "foo", None, "foo")])
+    assert ver.execute("INSERT INTO ver (id, version) VALUES (2, 1) IF NOT EXISTS").was_applied
+    assert list(ver.execute("SELECT * FROM ver WHERE id = 2")) == [(2, "foo", 1, "foo")]

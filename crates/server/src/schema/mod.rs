@@ -354,12 +354,16 @@ impl Table {
     }
 
     /// Columns in the order `SELECT *` returns them, as Cassandra does: partition key, then
-    /// clustering columns, then the others by name.
+    /// clustering columns, then the static columns by name, then the regular ones by name
+    /// (Cassandra's `RegularAndStaticColumns.selectOrderIterator`).
     pub fn select_star_order(&self) -> Vec<usize> {
         let mut order: Vec<usize> = self.partition_key.clone();
         order.extend(&self.clustering);
         let mut rest: Vec<usize> = (0..self.columns.len()).filter(|i| !order.contains(i)).collect();
-        rest.sort_by(|a, b| self.columns[*a].name.cmp(&self.columns[*b].name));
+        rest.sort_by(|a, b| {
+            let (a, b) = (&self.columns[*a], &self.columns[*b]);
+            (a.kind != ColumnKind::Static, &a.name).cmp(&(b.kind != ColumnKind::Static, &b.name))
+        });
         order.extend(rest);
         order
     }

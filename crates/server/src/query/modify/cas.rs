@@ -30,7 +30,7 @@ use crate::error::{consistency_level, invalid, QueryError, QueryResult};
 use crate::query::bind::Binds;
 use crate::query::cells::{is_static_key, row_values};
 use crate::query::Context;
-use crate::schema::{Keyspace, Table};
+use crate::schema::{ColumnKind, Keyspace, Table};
 
 /// One conditional statement of a request: its plan, the keyspace of each of its writes and
 /// its values. A BATCH sent as a protocol message is one of these per statement.
@@ -78,6 +78,9 @@ struct Request {
     also_read: BTreeSet<Vec<u8>>,
     /// The static row is read (a static column is in a condition or is written).
     statics: bool,
+    /// Some write names regular rows (not only static ones): the rows read have their regular
+    /// columns, as Cassandra reads them only then.
+    regulars: bool,
     /// The columns the answer shows when the conditions fail (after `[applied]`).
     columns: Vec<usize>,
 }
@@ -136,6 +139,7 @@ pub async fn run(
         }
         let mutations = planned
             .into_iter()
+            .filter(|m| !is_empty_row_update(m))
             .map(|m| replica_mutation(m, &view, now_s))
             .collect::<QueryResult<_>>()?;
         Ok(Some(mutations))
@@ -174,6 +178,7 @@ fn bind(ctx: &Context<'_>, writes: &[WriteRef<'_>], is_batch: bool) -> QueryResu
     let mut checks: Vec<(Vec<u8>, Check)> = Vec::new();
     let mut also_read = BTreeSet::new();
     let mut statics = false;
+    let mut regulars = false;
     let mut wildcard = false;
     let mut columns: Vec<usize> = Vec::new();
     if is_batch {
@@ -224,6 +229,7 @@ fn bind(ctx: &Context<'_>, writes: &[WriteRef<'_>], is_batch: bool) -> QueryResu
                 Target::Range { .. } => range = true,
             }
         }
+        regulars |= !rows.is_empty() || range;
         if rows.len() > 1 {
             return Err(invalid(format!(
                 "IN on the clustering key columns is not supported with conditional {verb}"
@@ -239,13 +245,10 @@ fn bind(ctx: &Context<'_>, writes: &[WriteRef<'_>], is_batch: bool) -> QueryResu
         }
         // The row the statement names, or its partition's static row when it names none.
         let key = rows.first().map_or_else(Vec::new, |k| k.to_vec());
-        if key.is_empty() && !table.clustering.is_empty() && condition.on_regular_columns() {
-            let missing: Vec<&str> = table.clustering_columns().map(|c| c.name.as_str()).collect();
-            return Err(invalid(format!(
-                "Some clustering keys are missing: {}",
-                missing.join(", ")
-            )));
-        }
+        assert!(
+            !(key.is_empty() && !table.clustering.is_empty() && condition.on_regular_columns()),
+            "binding refuses a condition on a regular column without a full clustering key"
+        );
         match condition {
             Conditions::Exists => {
                 add_check(&mut checks, key, Check::Exists)?;
@@ -290,6 +293,7 @@ fn bind(ctx: &Context<'_>, writes: &[WriteRef<'_>], is_batch: bool) -> QueryResu
         checks,
         also_read,
         statics,
+        regulars,
         columns,
     })
 }
@@ -319,8 +323,16 @@ fn add_check(checks: &mut Vec<(Vec<u8>, Check)>, key: Vec<u8>, check: Check) -> 
 }
 
 impl Request {
+    /// True when every check is on the static row: Cassandra then reads the partition's first
+    /// row too (to tell a partition with rows but no static values from a missing one), and
+    /// shows it when the conditions fail.
+    fn static_checks_only(&self, table: &Table) -> bool {
+        self.checks.iter().all(|(k, _)| is_static_key(table, k))
+    }
+
     /// The rows to read: from the first checked (or listed) row to the last, the static row
-    /// first when it is wanted. Rows between them come too and are passed over.
+    /// first when it is wanted. Rows between them come too and are passed over. When only the
+    /// static row is checked, the read goes on to the partition's first live row.
     fn read(&self, table: &Table) -> PartitionRead {
         let mut keys: BTreeSet<&[u8]> = self
             .checks
@@ -333,15 +345,21 @@ impl Request {
         }
         let first = keys.first().map_or_else(Vec::new, |k| k.to_vec());
         let last = keys.last().map_or_else(Vec::new, |k| k.to_vec());
+        let (end, limit) = if self.static_checks_only(table) && self.also_read.is_empty() {
+            // The static row and the first live row after it (if the static row counts).
+            (Bound::Unbounded, 2)
+        } else {
+            // The range is bounded by the request's own keys.
+            (Bound::Included(last), usize::MAX)
+        };
         PartitionRead {
             table: table.storage_id,
             token: hayate_storage::token::token(&self.partition),
             partition: self.partition.clone(),
             start: Bound::Included(first),
-            end: Bound::Included(last),
+            end,
             reverse: false,
-            // The range is bounded by the request's own keys.
-            limit: usize::MAX,
+            limit,
         }
     }
 
@@ -367,10 +385,12 @@ impl Request {
             .filter(|k| !is_static_key(table, k))
             .collect();
         let statics = view.statics.as_ref().filter(|_| self.statics);
+        let first_row = self.static_checks_only(table);
         let mut shown: Vec<(&[u8], Option<&Row>)> = view
             .rows
             .iter()
-            .filter(|(k, _)| checked.contains(k.as_slice()))
+            .filter(|(k, _)| first_row || checked.contains(k.as_slice()))
+            .take(if first_row { 1 } else { usize::MAX })
             .map(|(k, r)| (k.as_slice(), Some(r)))
             .collect();
         if shown.is_empty() && statics.is_some() {
@@ -391,7 +411,11 @@ impl Request {
         for (key, row) in shown {
             let values = row_values(table, &self.partition, key, row.unwrap_or(&empty), statics, now_s);
             let mut cells: Vec<Option<&[u8]>> = vec![Some(flag)];
-            cells.extend(self.columns.iter().map(|&i| values.values[i].as_deref()));
+            cells.extend(self.columns.iter().map(|&i| {
+                // Regular columns were not read when every write names static rows only.
+                let read = self.regulars || table.columns[i].kind != ColumnKind::Regular;
+                values.values[i].as_deref().filter(|_| read)
+            }));
             rows.push_row(&cells);
         }
         rows
@@ -449,6 +473,12 @@ impl View {
     }
 }
 
+/// True for the empty update of the row a statement names only for its conditions (it sets
+/// static columns alone): there is nothing to write to that row.
+fn is_empty_row_update(m: &Mutation) -> bool {
+    matches!(&m.target, Target::Row { update, reads, .. } if *update == Row::default() && reads.is_empty())
+}
+
 /// A planned mutation as the replicas take it, its list operations done on the current rows.
 fn replica_mutation(m: Mutation, view: &View, now_s: u32) -> QueryResult<replica::Mutation> {
     let token = hayate_storage::token::token(&m.partition);
@@ -480,3 +510,7 @@ fn replica_mutation(m: Mutation, view: &View, now_s: u32) -> QueryResult<replica
         kind,
     })
 }
+
+#[cfg(test)]
+#[path = "cas_tests.rs"]
+mod tests;

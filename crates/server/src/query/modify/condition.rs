@@ -549,9 +549,12 @@ fn contains(ty: &DataType, op: Op, current: Option<&[u8]>, value: &[u8]) -> bool
     }
 }
 
+/// A map's entries: each key, and its value (`None` for a null).
+type MapEntries = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
 /// The entries of a serialized map: `[n][k1][v1]...[kn][vn]`, each `[int length][bytes]` (a
 /// negative length is a null value).
-fn split_map(bytes: &[u8]) -> Option<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
+fn split_map(bytes: &[u8]) -> Option<MapEntries> {
     fn int(r: &mut &[u8]) -> Option<i32> {
         let (h, t) = r.split_first_chunk::<4>()?;
         *r = t;

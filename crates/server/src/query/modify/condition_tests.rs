@@ -85,6 +85,11 @@ fn judge(t: &Table, condition: &str, values: &[Value], row: Option<&Row>) -> Que
     Ok(all)
 }
 
+/// [`judge`], for conditions that must not be refused.
+fn holds(t: &Table, condition: &str, values: &[Value], row: Option<&Row>) -> bool {
+    judge(t, condition, values, row).expect(condition)
+}
+
 #[test]
 fn each_operator_on_a_scalar() {
     let t = table();
@@ -123,9 +128,9 @@ fn null_on_either_side() {
     let t = table();
     let r = row(&t);
     // A null value takes = and != only.
-    assert!(!judge(&t, "v = null", &[], Some(&r)).unwrap());
-    assert!(judge(&t, "v != null", &[], Some(&r)).unwrap());
-    let e = judge(&t, "v < null", &[], Some(&r)).unwrap_err();
+    assert!(!holds(&t, "v = null", &[], Some(&r)));
+    assert!(holds(&t, "v != null", &[], Some(&r)));
+    let e = judge(&t, "v < null", &[], Some(&r)).expect_err("refused");
     assert!(
         e.to_string()
             .contains(r#"Invalid comparison with null for operator "<""#),
@@ -133,23 +138,23 @@ fn null_on_either_side() {
     );
     // A null column (or a missing row) satisfies only `= null` and `!= value`.
     for row in [None, Some(&Row::default())] {
-        assert!(judge(&t, "v = null", &[], row).unwrap());
-        assert!(judge(&t, "v != 3", &[], row).unwrap());
-        assert!(!judge(&t, "v = 3", &[], row).unwrap());
-        assert!(!judge(&t, "v > 3", &[], row).unwrap());
-        assert!(!judge(&t, "v != null", &[], row).unwrap());
-        assert!(judge(&t, "v IN (null, 3)", &[], row).unwrap());
+        assert!(holds(&t, "v = null", &[], row));
+        assert!(holds(&t, "v != 3", &[], row));
+        assert!(!holds(&t, "v = 3", &[], row));
+        assert!(!holds(&t, "v > 3", &[], row));
+        assert!(!holds(&t, "v != null", &[], row));
+        assert!(holds(&t, "v IN (null, 3)", &[], row));
     }
     // An expired cell is a null.
     let mut expired = Row::default();
     expired.cells.push(Cell::expiring(
-        t.column("v").unwrap().id,
+        t.column("v").expect("v").id,
         1,
         int(10),
         5,
         NOW_S - 10,
     ));
-    assert!(judge(&t, "v = null", &[], Some(&expired)).unwrap());
+    assert!(holds(&t, "v = null", &[], Some(&expired)));
 }
 
 #[test]
@@ -157,20 +162,20 @@ fn bound_values_null_unset_and_in_lists() {
     let t = table();
     let r = row(&t);
     let ten = int(10);
-    assert!(judge(&t, "v = ?", &[Value::Bytes(&ten)], Some(&r)).unwrap());
-    assert!(!judge(&t, "v = ?", &[Value::Null], Some(&r)).unwrap());
-    let e = judge(&t, "v = ?", &[Value::NotSet], Some(&r)).unwrap_err();
+    assert!(holds(&t, "v = ?", &[Value::Bytes(&ten)], Some(&r)));
+    assert!(!holds(&t, "v = ?", &[Value::Null], Some(&r)));
+    let e = judge(&t, "v = ?", &[Value::NotSet], Some(&r)).expect_err("refused");
     assert!(
         e.to_string().contains("Invalid 'unset' value in condition"),
         "{e}"
     );
     let mut list = Vec::new();
     hayate_cql::value::encode_list([int(3), int(10)].iter(), &mut list);
-    assert!(judge(&t, "v IN ?", &[Value::Bytes(&list)], Some(&r)).unwrap());
-    let e = judge(&t, "v IN ?", &[Value::Null], Some(&r)).unwrap_err();
+    assert!(holds(&t, "v IN ?", &[Value::Bytes(&list)], Some(&r)));
+    let e = judge(&t, "v IN ?", &[Value::Null], Some(&r)).expect_err("refused");
     assert!(e.to_string().contains("Invalid null list in IN condition"), "{e}");
     // Unset values in an IN list are left out.
-    assert!(judge(&t, "v IN (?, 10)", &[Value::NotSet], Some(&r)).unwrap());
+    assert!(holds(&t, "v IN (?, 10)", &[Value::NotSet], Some(&r)));
 }
 
 #[test]
@@ -218,18 +223,18 @@ fn collections_whole_and_by_element() {
 fn an_absent_collection_is_null_and_empty() {
     let t = table();
     let empty = Row::default();
-    assert!(judge(&t, "l = null", &[], Some(&empty)).unwrap());
-    assert!(judge(&t, "st = {}", &[], Some(&empty)).unwrap());
-    assert!(judge(&t, "l < [0]", &[], Some(&empty)).unwrap());
-    assert!(!judge(&t, "l != null", &[], Some(&empty)).unwrap());
-    assert!(!judge(&t, "m['a'] = 1", &[], None).unwrap());
+    assert!(holds(&t, "l = null", &[], Some(&empty)));
+    assert!(holds(&t, "st = {}", &[], Some(&empty)));
+    assert!(holds(&t, "l < [0]", &[], Some(&empty)));
+    assert!(!holds(&t, "l != null", &[], Some(&empty)));
+    assert!(!holds(&t, "m['a'] = 1", &[], None));
 }
 
 #[test]
 fn refusals() {
     let t = table();
     let refused = |condition: &str, message: &str| {
-        let e = judge(&t, condition, &[], None).unwrap_err();
+        let e = judge(&t, condition, &[], None).expect_err("refused");
         assert!(e.to_string().contains(message), "{condition}: {e}");
     };
     refused("k = 1", "PRIMARY KEY column 'k' cannot have IF conditions");

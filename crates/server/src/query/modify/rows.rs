@@ -109,6 +109,15 @@ impl Rows<'_> {
         }
     }
 
+    /// True when the write has an IF condition on a regular column: it then names a row,
+    /// whose update may be empty (only static columns set).
+    fn conditions_on_rows(&self) -> bool {
+        self.write
+            .condition
+            .as_ref()
+            .is_some_and(super::condition::Conditions::on_regular_columns)
+    }
+
     fn write_time(&self) -> QueryResult<WriteTime> {
         write_time(
             self.ctx,
@@ -196,12 +205,14 @@ impl Rows<'_> {
         let table = self.table();
         let wt = self.write_time()?;
         let (partitions, r) = named_rows(self.ctx, table, &p.rows, self.binds)?;
-        if p.static_only && r.restricts_clustering() {
+        // A condition on a regular column names a row even when only static columns are set.
+        let static_only = p.static_only && !self.conditions_on_rows();
+        if static_only && r.restricts_clustering() {
             return Err(invalid(
                 "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns",
             ));
         }
-        if !p.static_only && !r.clustering_complete {
+        if !static_only && !r.clustering_complete {
             let missing: Vec<&str> = table.clustering_columns().map(|c| c.name.as_str()).collect();
             return Err(invalid(format!(
                 "Some clustering keys are missing: {}",
@@ -214,7 +225,7 @@ impl Rows<'_> {
             a.bind(table, self.binds, wt, update, reads)?;
         }
         p.assignments.refused()?;
-        self.column_rows(&partitions, &r, p.static_only, p.any_static, rows, out);
+        self.column_rows(&partitions, &r, static_only, p.any_static, rows, out);
         Ok(())
     }
 
@@ -245,12 +256,18 @@ impl Rows<'_> {
             }
             return Ok(());
         };
-        if columns.static_only && r.restricts_clustering() {
+        let static_only = columns.static_only && !self.conditions_on_rows();
+        if static_only && r.restricts_clustering() {
             return Err(invalid(
                 "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns",
             ));
         }
-        if !columns.static_only && !r.clustering_complete {
+        if !r.clustering_complete && self.conditions_on_rows() {
+            return Err(invalid(
+                "DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to use IF condition on non static columns",
+            ));
+        }
+        if !static_only && !r.clustering_complete {
             return Err(invalid("Range deletions are not supported for specific columns"));
         }
         let mut rows = ColumnRows::default();
@@ -259,14 +276,7 @@ impl Rows<'_> {
             remove(table, removal, self.binds, wt, update, reads)?;
         }
         columns.removals.refused()?;
-        self.column_rows(
-            &partitions,
-            &r,
-            columns.static_only,
-            columns.any_static,
-            rows,
-            out,
-        );
+        self.column_rows(&partitions, &r, static_only, columns.any_static, rows, out);
         Ok(())
     }
 
