@@ -238,7 +238,8 @@ def test_an_empty_collection_compares_as_null_and_as_empty(coll):
     coll.execute("INSERT INTO coll (k) VALUES (2)")
     assert coll.execute("UPDATE coll SET m['c'] = 3 WHERE k = 2 IF l = null").was_applied
     assert coll.execute("UPDATE coll SET m['d'] = 4 WHERE k = 2 IF st = {}").was_applied
-    assert coll.execute("UPDATE coll SET m['e'] = 5 WHERE k = 2 IF l < ['a']").was_applied
+    # To an ordering, an absent collection is null (Cassandra 5.0.6 answers false).
+    assert not coll.execute("UPDATE coll SET m['e'] = 5 WHERE k = 2 IF l < ['a']").was_applied
 
 
 def test_element_access_on_a_set_is_refused(coll):
@@ -268,7 +269,8 @@ def test_static_column_conditions(ck):
     rs = ck.execute("UPDATE ck SET v = 11 WHERE k = 1 AND c = 1 IF s = 1 AND v = 10")
     assert rs.was_applied
     rs = ck.execute("UPDATE ck SET v = 12 WHERE k = 1 AND c = 1 IF s = 1 AND v = 99")
-    assert answer(rs) == (["[applied]", "s", "v"], [(False, 1, 11)])
+    # The regular column's condition is shown before the static one's, whatever their order.
+    assert answer(rs) == (["[applied]", "v", "s"], [(False, 11, 1)])
 
 
 def test_insert_if_not_exists_of_a_clustering_row_under_a_static_row(ck):
@@ -392,11 +394,12 @@ def test_select_at_serial_reads_one_partition(kv):
     for level in (ConsistencyLevel.SERIAL, ConsistencyLevel.LOCAL_SERIAL):
         stmt = SimpleStatement("SELECT k, v FROM kv WHERE k = 1", consistency_level=level)
         assert list(kv.execute(stmt)) == [(1, 10)]
+    # Cassandra 5.0 (Paxos v2) reads several partitions, and ranges, at SERIAL too.
     stmt = SimpleStatement("SELECT k, v FROM kv WHERE k IN (1, 2)", consistency_level=ConsistencyLevel.SERIAL)
-    with pytest.raises(
-        InvalidRequest, match="SERIAL/LOCAL_SERIAL consistency may only be requested for one partition at a time"
-    ):
-        kv.execute(stmt)
+    assert list(kv.execute(stmt)) == [(1, 10)]
+    stmt = SimpleStatement("SELECT k, v FROM kv WHERE token(k) >= token(1) AND token(k) <= token(1)",
+                           consistency_level=ConsistencyLevel.SERIAL)
+    assert list(kv.execute(stmt)) == [(1, 10)]
 
 
 def test_local_serial_conditional_update(kv):
@@ -415,10 +418,13 @@ def test_static_only_insert_if_not_exists_and_partition_delete_if_static(ck):
         [(False, 2, None, 5, None)],
     )
     ck.execute("INSERT INTO ck (k, c, v) VALUES (2, 1, 10)")
-    # A DELETE of the whole partition may be conditioned on static columns alone.
-    assert answer(ck.execute("DELETE FROM ck WHERE k = 2 IF s = 4")) == (["[applied]", "s"], [(False, 5)])
-    assert ck.execute("DELETE FROM ck WHERE k = 2 IF s = 5").was_applied
-    assert ck.execute("SELECT * FROM ck WHERE k = 2").one() is None
+    # A DELETE of the whole partition deletes regular columns: refused with any condition.
+    with pytest.raises(
+        InvalidRequest,
+        match="DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to "
+        "delete non static columns",
+    ):
+        ck.execute("DELETE FROM ck WHERE k = 2 IF s = 4")
 
 
 def test_conditional_batch_message_with_bound_conditions(ck):

@@ -238,9 +238,11 @@ fn bind(ctx: &Context<'_>, writes: &[WriteRef<'_>], is_batch: bool) -> QueryResu
         let Some(condition) = &write.condition else {
             continue;
         };
-        if range && (condition.on_regular_columns() || !matches!(condition, Conditions::Columns(_))) {
+        if range {
+            // A DELETE of a clustering range or a whole partition deletes regular columns:
+            // Cassandra refuses it with any condition, static ones included.
             return Err(invalid(
-                "DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to use IF condition on non static columns",
+                "DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to delete non static columns",
             ));
         }
         // The row the statement names, or its partition's static row when it names none.
@@ -261,10 +263,18 @@ fn bind(ctx: &Context<'_>, writes: &[WriteRef<'_>], is_batch: bool) -> QueryResu
             Conditions::Columns(conditions) => {
                 let mut regular = Vec::new();
                 let mut statics_bound = Vec::new();
+                // Cassandra shows a statement's regular columns before its static ones, and the
+                // statements of a batch in their order.
+                let mut static_columns = Vec::new();
                 for c in conditions {
                     let bound = c.bind(&table, w.binds)?;
-                    if !columns.contains(&c.column) {
-                        columns.push(c.column);
+                    let shown = if c.is_static {
+                        &mut static_columns
+                    } else {
+                        &mut columns
+                    };
+                    if !shown.contains(&c.column) {
+                        shown.push(c.column);
                     }
                     if c.is_static {
                         statics_bound.push(bound);
@@ -278,6 +288,11 @@ fn bind(ctx: &Context<'_>, writes: &[WriteRef<'_>], is_batch: bool) -> QueryResu
                 if !statics_bound.is_empty() {
                     statics = true;
                     add_check(&mut checks, Vec::new(), Check::Columns(statics_bound))?;
+                }
+                for c in static_columns {
+                    if !columns.contains(&c) {
+                        columns.push(c);
+                    }
                 }
             }
         }

@@ -10,8 +10,8 @@
 //!   A null current value satisfies only `!=` a non-null `v`.
 //! - `c IN (v1, v2)` holds if `c = vi` holds for one of them (a null among them matches a null
 //!   column).
-//! - A whole non-frozen collection compares element by element, and an absent one is the
-//!   empty collection: `l < [1]` holds when `l` is empty.
+//! - A whole non-frozen collection compares element by element; an absent one is the empty
+//!   collection to `=` and `!=`, and null to `<`, `<=`, `>`, `>=` (`l < [1]` does not hold).
 //! - `m[k]`, `l[i]` and `u.f` compare the element or field (null when absent).
 //! - A row that does not exist has every column null.
 
@@ -475,6 +475,11 @@ impl Bound {
                 if contains(ty, self.op, current, value) {
                     return Ok(true);
                 }
+                continue;
+            }
+            // An absent collection is null to an ordering (`l < [1]` does not hold), and empty
+            // to `=` and `!=`, as Cassandra 5.0 judges it.
+            if current.is_none() && self.op.is_slice() {
                 continue;
             }
             // An empty collection: no elements.

@@ -225,7 +225,9 @@ fn an_absent_collection_is_null_and_empty() {
     let empty = Row::default();
     assert!(holds(&t, "l = null", &[], Some(&empty)));
     assert!(holds(&t, "st = {}", &[], Some(&empty)));
-    assert!(holds(&t, "l < [0]", &[], Some(&empty)));
+    // To an ordering it is null, as Cassandra 5.0.6 judges it.
+    assert!(!holds(&t, "l < [0]", &[], Some(&empty)));
+    assert!(!holds(&t, "l >= [0]", &[], Some(&empty)));
     assert!(!holds(&t, "l != null", &[], Some(&empty)));
     assert!(!holds(&t, "m['a'] = 1", &[], None));
 }

@@ -233,6 +233,20 @@ impl Rows<'_> {
         let table = self.table();
         let wt = self.write_time()?;
         let (partitions, r) = named_rows(self.ctx, table, &p.rows, self.binds)?;
+        // Cassandra's first checks of a conditional DELETE that does not name a whole primary
+        // key: what it deletes, then what its conditions read.
+        if self.write.condition.is_some() && !r.clustering_complete {
+            if p.columns.as_ref().is_none_or(|c| !c.static_only) {
+                return Err(invalid(
+                    "DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to delete non static columns",
+                ));
+            }
+            if self.conditions_on_rows() {
+                return Err(invalid(
+                    "DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to use IF condition on non static columns",
+                ));
+            }
+        }
         let Some(columns) = &p.columns else {
             for partition in &partitions {
                 for range in &r.clustering {

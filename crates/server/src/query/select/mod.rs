@@ -22,7 +22,6 @@ use hayate_cluster::coordinator::Coordinator;
 use hayate_cql::response::result::{ResultBody, Rows, RowsMetadata};
 use hayate_cql::statement::{Select, Term};
 use hayate_cql::value::DataType;
-use hayate_cql::wire::Consistency;
 
 use super::bind::{evaluate_integer, Binds, Integer};
 use super::functions::Accumulator;
@@ -51,14 +50,6 @@ pub async fn run(
     let restrictions = plan.restrictions.bind(&table, binds, ctx.guard)?;
     if let Some(keys) = restrictions.partitions.as_deref().filter(|k| k.len() > 1) {
         super::guardrails::check_partition_keys_in_select(ctx.guard, &table, keys)?;
-    }
-    if matches!(ctx.consistency, Consistency::Serial | Consistency::LocalSerial)
-        && !table.is_virtual
-        && restrictions.partitions.as_ref().is_none_or(|p| p.len() != 1)
-    {
-        return Err(invalid(
-            "SERIAL/LOCAL_SERIAL consistency may only be requested for one partition at a time",
-        ));
     }
     let reverse = ordering(&table, select, &restrictions)?;
     let limit = limit_value(&select.limit, binds, "[limit]")?;

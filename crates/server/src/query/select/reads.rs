@@ -40,7 +40,9 @@ impl Reads<'_> {
             (consistency, &command)
         {
             // A read at SERIAL first finishes any lightweight transaction in progress on the
-            // partition (the SELECT has checked that it names one partition).
+            // partition; an IN list reads each of its partitions so. A token-range read at
+            // SERIAL is read at the quorum the level counts, without finishing what is in
+            // progress in the range (Cassandra's Paxos v2 finishes it first).
             return Ok(self
                 .coordinator
                 .read_serial(self.keyspace.strategy(), consistency, read.clone())
