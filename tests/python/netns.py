@@ -54,6 +54,27 @@ def nft(*args: str) -> str:
     return subprocess.run(["nft", *args], check=True, capture_output=True, text=True).stdout
 
 
+def cut(table: str, a: str, b: str) -> None:
+    """Drops every TCP and UDP packet between addresses a and b, both ways, with the rules of
+    nftables table `table` (counted: see `dropped_packets`)."""
+    nft("add", "table", "inet", table)
+    nft("add", "chain", "inet", table, "out", "{ type filter hook output priority 0 ; policy accept ; }")
+    for src, dst in ((a, b), (b, a)):
+        nft("add", "rule", "inet", table, "out", "ip", "saddr", src, "ip", "daddr", dst,
+            "meta", "l4proto", "{ tcp, udp }", "counter", "drop")
+
+
+def dropped_packets(table: str) -> int:
+    """Packets the rules of `table` dropped so far."""
+    text = nft("list", "table", "inet", table)
+    return sum(int(part.split()[1]) for part in text.split("counter")[1:])
+
+
+def heal(table: str) -> None:
+    """Removes the rules `cut` added."""
+    nft("delete", "table", "inet", table)
+
+
 def run_scenario(script: str, args: list[str], pid_file: Path, timeout_s: float, what: str) -> str:
     """Runs `script` (a test file) under `unshare -n` with `args`; skips the test when the machine
     cannot, fails it with the scenario's output when it fails or times out. Returns its stdout."""

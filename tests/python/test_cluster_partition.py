@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from netns import nft, run_scenario
+from netns import cut, dropped_packets, heal, run_scenario
 
 # The whole scenario, cluster start included, on a loaded 2-core machine.
 SCENARIO_TIMEOUT_S = 240
@@ -54,24 +54,6 @@ def test_partition_between_two_nodes_keeps_quorum_and_heals(tmp_path):
 
 
 # ---- the scenario, run inside the namespace ------------------------------------------------
-
-
-def partition(a: str, b: str) -> None:
-    """Drops every TCP and UDP packet between addresses a and b, both ways."""
-    nft("add", "table", "inet", NFT_TABLE)
-    nft("add", "chain", "inet", NFT_TABLE, "out", "{ type filter hook output priority 0 ; policy accept ; }")
-    for src, dst in ((a, b), (b, a)):
-        nft("add", "rule", "inet", NFT_TABLE, "out", "ip", "saddr", src, "ip", "daddr", dst,
-            "meta", "l4proto", "{ tcp, udp }", "counter", "drop")
-
-
-def dropped_packets() -> int:
-    text = nft("list", "table", "inet", NFT_TABLE)
-    return sum(int(part.split()[1]) for part in text.split("counter")[1:])
-
-
-def heal() -> None:
-    nft("delete", "table", "inet", NFT_TABLE)
 
 
 def scenario(result_file: Path) -> None:
@@ -122,7 +104,7 @@ def scenario(result_file: Path) -> None:
         n1, n2, n3 = c.nodes
         acked_at_cut = len(acked)
         cut_at = time.monotonic()
-        partition(n2.host, n3.host)
+        cut(NFT_TABLE, n2.host, n3.host)
         time.sleep(LOAD_DURING_S)
         views = {n.host: {m["address"]: m["state"] for m in n.status()["nodes"]} for n in (n2, n3)}
         # A schema change through node 1: it reaches a majority of the metadata log.
@@ -140,7 +122,7 @@ def scenario(result_file: Path) -> None:
             "schema_change_through_node1_s": round(ddl_s, 2),
             "client_errors": len(errors),
             "first_errors": [f"{at - cut_at:+.2f} s {op}: {e[:200]}" for at, op, e in errors[:5]],
-            "dropped_packets": dropped_packets(),
+            "dropped_packets": dropped_packets(NFT_TABLE),
         }
         print(f"partition: {result['partition']}", flush=True)
         assert result["partition"]["acked_while_cut"] > 50, "too few writes while partitioned to test anything"
@@ -148,7 +130,7 @@ def scenario(result_file: Path) -> None:
         assert not stale, f"QUORUM reads missed acknowledged QUORUM writes: {stale[:5]}"
         assert result["partition"]["dropped_packets"] > 0, "the nft rules dropped nothing"
 
-        heal()
+        heal(NFT_TABLE)
         healed_at = time.monotonic()
         c.wait_agreement()
         result["heal"] = {"agreement_after_s": round(time.monotonic() - healed_at, 2)}

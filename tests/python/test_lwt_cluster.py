@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from linearizability import INFINITY, UNKNOWN, Event, check
-from netns import nft, run_scenario
+from netns import cut, heal, run_scenario
 
 SCENARIO_TIMEOUT_S = 240
 NFT_TABLE = "hayate_lwt"
@@ -68,19 +68,6 @@ def test_the_checker_accepts_overlaps_and_refuses_what_no_register_would_do():
 
 
 # ---- the scenario, run inside the namespace ------------------------------------------------
-
-
-def cut(a: str, b: str) -> None:
-    """Drops every TCP and UDP packet between addresses a and b, both ways."""
-    nft("add", "table", "inet", NFT_TABLE)
-    nft("add", "chain", "inet", NFT_TABLE, "out", "{ type filter hook output priority 0 ; policy accept ; }")
-    for src, dst in ((a, b), (b, a)):
-        nft("add", "rule", "inet", NFT_TABLE, "out", "ip", "saddr", src, "ip", "daddr", dst,
-            "meta", "l4proto", "{ tcp, udp }", "counter", "drop")
-
-
-def heal() -> None:
-    nft("delete", "table", "inet", NFT_TABLE)
 
 
 def scenario(result_file: Path) -> None:
@@ -162,11 +149,11 @@ def scenario(result_file: Path) -> None:
         c.start_node(3, agree=False)
         pid_file.write_text("\n".join(str(n.proc.pid) for n in c.nodes if n.proc))
         c.wait_agreement()
-        cut(n1.host, n2.host)
+        cut(NFT_TABLE, n1.host, n2.host)
         applied_before = counts["applied"]
         time.sleep(PHASE_S)
         applied_while_cut = counts["applied"] - applied_before
-        heal()
+        heal(NFT_TABLE)
         time.sleep(PHASE_S / 2)
         stop.set()
         for t in threads:

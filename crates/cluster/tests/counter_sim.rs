@@ -85,14 +85,7 @@ async fn client(cluster: Rc<Cluster>, sums: Rc<RefCell<[Sums; COUNTERS]>>, ops: 
 }
 
 fn run_seed(seed: u64, ops: usize) -> Result<String, String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("build a current-thread runtime");
-    let local = tokio::task::LocalSet::new();
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    local.block_on(&runtime, async {
+    sim::paused(async |dir| {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut config = CoordinatorConfig::default();
         if rng.random_bool(0.5) {
@@ -106,7 +99,7 @@ fn run_seed(seed: u64, ops: usize) -> Result<String, String> {
             token_offset: rng.random_range(0..1_000_000),
             config,
         };
-        let cluster = Rc::new(Cluster::new(&layout, seed, dir.path()));
+        let cluster = Rc::new(Cluster::new(&layout, seed, dir));
         let sums = Rc::new(RefCell::new([Sums::default(); COUNTERS]));
         let clients: Vec<_> = (0..CLIENTS)
             .map(|c| {

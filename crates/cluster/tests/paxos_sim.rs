@@ -238,17 +238,10 @@ async fn faults(run: Rc<Run>, seed: u64, until: Instant) {
 }
 
 fn run_seed(seed: u64, ops: usize) -> Result<String, String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("build a current-thread runtime");
-    let local = tokio::task::LocalSet::new();
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    local.block_on(&runtime, async {
+    sim::paused(async |dir| {
         let mut rng = StdRng::seed_from_u64(seed);
         let layout = layout(&mut rng);
-        let cluster = Cluster::new(&layout, seed, dir.path());
+        let cluster = Cluster::new(&layout, seed, dir);
         let run = Rc::new(Run {
             cluster,
             started: Instant::now(),
@@ -320,18 +313,11 @@ fn compare_and_set_histories_are_linearizable_under_faults() {
 #[test]
 fn a_transaction_after_another_sees_it() {
     // No faults: each client's compare-and-set sees the value the one before it set.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("build a current-thread runtime");
-    let local = tokio::task::LocalSet::new();
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    local.block_on(&runtime, async {
+    sim::paused(async |dir| {
         let mut rng = StdRng::seed_from_u64(1);
         let mut layout = layout(&mut rng);
         layout.config = CoordinatorConfig::default();
-        let cluster = Cluster::new(&layout, 1, dir.path());
+        let cluster = Cluster::new(&layout, 1, dir);
         let replication = cluster.replication.clone();
         let mut expect: Option<u32> = None;
         for n in 0..10u32 {
@@ -376,18 +362,11 @@ fn a_transaction_after_another_sees_it() {
 
 /// A cluster with no faults, on a paused clock, for a scenario set up by hand.
 fn scenario(test: impl AsyncFnOnce(&Cluster)) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("build a current-thread runtime");
-    let local = tokio::task::LocalSet::new();
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    local.block_on(&runtime, async {
+    sim::paused(async |dir| {
         let mut layout = layout(&mut StdRng::seed_from_u64(1));
         layout.node_dcs = vec!["dc1".into(); 3];
         layout.config = CoordinatorConfig::default();
-        let cluster = Cluster::new(&layout, 1, dir.path());
+        let cluster = Cluster::new(&layout, 1, dir);
         test(&cluster).await;
     });
 }

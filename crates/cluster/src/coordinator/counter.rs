@@ -60,15 +60,7 @@ impl Coordinator {
         updates: Vec<CounterUpdate>,
     ) -> Result<(), CoordinatorError> {
         let token = updates[0].token;
-        let (natural, pending) = if matches!(replication, Replication::Local) {
-            (vec![self.local], Vec::new())
-        } else {
-            let map = topology.map(replication);
-            let natural = map.replicas(token).to_vec();
-            let mut pending = Vec::new();
-            topology.pending_replicas(replication, token, &natural, &mut pending);
-            (natural, pending)
-        };
+        let (natural, pending) = self.replicas_of(topology, replication, token);
         let mut group = Group {
             replicas: natural,
             pending,

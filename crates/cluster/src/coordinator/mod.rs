@@ -350,6 +350,23 @@ impl Coordinator {
         self.replica.drop_table(table)
     }
 
+    /// A token's natural replicas under `replication` (this node alone for `Local`), and the
+    /// pending ones of a range being moved to them.
+    fn replicas_of(
+        &self,
+        topology: &Topology,
+        replication: &Replication,
+        token: i64,
+    ) -> (Vec<HostId>, Vec<HostId>) {
+        if matches!(replication, Replication::Local) {
+            return (vec![self.local], Vec::new());
+        }
+        let natural = topology.map(replication).replicas(token).to_vec();
+        let mut pending = Vec::new();
+        topology.pending_replicas(replication, token, &natural, &mut pending);
+        (natural, pending)
+    }
+
     fn is_alive(&self, host: HostId) -> bool {
         host == self.local || self.liveness.is_alive(host)
     }

@@ -230,15 +230,7 @@ impl Coordinator {
         serial: ConsistencyLevel,
         token: i64,
     ) -> Result<Participants, CoordinatorError> {
-        let (natural, pending) = if matches!(replication, Replication::Local) {
-            (vec![self.local], Vec::new())
-        } else {
-            let map = topology.map(replication);
-            let natural = map.replicas(token).to_vec();
-            let mut pending = Vec::new();
-            topology.pending_replicas(replication, token, &natural, &mut pending);
-            (natural, pending)
-        };
+        let (natural, pending) = self.replicas_of(topology, replication, token);
         let in_scope = |h: &&HostId| {
             serial != ConsistencyLevel::LocalSerial || topology.data_center(**h) == self.local_dc
         };

@@ -31,52 +31,71 @@ pub async fn apply(
     let mut groups: Vec<(Arc<Keyspace>, Vec<replica::Mutation>)> = Vec::new();
     for m in mutations {
         let token = hayate_storage::token::token(&m.partition);
-        let kind = match m.target {
+        // A list operation by index or by value reads the list first.
+        let current = match &m.target {
             Target::Row {
-                clustering,
-                mut update,
-                reads,
-            } => {
-                if !reads.is_empty() {
-                    let current = read_row(
-                        ctx,
-                        coordinator,
-                        &m.keyspace,
-                        &m.table,
-                        token,
-                        &m.partition,
-                        &clustering,
-                    )
-                    .await?;
-                    let now = ctx.clock.now_s();
-                    for op in reads {
-                        list_read_op(&m.table, current.as_ref(), op, now, &mut update)?;
-                    }
-                    update.normalize();
-                }
-                MutationKind::Row { clustering, update }
+                clustering, reads, ..
+            } if !reads.is_empty() => {
+                read_row(
+                    ctx,
+                    coordinator,
+                    &m.keyspace,
+                    &m.table,
+                    token,
+                    &m.partition,
+                    clustering,
+                )
+                .await?
             }
-            Target::Range { range, deletion } => MutationKind::DeleteRange {
-                start: range.start,
-                end: range.end,
-                deletion,
-            },
+            _ => None,
         };
-        let mutation = replica::Mutation {
-            table: m.table.storage_id,
-            token,
-            partition: m.partition,
-            kind,
-        };
+        let keyspace = m.keyspace.clone();
+        let mutation = replica_mutation(m, token, current.as_ref(), ctx.clock.now_s())?;
         match groups.last_mut() {
-            Some((ks, group)) if Arc::ptr_eq(ks, &m.keyspace) => group.push(mutation),
-            _ => groups.push((m.keyspace, vec![mutation])),
+            Some((ks, group)) if Arc::ptr_eq(ks, &keyspace) => group.push(mutation),
+            _ => groups.push((keyspace, vec![mutation])),
         }
     }
     if let Some(log) = batchlog.filter(|_| logged) {
         return crate::query::batchlog::apply_logged(log, coordinator, consistency, groups).await;
     }
     crate::query::batchlog::write_groups(coordinator, consistency, groups, write_type).await
+}
+
+/// A planned mutation as the replicas take it (its partition's token computed once by the
+/// caller), its list operations (if any) done on `current`, the row's current version.
+pub(super) fn replica_mutation(
+    m: Mutation,
+    token: i64,
+    current: Option<&Row>,
+    now_s: u32,
+) -> QueryResult<replica::Mutation> {
+    let kind = match m.target {
+        Target::Row {
+            clustering,
+            mut update,
+            reads,
+        } => {
+            if !reads.is_empty() {
+                for op in reads {
+                    list_read_op(&m.table, current, op, now_s, &mut update)?;
+                }
+                update.normalize();
+            }
+            MutationKind::Row { clustering, update }
+        }
+        Target::Range { range, deletion } => MutationKind::DeleteRange {
+            start: range.start,
+            end: range.end,
+            deletion,
+        },
+    };
+    Ok(replica::Mutation {
+        table: m.table.storage_id,
+        token,
+        partition: m.partition,
+        kind,
+    })
 }
 
 /// The current version of one row (for list operations that need it), as a read at the

@@ -18,11 +18,10 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use hayate_cluster::coordinator::{CasError, CasRequest, Coordinator, ReadResult};
-use hayate_cluster::replica::{self, MutationKind, PartitionRead};
+use hayate_cluster::replica::{self, PartitionRead};
 use hayate_cql::response::result::{ColumnSpec, ColumnType, ResultBody, Rows, RowsMetadata, TableSpec};
 use hayate_storage::row::Row;
 
-use super::apply::list_read_op;
 use super::condition::{Bound as BoundCondition, Conditions};
 use super::plan::{Plan, Shape, Write};
 use super::{Mutation, Target};
@@ -137,10 +136,18 @@ pub async fn run(
         for w in &writes {
             w.bind(&at_ballot, &mut planned)?;
         }
+        // Every write of a transaction is to its one partition.
+        let token = hayate_storage::token::token(&request.partition);
         let mutations = planned
             .into_iter()
             .filter(|m| !is_empty_row_update(m))
-            .map(|m| replica_mutation(m, &view, now_s))
+            .map(|m| {
+                let current = match &m.target {
+                    Target::Row { clustering, .. } => view.any_row(clustering),
+                    Target::Range { .. } => None,
+                };
+                super::apply::replica_mutation(m, token, current, now_s)
+            })
             .collect::<QueryResult<_>>()?;
         Ok(Some(mutations))
     };
@@ -492,38 +499,6 @@ impl View {
 /// static columns alone): there is nothing to write to that row.
 fn is_empty_row_update(m: &Mutation) -> bool {
     matches!(&m.target, Target::Row { update, reads, .. } if *update == Row::default() && reads.is_empty())
-}
-
-/// A planned mutation as the replicas take it, its list operations done on the current rows.
-fn replica_mutation(m: Mutation, view: &View, now_s: u32) -> QueryResult<replica::Mutation> {
-    let token = hayate_storage::token::token(&m.partition);
-    let kind = match m.target {
-        Target::Row {
-            clustering,
-            mut update,
-            reads,
-        } => {
-            if !reads.is_empty() {
-                let current = view.any_row(&clustering);
-                for op in reads {
-                    list_read_op(&m.table, current, op, now_s, &mut update)?;
-                }
-                update.normalize();
-            }
-            MutationKind::Row { clustering, update }
-        }
-        Target::Range { range, deletion } => MutationKind::DeleteRange {
-            start: range.start,
-            end: range.end,
-            deletion,
-        },
-    };
-    Ok(replica::Mutation {
-        table: m.table.storage_id,
-        token,
-        partition: m.partition,
-        kind,
-    })
 }
 
 #[cfg(test)]
