@@ -58,7 +58,10 @@ pub struct Summary {
 
 /// Runs `test` on a current-thread runtime with paused time, as [`run`] runs a seed, with a
 /// temporary folder for the nodes' hints and checkpoints.
-#[allow(dead_code, reason = "for paxos_sim and counter_sim; coordinator_sim runs seeds with `run`")]
+#[allow(
+    dead_code,
+    reason = "for paxos_sim and counter_sim; coordinator_sim runs seeds with `run`"
+)]
 pub fn paused<T>(test: impl AsyncFnOnce(&std::path::Path) -> T) -> T {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
