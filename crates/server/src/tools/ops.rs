@@ -17,6 +17,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a cleanup may take (it waits for every node to drain, then drops ranges).
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(600);
 const POLL: Duration = Duration::from_secs(1);
+/// Polls in a row that must find a decommissioning node NORMAL with no change before the tool
+/// calls the decommission aborted.
+const ABORTED_AFTER_POLLS: u32 = 5;
 /// How often progress is printed where it cannot be redrawn.
 const PLAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -26,17 +29,28 @@ type Verdict = Option<Result<String, String>>;
 pub fn decommission(addr: SocketAddr) -> Result<(), String> {
     let started = start(addr, "/decommission")?;
     say!("{started}\n");
-    let done = follow(addr, |doc| match doc {
-        // The node stops once it has left the ring.
-        None => Some(Ok("decommissioned: the node left the ring and stopped".to_owned())),
-        Some(doc) if doc["mode"] == "DECOMMISSIONED" => Some(Ok(
-            "decommissioned: the node left the ring and is stopping".to_owned(),
-        )),
-        Some(doc) if doc["change"].is_null() && doc["mode"] == "NORMAL" => Some(Err(
-            "the decommission ended without the node leaving the ring (aborted): its log says why".to_owned(),
-        )),
-        Some(_) => None,
-    })?;
+    let normal_polls = std::cell::Cell::new(0u32);
+    let done =
+        follow(addr, |doc| match doc {
+            // The node stops once it has left the ring.
+            None => Some(Ok("decommissioned: the node left the ring and stopped".to_owned())),
+            Some(doc) if doc["mode"] == "DECOMMISSIONED" => Some(Ok(
+                "decommissioned: the node left the ring and is stopping".to_owned(),
+            )),
+            Some(doc) if doc["change"].is_null() && doc["mode"] == "NORMAL" => {
+                // Just after the log removes the node from the ring, it reads NORMAL with no change
+                // for a moment, until it says DECOMMISSIONED (or stops): aborted only if it stays so.
+                normal_polls.set(normal_polls.get() + 1);
+                (normal_polls.get() >= ABORTED_AFTER_POLLS).then(|| {
+                    Err("the decommission ended without the node leaving the ring (aborted): its log says why"
+                    .to_owned())
+                })
+            }
+            Some(_) => {
+                normal_polls.set(0);
+                None
+            }
+        })?;
     say!("{done}\n");
     Ok(())
 }
