@@ -447,3 +447,53 @@ fn a_replica_behind_the_latest_commit_is_brought_up_to_it() {
         assert!(held >= 2, "the commit is on {held} replicas of 3");
     });
 }
+
+#[test]
+fn an_update_is_written_later_than_every_update_before_it() {
+    scenario(async |cluster| {
+        // A transaction another node committed at a time this coordinator's clock has not
+        // reached (ballots of two nodes can share a microsecond; here the other one is ahead).
+        let ahead = EPOCH_US + 3_600_000_000;
+        let key = PaxosKey::of_read(&read_of(0));
+        for node in 0..3 {
+            let p = proposal(8, ahead);
+            on_replica(
+                cluster,
+                node,
+                PaxosRequest::Commit {
+                    key: key.clone(),
+                    proposal: p,
+                },
+            );
+        }
+        let request = CasRequest {
+            replication: &cluster.replication,
+            serial: ConsistencyLevel::Serial,
+            commit: ConsistencyLevel::Quorum,
+            read: read_of(0),
+        };
+        let outcome = cluster.nodes[0]
+            .coordinator
+            .cas(request, |current, ts| -> Result<_, ()> {
+                assert_eq!(value_of(current), Some(8));
+                assert!(
+                    ts > ahead,
+                    "the update's time {ts} is not after the last one's {ahead}"
+                );
+                Ok(Some(write_of(0, 9, ts)))
+            })
+            .await
+            .expect("no faults");
+        assert!(outcome.applied);
+        let seen = cluster.nodes[1]
+            .coordinator
+            .read_serial(&cluster.replication, ConsistencyLevel::Serial, read_of(0))
+            .await
+            .expect("a serial read");
+        assert_eq!(
+            value_of(&seen),
+            Some(9),
+            "the later transaction's value is the one kept"
+        );
+    });
+}

@@ -131,6 +131,17 @@ impl Coordinator {
                     continue;
                 }
             }
+            // The update is written at the ballot's time: it must be later than every update a
+            // replica accepted or committed, or last-write-wins could keep the older one. Two
+            // nodes' ballots can share a microsecond (the node breaks the tie between ballots,
+            // not between timestamps): start again above it, at once.
+            if let Some(later) = latest_update_micros(&promises).filter(|m| *m >= ballot.micros) {
+                above = Ballot {
+                    micros: later,
+                    node: 0,
+                };
+                continue;
+            }
             let current = self.merge_promises(&request.read, promises);
             let Some(update) = decide(&current, ballot.micros).map_err(CasError::Decide)? else {
                 return Ok(CasOutcome {
@@ -626,6 +637,15 @@ impl Coordinator {
             },
         }
     }
+}
+
+/// The time of the latest proposal any promise reports accepted or committed.
+fn latest_update_micros(promises: &[(HostId, Promise)]) -> Option<i64> {
+    promises
+        .iter()
+        .flat_map(|(_, p)| p.accepted.iter().chain(p.committed.iter()))
+        .map(|p| p.ballot.micros)
+        .max()
 }
 
 /// One phase's requests in flight, and the local replica's answer.
