@@ -71,6 +71,14 @@ enum Proposed {
     Refused(Ballot),
 }
 
+/// A round begun: its ring, replicas, ballot and a quorum's promises.
+struct Begun {
+    topology: Arc<Topology>,
+    who: Participants,
+    ballot: Ballot,
+    promises: Vec<(HostId, Promise)>,
+}
+
 /// What finishing an earlier round's proposal left this round to do.
 enum Finished {
     /// Nothing was in progress: go on with this round.
@@ -96,41 +104,25 @@ impl Coordinator {
     ) -> Result<CasOutcome, CasError<E>> {
         add(&self.metrics.cas_writes, 1);
         let key = PaxosKey::of_read(&request.read);
-        let started = Instant::now();
-        let contention_deadline = started + self.config.cas_contention_timeout;
+        let deadline = Instant::now() + self.config.cas_contention_timeout;
         let mut above = Ballot::NONE;
         loop {
-            let topology = self.topology();
-            let who = self.participants(&topology, request.replication, request.serial, key.token)?;
-            let ballot = self.next_ballot(above);
-            let promises = match self
-                .prepare(&who, ballot, &request.read, request.serial, Purpose::Write)
-                .await?
-            {
-                Prepared::Promised(p) => p,
-                Prepared::Contended(promised) => {
-                    above = promised;
-                    self.back_off(ballot, contention_deadline, &who, request.serial, Purpose::Write)
-                        .await?;
-                    continue;
-                }
-            };
-            match self
-                .finish_in_progress(&topology, &who, &key, ballot, &promises, request.serial)
-                .await?
-            {
-                Finished::Nothing => {}
-                Finished::Again(spent) => {
-                    above = spent;
-                    continue;
-                }
-                Finished::Contended(promised) => {
-                    above = promised;
-                    self.back_off(ballot, contention_deadline, &who, request.serial, Purpose::Write)
-                        .await?;
-                    continue;
-                }
-            }
+            let Begun {
+                topology,
+                who,
+                ballot,
+                promises,
+            } = self
+                .begin(
+                    request.replication,
+                    request.serial,
+                    &request.read,
+                    &key,
+                    &mut above,
+                    deadline,
+                    Purpose::Write,
+                )
+                .await?;
             // The update is written at the ballot's time: it must be later than every update a
             // replica accepted or committed, or last-write-wins could keep the older one. Two
             // nodes' ballots can share a microsecond (the node breaks the tie between ballots,
@@ -157,7 +149,7 @@ impl Coordinator {
                 Proposed::Accepted => {}
                 Proposed::Refused(promised) => {
                     above = promised;
-                    self.back_off(ballot, contention_deadline, &who, request.serial, Purpose::Write)
+                    self.back_off(ballot, deadline, &who, request.serial, Purpose::Write)
                         .await?;
                     continue;
                 }
@@ -186,38 +178,66 @@ impl Coordinator {
     ) -> Result<ReadResult, CoordinatorError> {
         add(&self.metrics.serial_reads, 1);
         let key = PaxosKey::of_read(&read);
-        let contention_deadline = Instant::now() + self.config.cas_contention_timeout;
+        let deadline = Instant::now() + self.config.cas_contention_timeout;
         let mut above = Ballot::NONE;
+        let begun = self
+            .begin(
+                replication,
+                serial,
+                &read,
+                &key,
+                &mut above,
+                deadline,
+                Purpose::Read,
+            )
+            .await?;
+        Ok(self.merge_promises(&read, begun.promises))
+    }
+
+    /// Starts a round: a ballot above `above` promised by a quorum, with nothing an earlier
+    /// round left in progress. Starts again (after a wait when another round got in the way)
+    /// until it has one, or the contention timeout passes.
+    #[allow(clippy::too_many_arguments)]
+    async fn begin(
+        &self,
+        replication: &Replication,
+        serial: ConsistencyLevel,
+        read: &PartitionRead,
+        key: &PaxosKey,
+        above: &mut Ballot,
+        deadline: Instant,
+        purpose: Purpose,
+    ) -> Result<Begun, CoordinatorError> {
         loop {
             let topology = self.topology();
             let who = self.participants(&topology, replication, serial, key.token)?;
-            let ballot = self.next_ballot(above);
-            let promises = match self.prepare(&who, ballot, &read, serial, Purpose::Read).await? {
+            let ballot = self.next_ballot(*above);
+            let promises = match self.prepare(&who, ballot, read, serial, purpose).await? {
                 Prepared::Promised(p) => p,
                 Prepared::Contended(promised) => {
-                    above = promised;
-                    self.back_off(ballot, contention_deadline, &who, serial, Purpose::Read)
-                        .await?;
+                    *above = promised;
+                    self.back_off(ballot, deadline, &who, serial, purpose).await?;
                     continue;
                 }
             };
             match self
-                .finish_in_progress(&topology, &who, &key, ballot, &promises, serial)
+                .finish_in_progress(&topology, &who, key, ballot, &promises, serial)
                 .await?
             {
-                Finished::Nothing => {}
-                Finished::Again(spent) => {
-                    above = spent;
-                    continue;
+                Finished::Nothing => {
+                    return Ok(Begun {
+                        topology,
+                        who,
+                        ballot,
+                        promises,
+                    })
                 }
+                Finished::Again(spent) => *above = spent,
                 Finished::Contended(promised) => {
-                    above = promised;
-                    self.back_off(ballot, contention_deadline, &who, serial, Purpose::Read)
-                        .await?;
-                    continue;
+                    *above = promised;
+                    self.back_off(ballot, deadline, &who, serial, purpose).await?;
                 }
             }
-            return Ok(self.merge_promises(&read, promises));
         }
     }
 
@@ -278,12 +298,12 @@ impl Coordinator {
         let mut round = Round {
             local: self.local,
             rx,
-            _waiting: self.messaging.as_ref().map(|m| Waiting::new(m.clone())),
+            waiting: self.messaging.as_ref().map(|m| Waiting::new(m.clone())),
             outstanding: Vec::new(),
             here: None,
         };
         for &host in hosts.iter().filter(|&&h| h != self.local) {
-            let sent = match (&self.messaging, &mut round._waiting) {
+            let sent = match (&self.messaging, &mut round.waiting) {
                 (Some(m), Some(w)) => m
                     .request(host, Lane::Requests, &tx, |id| Message::PaxosRequest {
                         id,
@@ -652,7 +672,7 @@ fn latest_update_micros(promises: &[(HostId, Promise)]) -> Option<i64> {
 struct Round {
     local: HostId,
     rx: mpsc::UnboundedReceiver<Reply>,
-    _waiting: Option<Waiting>,
+    waiting: Option<Waiting>,
     outstanding: Vec<HostId>,
     here: Option<Result<PaxosReply, ReplicaError>>,
 }

@@ -18,14 +18,12 @@
 use std::sync::Arc;
 
 use super::payload::{
-    get_command, get_mutation, get_replica_error, get_reply, put_command, put_mutation, put_replica_error,
+    get_command, get_mutations, get_replica_error, get_reply, put_command, put_mutations, put_replica_error,
     put_reply,
 };
 use super::row::{get_key, put_key};
 use super::wire::{put_bool, put_i64, put_u32, put_u64, put_u8, Reader};
-use super::{
-    DecodeError, EncodeError, ReadReply, ENCODED_ITEM_BYTES_MIN, MUTATIONS_PER_MESSAGE_MAX, VERSION,
-};
+use super::{DecodeError, EncodeError, ReadReply, VERSION};
 use crate::paxos::acceptor::PaxosState;
 use crate::paxos::{Ballot, PaxosKey, PaxosReply, PaxosRequest, Proposal};
 use crate::replica::{ReadCommand, ReplicaError};
@@ -56,30 +54,13 @@ fn get_ballot(r: &mut Reader<'_>) -> Result<Ballot, DecodeError> {
 
 fn put_proposal(out: &mut Vec<u8>, p: &Proposal, version: u8) -> Result<(), EncodeError> {
     put_ballot(out, p.ballot);
-    if p.update.len() > MUTATIONS_PER_MESSAGE_MAX {
-        return Err(EncodeError::TooMany {
-            what: "mutations",
-            count: p.update.len(),
-            max: MUTATIONS_PER_MESSAGE_MAX,
-        });
-    }
-    put_u32(out, p.update.len() as u32);
-    for m in p.update.iter() {
-        put_mutation(out, m, version)?;
-    }
-    Ok(())
+    put_mutations(out, &p.update, version)
 }
 
 fn get_proposal(r: &mut Reader<'_>, version: u8) -> Result<Proposal, DecodeError> {
-    let ballot = get_ballot(r)?;
-    let n = r.count_u32("mutations", MUTATIONS_PER_MESSAGE_MAX)?;
-    let mut update = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
-    for _ in 0..n {
-        update.push(get_mutation(r, version)?);
-    }
     Ok(Proposal {
-        ballot,
-        update: Arc::new(update),
+        ballot: get_ballot(r)?,
+        update: Arc::new(get_mutations(r, version)?),
     })
 }
 

@@ -56,13 +56,7 @@ pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Resul
         return Err(EncodeError::NotInVersion { kind, version });
     }
     match message {
-        Message::MutationRequest { mutations, .. } => {
-            check_count("mutations", mutations.len(), MUTATIONS_PER_MESSAGE_MAX)?;
-            put_u32(out, mutations.len() as u32);
-            for m in mutations.iter() {
-                put_mutation(out, m, version)?;
-            }
-        }
+        Message::MutationRequest { mutations, .. } => put_mutations(out, mutations, version)?,
         Message::MutationResponse { result, .. } => match result {
             Ok(()) => put_u8(out, RESULT_OK),
             Err(e) => {
@@ -168,12 +162,8 @@ pub(super) fn encode(message: &Message, version: u8, out: &mut Vec<u8>) -> Resul
         }
         Message::CounterResponse { result, .. } => match result {
             Ok(mutations) => {
-                check_count("mutations", mutations.len(), MUTATIONS_PER_MESSAGE_MAX)?;
                 put_u8(out, RESULT_OK);
-                put_u32(out, mutations.len() as u32);
-                for m in mutations {
-                    put_mutation(out, m, version)?;
-                }
+                put_mutations(out, mutations, version)?;
             }
             Err(e) => {
                 put_u8(out, RESULT_ERROR);
@@ -261,17 +251,10 @@ fn get_stream_chunk(r: &mut Reader<'_>) -> Result<StreamChunk, DecodeError> {
 pub(super) fn decode(kind: Kind, id: RequestId, version: u8, payload: &[u8]) -> Result<Message, DecodeError> {
     let mut r = Reader::new(payload);
     let message = match kind {
-        Kind::MutationRequest => {
-            let n = r.count_u32("mutations", MUTATIONS_PER_MESSAGE_MAX)?;
-            let mut mutations = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
-            for _ in 0..n {
-                mutations.push(get_mutation(&mut r, version)?);
-            }
-            Message::MutationRequest {
-                id,
-                mutations: Arc::new(mutations),
-            }
-        }
+        Kind::MutationRequest => Message::MutationRequest {
+            id,
+            mutations: Arc::new(get_mutations(&mut r, version)?),
+        },
         Kind::MutationResponse => Message::MutationResponse {
             id,
             result: match r.u8("mutation result tag")? {
@@ -380,14 +363,7 @@ pub(super) fn decode(kind: Kind, id: RequestId, version: u8, payload: &[u8]) -> 
         Kind::CounterResponse => Message::CounterResponse {
             id,
             result: match r.u8("counter result tag")? {
-                RESULT_OK => {
-                    let n = r.count_u32("mutations", MUTATIONS_PER_MESSAGE_MAX)?;
-                    let mut mutations = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
-                    for _ in 0..n {
-                        mutations.push(get_mutation(&mut r, version)?);
-                    }
-                    Ok(mutations)
-                }
+                RESULT_OK => Ok(get_mutations(&mut r, version)?),
                 RESULT_ERROR => Err(get_replica_error(&mut r)?),
                 tag => {
                     return Err(DecodeError::BadTag {
@@ -547,6 +523,30 @@ pub(super) fn put_mutation(out: &mut Vec<u8>, m: &Mutation, version: u8) -> Resu
         }
     }
     Ok(())
+}
+
+/// A count, then the mutations (a MutationRequest's payload, a counter leader's answer, a
+/// Paxos proposal's update).
+pub(super) fn put_mutations(
+    out: &mut Vec<u8>,
+    mutations: &[Mutation],
+    version: u8,
+) -> Result<(), EncodeError> {
+    check_count("mutations", mutations.len(), MUTATIONS_PER_MESSAGE_MAX)?;
+    put_u32(out, mutations.len() as u32);
+    for m in mutations {
+        put_mutation(out, m, version)?;
+    }
+    Ok(())
+}
+
+pub(super) fn get_mutations(r: &mut Reader<'_>, version: u8) -> Result<Vec<Mutation>, DecodeError> {
+    let n = r.count_u32("mutations", MUTATIONS_PER_MESSAGE_MAX)?;
+    let mut mutations = Vec::with_capacity(n.min(r.remaining() / ENCODED_ITEM_BYTES_MIN));
+    for _ in 0..n {
+        mutations.push(get_mutation(r, version)?);
+    }
+    Ok(mutations)
 }
 
 pub(super) fn get_mutation(r: &mut Reader<'_>, version: u8) -> Result<Mutation, DecodeError> {
