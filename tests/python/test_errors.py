@@ -156,19 +156,6 @@ def test_response_opcode_sent_as_request_is_a_protocol_error(node):
     assert outcome in ("ERROR 0x000a", "closed"), outcome
 
 
-@pytest.mark.hayate_scope
-def test_counters_are_refused_clearly(ks):
-    """hayate does not implement counters (Cassandra does): a counter table or increment must be
-    refused with InvalidRequest saying so, never accepted and silently miscounted."""
-    try:
-        ks.session.execute("CREATE TABLE counts (k int PRIMARY KEY, n counter)")
-    except InvalidRequest as e:
-        assert "counter" in str(e).lower(), str(e)
-        return
-    with pytest.raises(InvalidRequest, match="(?i)counter"):
-        ks.session.execute("UPDATE counts SET n = n + 1 WHERE k = 1")
-
-
 def test_empty_and_null_partition_keys_are_invalid(ks):
     ks.session.execute("CREATE TABLE tk (k text PRIMARY KEY, v int)")
     with pytest.raises(InvalidRequest, match="(?i)key may not be empty"):

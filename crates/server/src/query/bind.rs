@@ -86,13 +86,18 @@ pub fn evaluate(term: &Term, to: &Receiver<'_>, binds: &Binds<'_>) -> QueryResul
         Term::Literal(Literal::Null) => Ok(Evaluated::Null),
         Term::Literal(lit) => {
             let mut out = Vec::new();
-            literal_to_bytes(to.ty, lit, &mut out).map_err(|e| {
-                invalid(format!(
+            literal_to_bytes(to.ty, lit, &mut out).map_err(|e| match e {
+                // Cassandra's words for a literal of the wrong kind.
+                hayate_cql::value::ValueError::InvalidLiteral { kind, text, ty } => invalid(format!(
+                    "Invalid {kind} constant ({text}) for \"{}\" of type {ty}",
+                    to.name
+                )),
+                e => invalid(format!(
                     "Invalid {} constant for {} of type {}: {e}",
                     literal_kind(lit),
                     to.name,
                     to.ty
-                ))
+                )),
             })?;
             Ok(Evaluated::Bytes(out))
         }

@@ -4,7 +4,8 @@
 //! cell per element: a list element's path is a 16-byte time-ordered id (so appends sort last
 //! and prepends first), a set element's path is the element's order key with an empty value,
 //! and a map entry's path is the key's order key. A non-frozen user-defined type is one cell
-//! per non-null field, whose path is the field's index ([`field_path`]). Cells iterate in path order, which is
+//! per non-null field, whose path is the field's index ([`field_path`]). A counter is one cell
+//! per shard, whose path is the shard's leader ([`hayate_cluster::counter`]). Cells iterate in path order, which is
 //! therefore the collection's order, as Cassandra returns it.
 
 use std::borrow::Cow;
@@ -87,7 +88,18 @@ fn fill_cells<'r>(table: &Table, row: &'r Row, kind: ColumnKind, now_s: u32, out
             continue; // a dropped column's leftovers
         };
         let ty = &table.columns[i].ty;
-        if ty.is_multi_cell() {
+        if ty.is_counter() {
+            // A counter is one cell per replica that led an increment: its value is their sum,
+            // its write time the latest shard's.
+            let shards = || cells.iter().filter(|c| c.value_at(now_s).is_some());
+            if let Some(latest) = shards().map(|c| c.timestamp_us).max() {
+                let sum = shards()
+                    .filter_map(hayate_cluster::counter::shard_count)
+                    .fold(0i64, i64::wrapping_add);
+                out.values[i] = Some(Cow::Owned(sum.to_be_bytes().to_vec()));
+                out.writetimes[i] = Some(latest);
+            }
+        } else if ty.is_multi_cell() {
             out.values[i] = collection_value(ty, cells, now_s).map(Cow::Owned);
         } else if let Some(cell) = cells.iter().find(|c| c.path.is_empty()) {
             if let Some(v) = cell.value_at(now_s) {

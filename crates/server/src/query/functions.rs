@@ -91,6 +91,10 @@ pub enum AggregateKind {
 }
 
 pub fn aggregate(name: &str, arg_ty: &DataType) -> Option<(AggregateKind, DataType)> {
+    // Cassandra's aggregates of a counter are bigints.
+    if arg_ty.is_counter() {
+        return aggregate(name, &DataType::BigInt);
+    }
     let numeric = matches!(
         arg_ty,
         DataType::TinyInt
@@ -124,7 +128,7 @@ fn number(ty: &DataType, v: &[u8]) -> Option<(i128, f64)> {
         DataType::TinyInt => i8::from_be_bytes(v.try_into().ok()?).into(),
         DataType::SmallInt => i16::from_be_bytes(v.try_into().ok()?).into(),
         DataType::Int => i32::from_be_bytes(v.try_into().ok()?).into(),
-        DataType::BigInt => i64::from_be_bytes(v.try_into().ok()?).into(),
+        DataType::BigInt | DataType::Counter => i64::from_be_bytes(v.try_into().ok()?).into(),
         DataType::Float => return Some((0, f32::from_be_bytes(v.try_into().ok()?).into())),
         DataType::Double => return Some((0, f64::from_be_bytes(v.try_into().ok()?))),
         _ => return None,

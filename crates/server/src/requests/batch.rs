@@ -11,7 +11,7 @@ use hayate_cluster::coordinator::WriteType;
 use hayate_cql::request::{Batch, BatchStatement, BatchType};
 use hayate_cql::response::result::ResultBody;
 use hayate_cql::response::Response;
-use hayate_cql::statement::{parse, Statement};
+use hayate_cql::statement::{parse, BatchKind, Statement};
 
 use super::Session;
 use crate::error::{invalid, syntax, QueryError, QueryResult};
@@ -25,9 +25,6 @@ pub async fn handle(session: &Session, b: &Batch<'_>, warnings: &Warnings) -> Re
 }
 
 async fn run(session: &Session, b: &Batch<'_>, warnings: &Warnings) -> QueryResult<ResultBody> {
-    if b.batch_type == BatchType::Counter {
-        return Err(invalid("hayate does not support counters yet (COUNTER BATCH)"));
-    }
     if b.statements.len() > modify::BATCH_STATEMENTS_MAX {
         return Err(invalid(format!(
             "A batch may hold at most {} statements",
@@ -127,8 +124,16 @@ async fn run(session: &Session, b: &Batch<'_>, warnings: &Warnings) -> QueryResu
             .collect();
         return modify::run_conditional(&ctx, &session.node.coordinator, &statements, true).await;
     }
+    let kind = match b.batch_type {
+        BatchType::Logged => BatchKind::Logged,
+        BatchType::Unlogged => BatchKind::Unlogged,
+        BatchType::Counter => BatchKind::Counter,
+    };
+    // A frame's timestamp is the client's default, not the BATCH's USING TIMESTAMP.
+    modify::check_counter_batch(kind, false, planned.iter().flat_map(|(plan, ..)| plan.tables()))?;
     guardrails::check_batch_size(ctx.guard, &mutations)?;
     let write_type = match b.batch_type {
+        _ if planned.iter().any(|(plan, ..)| plan.is_counter()) => WriteType::Counter,
         BatchType::Unlogged => WriteType::UnloggedBatch,
         _ => WriteType::Batch,
     };

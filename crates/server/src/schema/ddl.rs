@@ -17,7 +17,7 @@ use hayate_cql::value::{DataType, Literal, TypeError, UserType, UDT_FIELDS_MAX};
 use hayate_storage::TableId;
 
 use super::{Column, ColumnKind, Keyspace, OptionValue, Schema, Table};
-use crate::error::{already_exists, invalid, QueryResult};
+use crate::error::{already_exists, invalid, QueryError, QueryResult};
 
 /// Cassandra's limit on keyspace and table names.
 pub const NAME_LENGTH_MAX: usize = 48;
@@ -351,14 +351,17 @@ fn parse_type(ks: &Keyspace, text: &str) -> QueryResult<DataType> {
 }
 
 fn parse_column_type(ks: &Keyspace, def: &ColumnDefinition) -> QueryResult<DataType> {
-    let ty = parse_type(ks, &def.type_text)?;
-    if ty.is_counter() {
-        return Err(invalid(format!(
-            "hayate does not support counter columns yet (column {}); use a bigint column",
-            def.name
-        )));
+    parse_type(ks, &def.type_text)
+}
+
+/// Refuses a default TTL on a counter table: an increment cannot expire (Cassandra's rule).
+fn check_counter_ttl(table: &Table) -> QueryResult<()> {
+    if table.is_counter() && table.default_ttl_s() > 0 {
+        return Err(invalid(
+            "Cannot set default_time_to_live on a table with counters",
+        ));
     }
-    Ok(ty)
+    Ok(())
 }
 
 /// A boolean table option as Cassandra's PropertyDefinitions reads it, stored as true or false.
@@ -384,7 +387,7 @@ fn defined_kind(def: &ColumnDefinition) -> ColumnKind {
 
 /// Cassandra's message for a static column in a table without clustering columns, which has
 /// one row per partition and so nothing to share a value between.
-fn statics_need_clustering() -> crate::error::QueryError {
+fn statics_need_clustering() -> QueryError {
     invalid(
         "Static columns are only useful (and thus allowed) if the table has at least one clustering column",
     )
@@ -505,6 +508,11 @@ pub fn create_table(
                 "duration type is not supported for PRIMARY KEY column '{key}'"
             )));
         }
+        if ty.is_counter() {
+            return Err(invalid(format!(
+                "counter type is not supported for PRIMARY KEY column '{key}'"
+            )));
+        }
         columns[i].kind = if what == "partition" {
             ColumnKind::PartitionKey
         } else {
@@ -543,6 +551,13 @@ pub fn create_table(
     if clustering.is_empty() && columns.iter().any(|c| c.kind == ColumnKind::Static) {
         return Err(statics_need_clustering());
     }
+    let mut values = columns.iter().filter(|c| !c.kind.is_primary_key());
+    let values_are_counters = values.clone().any(|c| c.ty.is_counter());
+    if values_are_counters && values.any(|c| !c.ty.is_counter()) {
+        return Err(invalid(
+            "Cannot mix counter and non counter columns in the same table",
+        ));
+    }
     let mut options = BTreeMap::new();
     table_options(&stmt.properties, &mut options)?;
     let storage_id = allocate_id();
@@ -556,8 +571,10 @@ pub fn create_table(
         partition_key,
         clustering,
         options,
+        counter: values_are_counters,
         is_virtual: false,
     };
+    check_counter_ttl(&table)?;
     let mut ks = (**ks).clone();
     ks.tables.insert(name.to_owned(), Arc::new(table));
     schema.keyspaces.insert(keyspace.to_owned(), Arc::new(ks));
@@ -589,6 +606,18 @@ pub fn alter_table(
                 let ty = parse_column_type(ks, def)?;
                 if def.is_static && table.clustering.is_empty() {
                     return Err(statics_need_clustering());
+                }
+                // A table of keys alone is not a counter table: it takes no counter either.
+                if ty.is_counter() != table.is_counter() {
+                    let (this, that) = if ty.is_counter() {
+                        ("a counter", "non counter")
+                    } else {
+                        ("a non counter", "counter")
+                    };
+                    return Err(QueryError::Config(format!(
+                        "{keyspace}.{name}: Cannot have {this} column (\"{}\") in a {that} table",
+                        def.name
+                    )));
                 }
                 table.columns.push(Column {
                     name: def.name.clone(),
@@ -633,7 +662,10 @@ pub fn alter_table(
         AlterTableAction::AlterType { .. } => {
             return Err(invalid("Altering column types is no longer supported"));
         }
-        AlterTableAction::With(properties) => table_options(properties, &mut table.options)?,
+        AlterTableAction::With(properties) => {
+            table_options(properties, &mut table.options)?;
+            check_counter_ttl(&table)?;
+        }
     }
     let mut ks = (**ks).clone();
     ks.tables.insert(name.to_owned(), Arc::new(table));

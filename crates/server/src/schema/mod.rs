@@ -85,6 +85,10 @@ pub struct Table {
     /// the rest take Cassandra's defaults ([`ddl::TABLE_OPTION_DEFAULTS`]).
     pub options: BTreeMap<String, OptionValue>,
     pub next_column_id: u32,
+    /// A counter table: created with counter columns, it stays one when they are dropped
+    /// (Cassandra's `counter` flag).
+    #[serde(default)]
+    pub counter: bool,
     #[serde(skip)]
     pub is_virtual: bool,
 }
@@ -382,6 +386,12 @@ impl Table {
             Some(OptionValue::Text(v)) => hayate_cluster::coordinator::SpeculativeRetry::parse(v),
             _ => hayate_cluster::coordinator::SpeculativeRetry::default(),
         }
+    }
+
+    /// True if the table is a counter table: its columns besides the primary key are counters
+    /// (Cassandra allows no mix), written only by increments ([`hayate_cluster::counter`]).
+    pub fn is_counter(&self) -> bool {
+        self.counter
     }
 
     /// True if the table has a static column: then every partition may hold a static row,

@@ -432,6 +432,7 @@ fn build_table(keyspace: &str, name: &str, defs: &[ColumnDef], storage_id: u32) 
         partition_key,
         clustering,
         options: BTreeMap::new(),
+        counter: false,
         is_virtual: true,
     }
 }

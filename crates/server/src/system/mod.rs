@@ -341,6 +341,7 @@ fn schema_tables_rows(schema: &Schema, table: &Table, virtual_schema: bool) -> V
                 row = match name {
                     "id" => row.set("id", t.uuid.to_vec()),
                     // Every CQL table is "compound" in Cassandra's terms.
+                    "flags" if t.is_counter() => row.set("flags", text_set(["compound", "counter"])),
                     "flags" => row.set("flags", text_set(["compound"])),
                     "extensions" => {
                         let mut out = Vec::new();

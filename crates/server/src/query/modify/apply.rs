@@ -1,6 +1,7 @@
 //! Planned mutations handed to the coordinator: grouped by keyspace (each has its own
 //! replication), through the batchlog for a logged batch, and with the current list read first
-//! for a list operation by index or by value.
+//! for a list operation by index or by value. Counter writes go their own way
+//! ([`super::counter`]).
 
 use std::sync::Arc;
 
@@ -26,6 +27,9 @@ pub async fn apply(
     mutations: Vec<Mutation>,
     write_type: WriteType,
 ) -> QueryResult<()> {
+    if write_type == WriteType::Counter {
+        return super::counter::apply(ctx, coordinator, mutations).await;
+    }
     let logged = write_type == WriteType::Batch && mutations.len() > 1;
     let consistency = consistency_level(ctx.consistency);
     let mut groups: Vec<(Arc<Keyspace>, Vec<replica::Mutation>)> = Vec::new();

@@ -29,6 +29,39 @@ pub(super) fn tombstone_cell(col: &Column, path: Vec<u8>, wt: WriteTime) -> Cell
     cell
 }
 
+/// The delta of `c = c + value` (or `- value`, `negate`), from the value's bytes.
+fn increment(bytes: &[u8], negate: bool) -> QueryResult<i64> {
+    let bytes: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| invalid("Invalid null value for counter increment/decrement"))?;
+    let delta = i64::from_be_bytes(bytes);
+    if !negate {
+        return Ok(delta);
+    }
+    delta.checked_neg().ok_or_else(|| {
+        invalid(format!(
+            "The negation of {delta} overflows supported counter precision (signed 8 bytes integer)"
+        ))
+    })
+}
+
+/// Adds `delta` to the increment of `col` that `update` carries: an UPDATE's row holds, for a
+/// counter, one cell whose value is the sum of the statement's increments (8 bytes,
+/// big-endian), which the counter's leader adds to its shard ([`super::apply`]); it is never
+/// stored as it is.
+fn add_increment(col: &Column, delta: i64, wt: WriteTime, update: &mut Row) {
+    if let Some(cell) = update.cells.iter_mut().find(|c| c.column == col.id) {
+        let sum = hayate_cluster::counter::shard_count(cell)
+            .unwrap_or(0)
+            .wrapping_add(delta);
+        *cell = Cell::live(col.id, wt.timestamp_us, sum.to_be_bytes().to_vec());
+        return;
+    }
+    update
+        .cells
+        .push(Cell::live(col.id, wt.timestamp_us, delta.to_be_bytes().to_vec()));
+}
+
 impl Assign {
     /// Adds the cells of this assignment, with `binds`' values, to `update`; list operations
     /// that need the current list go to `reads`.
@@ -54,6 +87,12 @@ impl Assign {
                     add_elements(col, &b, wt, true, update)?;
                 }
             }
+            AssignOp::Increment { term, negate } => match eval(term, &col.ty)? {
+                Evaluated::Bytes(b) => add_increment(col, increment(&b, *negate)?, wt, update),
+                // A null literal is refused by the plan, with "increment/decrement".
+                Evaluated::Null => return Err(invalid("Invalid null value for counter increment")),
+                Evaluated::Unset => {}
+            },
             AssignOp::SubtractList(t) => {
                 if let Evaluated::Bytes(b) = eval(t, &col.ty)? {
                     let values = split_list(&b).ok_or_else(|| invalid("Invalid list value"))?;
@@ -153,7 +192,8 @@ pub(super) fn remove(
     let name = col.name.as_str();
     match &removal.what {
         RemovalKind::Field(f) => update.cells.push(tombstone_cell(col, field_path(*f), wt)),
-        RemovalKind::Column if col.ty.is_multi_cell() => {
+        // A counter is a cell per shard, as a collection is a cell per element.
+        RemovalKind::Column if col.ty.is_multi_cell() || col.ty.is_counter() => {
             delete_column(col, wt.timestamp_us, wt.now_s, update)
         }
         RemovalKind::Column => update.cells.push(tombstone_cell(col, Vec::new(), wt)),

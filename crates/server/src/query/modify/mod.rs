@@ -16,6 +16,7 @@ mod apply;
 mod assign;
 mod cas;
 mod condition;
+mod counter;
 mod plan;
 mod rows;
 
@@ -35,7 +36,7 @@ use crate::schema::{Keyspace, Table};
 
 pub use apply::apply;
 pub use cas::{run as run_conditional, CasStatement};
-pub use plan::Plan;
+pub use plan::{check_counter_batch, Plan};
 
 /// Statements one BATCH may hold.
 pub const BATCH_STATEMENTS_MAX: usize = 65_535;
@@ -130,6 +131,7 @@ pub async fn run(
         super::guardrails::check_batch_size(ctx.guard, &mutations)?;
     }
     let write_type = match stmt {
+        _ if plan.is_counter() => WriteType::Counter,
         Statement::Batch(b) if b.kind == BatchKind::Unlogged => WriteType::UnloggedBatch,
         Statement::Batch(_) => WriteType::Batch,
         _ => WriteType::Simple,

@@ -34,6 +34,8 @@ pub struct Plan {
     /// The BATCH around the writes, if the statement is one.
     pub(super) batch: Option<BatchPlan>,
     pub(super) writes: Vec<Write>,
+    /// The writes are to counter tables (all of them: a statement cannot mix).
+    pub(super) counter: bool,
 }
 
 /// What a BATCH adds to its statements.
@@ -128,6 +130,8 @@ pub(super) enum AssignOp {
     Add(Term),
     /// `c = term + c` on a non-frozen list.
     Prepend(Term),
+    /// `c = c + term` or `c = c - term` (`negate`) on a counter.
+    Increment { term: Term, negate: bool },
     /// `l = l - [values]`: needs the current list.
     SubtractList(Term),
     /// `s = s - {elements}`.
@@ -237,9 +241,6 @@ impl Plan {
             Statement::Update(s) => writes.push(update(ctx, s, &mut keyspaces)?),
             Statement::Delete(s) => writes.push(delete(ctx, s, &mut keyspaces)?),
             Statement::Batch(b) => {
-                if b.kind == BatchKind::Counter {
-                    return Err(invalid("hayate does not support counters yet (COUNTER BATCH)"));
-                }
                 if b.statements.len() > BATCH_STATEMENTS_MAX {
                     return Err(invalid(format!(
                         "A batch may hold at most {BATCH_STATEMENTS_MAX} statements"
@@ -261,6 +262,11 @@ impl Plan {
                 if writes.iter().any(|w| w.condition.is_some()) {
                     check_conditional_batch(b.using.timestamp.is_some(), writes.iter().map(|w| &*w.table))?;
                 }
+                check_counter_batch(
+                    b.kind,
+                    b.using.timestamp.is_some(),
+                    writes.iter().map(|w| &*w.table),
+                )?;
             }
             _ => {
                 return Err(invalid(format!(
@@ -270,7 +276,15 @@ impl Plan {
             }
         }
         super::super::plan_compiled();
-        Ok((Plan { batch, writes }, keyspaces))
+        let counter = writes.iter().any(|w| w.table.is_counter());
+        Ok((
+            Plan {
+                batch,
+                writes,
+                counter,
+            },
+            keyspaces,
+        ))
     }
 }
 
@@ -296,6 +310,48 @@ impl Plan {
     pub fn is_conditional(&self) -> bool {
         self.writes.iter().any(|w| w.condition.is_some())
     }
+
+    /// The table of each write, in order.
+    pub fn tables(&self) -> impl Iterator<Item = &Table> {
+        self.writes.iter().map(|w| &*w.table)
+    }
+
+    /// True when the writes are to counter tables: they go through a counter's leader.
+    pub fn is_counter(&self) -> bool {
+        self.counter
+    }
+}
+
+/// The refusals of a BATCH that holds counter writes, or is a COUNTER BATCH (Cassandra's
+/// `BatchStatement.validate`): `timestamp` is whether the BATCH has its own USING TIMESTAMP.
+pub fn check_counter_batch<'t>(
+    kind: BatchKind,
+    timestamp: bool,
+    tables: impl Iterator<Item = &'t Table>,
+) -> QueryResult<()> {
+    if timestamp && kind == BatchKind::Counter {
+        return Err(invalid("Cannot provide custom timestamp for counter BATCH"));
+    }
+    let (mut counters, mut others) = (false, false);
+    for t in tables {
+        if t.is_counter() {
+            counters = true;
+        } else {
+            others = true;
+        }
+    }
+    if kind == BatchKind::Counter && others {
+        return Err(invalid("Cannot include non-counter statement in a counter batch"));
+    }
+    if counters && others {
+        return Err(invalid(
+            "Counter and non-counter mutations cannot exist in the same batch",
+        ));
+    }
+    if kind == BatchKind::Logged && counters {
+        return Err(invalid("Cannot include a counter statement in a logged batch"));
+    }
+    Ok(())
 }
 
 /// The refusals of a BATCH with conditions that its statements alone decide (Cassandra's
@@ -324,9 +380,16 @@ fn conditions(table: &Table, condition: &Condition, using: &Using) -> QueryResul
             if using.timestamp.is_some() {
                 return Err(custom_timestamp());
             }
-            Conditions::Columns(condition::compile(table, relations)?)
+            let compiled = condition::compile(table, relations)?;
+            if table.is_counter() {
+                return Err(invalid("Conditions on counters are not supported"));
+            }
+            Conditions::Columns(compiled)
         }
     };
+    if table.is_counter() {
+        return Err(invalid("Conditional updates are not supported on counter tables"));
+    }
     if using.timestamp.is_some() {
         return Err(custom_timestamp());
     }
@@ -335,6 +398,21 @@ fn conditions(table: &Table, condition: &Condition, using: &Using) -> QueryResul
 
 fn custom_timestamp() -> QueryError {
     invalid("Cannot provide custom timestamp for conditional updates")
+}
+
+/// Refuses what an UPDATE or DELETE of a counter table cannot take: an increment has no TTL and
+/// its time is the counter leader's (Cassandra's `ModificationStatement.validate`).
+fn check_counter_using(table: &Table, using: &Using) -> QueryResult<()> {
+    if !table.is_counter() {
+        return Ok(());
+    }
+    if using.timestamp.is_some() {
+        return Err(invalid("Cannot provide custom timestamp for counter updates"));
+    }
+    if using.ttl.is_some() {
+        return Err(invalid("Cannot provide custom TTL for counter updates"));
+    }
+    Ok(())
 }
 
 fn is_static(table: &Table, name: &str) -> bool {
@@ -349,6 +427,11 @@ fn column_index(table: &Table, name: &str) -> QueryResult<usize> {
 
 fn insert(ctx: &Context<'_>, s: &Insert, keyspaces: &mut Vec<Arc<Keyspace>>) -> QueryResult<Write> {
     let table = writable_table(ctx, &s.table, keyspaces)?;
+    if table.is_counter() {
+        return Err(invalid(
+            "INSERT statements are not allowed on counter tables, use UPDATE instead",
+        ));
+    }
     if s.if_not_exists && s.using.timestamp.is_some() {
         return Err(custom_timestamp());
     }
@@ -392,6 +475,7 @@ fn update(ctx: &Context<'_>, s: &Update, keyspaces: &mut Vec<Arc<Keyspace>>) -> 
     let condition = conditions(&table, &s.condition, &s.using)?;
     let rows = WherePlan::compile(&table, &s.where_clause, false)?;
     let assignments = Compiled::of(s.assignments.iter().map(|a| assign(&table, a)));
+    check_counter_using(&table, &s.using)?;
     Ok(Write {
         using: s.using.clone(),
         shape: Shape::Update(UpdatePlan {
@@ -415,38 +499,58 @@ fn assign(table: &Table, a: &Assignment) -> QueryResult<Assign> {
             col.name
         )));
     }
-    let needs_collection = |op: &str| -> QueryResult<()> {
+    let needs_collection = |op: &str, t: &Term| -> QueryResult<()> {
+        let what = format!("{} = {} {op} {}", col.name, col.name, value_text(t));
         if col.ty.is_multi_cell() {
             Ok(())
         } else if col.ty.is_collection() {
             Err(invalid(format!(
-                "Invalid operation ({} = {} {op} ?) for frozen collection column {}",
-                col.name, col.name, col.name
+                "Invalid operation ({what}) for frozen collection column {}",
+                col.name
             )))
         } else {
             Err(invalid(format!(
-                "Invalid operation ({} = {} {op} ?) for non counter column {}",
-                col.name, col.name, col.name
+                "Invalid operation ({what}) for non counter column {}",
+                col.name
             )))
         }
     };
     let op = match &a.operation {
+        Operation::Set(_) if col.ty.is_counter() => {
+            return Err(invalid(format!(
+                "Cannot set the value of counter column {} (counters can only be incremented/decremented, not set)",
+                col.name
+            )))
+        }
         Operation::Set(t) => AssignOp::Set(t.clone()),
+        Operation::Add(t) | Operation::Subtract(t) if col.ty.is_counter() => {
+            if matches!(t, Term::Literal(hayate_cql::value::Literal::Null)) {
+                return Err(invalid("Invalid null value for counter increment/decrement"));
+            }
+            AssignOp::Increment {
+                term: t.clone(),
+                negate: matches!(a.operation, Operation::Subtract(_)),
+            }
+        }
         Operation::Add(t) => {
-            needs_collection("+")?;
+            needs_collection("+", t)?;
             AssignOp::Add(t.clone())
         }
         Operation::Prepend(t) => {
             if !matches!(col.ty, DataType::List { frozen: false, .. }) {
+                // Cassandra's message shows the operation with a minus.
                 return Err(invalid(format!(
-                    "Invalid operation (prepend) for non list column {}",
+                    "Invalid operation ({} = {} - {}) for non list column {}",
+                    col.name,
+                    value_text(t),
+                    col.name,
                     col.name
                 )));
             }
             AssignOp::Prepend(t.clone())
         }
         Operation::Subtract(t) => {
-            needs_collection("-")?;
+            needs_collection("-", t)?;
             match &col.ty {
                 DataType::List { .. } => AssignOp::SubtractList(t.clone()),
                 DataType::Set { .. } => AssignOp::SubtractSet(t.clone()),
@@ -529,6 +633,7 @@ fn delete(ctx: &Context<'_>, s: &Delete, keyspaces: &mut Vec<Arc<Keyspace>>) -> 
     if s.using.ttl.is_some() {
         return Err(invalid("DELETE does not take a TTL"));
     }
+    check_counter_using(&table, &s.using)?;
     let rows = WherePlan::compile(&table, &s.where_clause, false)?;
     let columns = (!s.targets.is_empty()).then(|| {
         let target_name = |t: &DeleteTarget| match t {
