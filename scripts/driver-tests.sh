@@ -91,6 +91,24 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! command -v prom
     echo "driver-tests: could not install prometheus; the dashboard test will be skipped" >&2
 fi
 
+# 2d. gocql's own tests (tests/python/test_gocql.py) run with Go 1.21 or later, which this script
+#     does not install: without `go` (on PATH, at /usr/local/go/bin/go, or named by HAYATE_GO)
+#     they skip and say so. With it, the pinned gocql v1.7.0 and its dependencies (tests/go/go.sum)
+#     are fetched here through GOPROXY (proxy.golang.org by default; no GOFLAGS needed), so that
+#     an unreachable proxy is named at once rather than as a failing test; later runs use the
+#     module cache offline.
+go=${HAYATE_GO:-$(command -v go || true)}
+if [ -z "$go" ] && [ -x /usr/local/go/bin/go ]; then
+  go=/usr/local/go/bin/go
+fi
+if [ -n "$go" ]; then
+  if ! (cd tests/go && GOWORK=off "$go" mod download); then
+    echo "driver-tests: 'go mod download' in tests/go failed (is GOPROXY reachable?); test_gocql will fail" >&2
+  fi
+else
+  echo "driver-tests: go is not on PATH; gocql's tests (test_gocql.py) will be skipped"
+fi
+
 # 3. The binaries under test, built with the test profile (debug assertions on, opt-level 1):
 #    after `cargo test --workspace` (scripts/test.sh) every dependency is already built so, and
 #    the dev profile would build them all a second time.
