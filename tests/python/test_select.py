@@ -191,3 +191,27 @@ def test_request_with_tracing_flag_is_answered(t):
     """A driver asking for tracing (flag 0x02) must still get its rows."""
     result = t.execute("SELECT v FROM t WHERE k = 1 AND c = 1", trace=True)
     assert [r.v for r in result] == ["1:1"]
+
+
+def test_in_returns_partitions_in_key_order_not_token_order(ks):
+    """Cassandra 5.0 answers an IN on the partition key in the order of the keys' values
+    (component by component, each by its type), whatever their tokens and the IN's order."""
+    s = ks.session
+    s.execute("CREATE TABLE ti (k int PRIMARY KEY, v int)")
+    s.execute("CREATE TABLE tt (k text PRIMARY KEY, v int)")
+    s.execute("CREATE TABLE tc (a int, b int, v int, PRIMARY KEY ((a, b)))")
+    for k in (9, 10, 1, -3):
+        s.execute("INSERT INTO ti (k, v) VALUES (%s, 0)", (k,))
+    for k in ("b", "a", "ab", "B"):
+        s.execute("INSERT INTO tt (k, v) VALUES (%s, 0)", (k,))
+    for a, b in ((2, 1), (1, 2), (1, 1), (-1, 5)):
+        s.execute("INSERT INTO tc (a, b, v) VALUES (%s, %s, 0)", (a, b))
+    assert [r.k for r in s.execute("SELECT k FROM ti WHERE k IN (10, 9, 1, -3, 9)")] == [-3, 1, 9, 10]
+    assert [r.k for r in s.execute("SELECT k FROM tt WHERE k IN ('b', 'ab', 'a', 'B')")] == ["B", "a", "ab", "b"]
+    assert [tuple(r) for r in s.execute("SELECT a, b FROM tc WHERE a IN (2, 1, -1) AND b IN (5, 2, 1)")] == [
+        (-1, 5), (1, 1), (1, 2), (2, 1)]
+    # Paged one row at a time, the order holds across pages.
+    from cassandra.query import SimpleStatement
+
+    paged = SimpleStatement("SELECT k FROM ti WHERE k IN (10, 9, 1, -3)", fetch_size=1)
+    assert [r.k for r in s.execute(paged)] == [-3, 1, 9, 10]

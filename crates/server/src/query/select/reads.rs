@@ -64,7 +64,7 @@ impl Reads<'_> {
         sink.partition_full() || (self.distinct && sink.partition_rows > 0)
     }
 
-    /// Partitions named by the WHERE clause, in token order, each read in clustering order.
+    /// Partitions named by the WHERE clause, in key order, each read in clustering order.
     pub(super) async fn by_partition(
         &self,
         partitions: &[Vec<u8>],
@@ -77,13 +77,30 @@ impl Reads<'_> {
             Some(r) => (r.partition_index, r.clustering),
             None => (0, None),
         };
-        let mut ordered: Vec<(i64, &Vec<u8>)> = partitions
+        // Cassandra 5.0 returns IN partitions in the order of their keys' values (component by
+        // component, each by its type), not in token order.
+        let mut keyed: Vec<(Vec<Vec<u8>>, &Vec<u8>)> = partitions
             .iter()
-            .map(|p| (hayate_storage::token::token(p), p))
+            .map(|p| (super::super::keys::split_partition_key(table, p), p))
             .collect();
-        // Cassandra returns IN partitions in token order.
-        ordered.sort();
-        ordered.dedup();
+        let types: Vec<&hayate_cql::value::DataType> = table
+            .partition_key
+            .iter()
+            .map(|&i| &table.columns[i].ty)
+            .collect();
+        keyed.sort_by(|(a, _), (b, _)| {
+            a.iter()
+                .zip(b)
+                .zip(&types)
+                .map(|((a, b), ty)| hayate_cql::value::compare(ty, a, b))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        keyed.dedup_by(|a, b| a.1 == b.1);
+        let ordered: Vec<(i64, &Vec<u8>)> = keyed
+            .into_iter()
+            .map(|(_, p)| (hayate_storage::token::token(p), p))
+            .collect();
         for (pi, &(token, pk)) in ordered.iter().enumerate().skip(start_index) {
             if pi > start_index {
                 sink.partition_rows = 0;
