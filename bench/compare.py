@@ -100,6 +100,11 @@ WORKLOADS = {
     "lwt-update": ("lightweight transactions: UPDATE ... IF EXISTS, uniform keys (hayate-bench)",
                    CORE + "readproportion=0\nupdateproportion=1\nrequestdistribution=uniform\n"
                    "hayate.lwt=true\n"),
+    # Counter increments (hayate-bench only: `hayate.counter` makes the fields counters, each
+    # write `SET f = f + 1`), uniform over the loaded counters.
+    "counter": ("counter increments: UPDATE ... SET f = f + 1, uniform keys (hayate-bench)",
+                CORE + "readproportion=0\nupdateproportion=1\nrequestdistribution=uniform\n"
+                "hayate.counter=true\n"),
 }
 
 # Every command that touched a server or a client, in order, for results.md.

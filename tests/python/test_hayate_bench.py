@@ -232,6 +232,27 @@ def test_createtable_makes_the_keyspace_and_table_a_load_needs(node, session, fr
     session.execute(f"DROP KEYSPACE {name}")
 
 
+def test_counter_mode_increments_each_field_it_writes(node, session, fresh_name):
+    """`-p hayate.counter=true`: the fields are counters, each insert and update adds one to
+    the fields it writes, so the counters' total is the fields written, none lost."""
+    name = fresh_name("bench_counter")
+    args = ["-P", str(WORKLOADS / "workloada"), "-p", f"hosts={node.host}", "-p", f"port={node.port}",
+            "-p", f"cassandra.keyspace={name}", "-p", "recordcount=100", "-p", "operationcount=400",
+            "-p", "fieldcount=2", "-p", "hayate.createtable=true", "-p", "hayate.counter=true"]
+    load = bench("load", "cassandra-cql", *args)
+    assert load.returncode == 0, load.stderr
+    run = bench("run", "cassandra-cql", *args)
+    assert run.returncode == 0, run.stderr
+    ops = summary(run.stdout)
+    assert ("UPDATE", "Return=OK") in ops and ("UPDATE", "Return=ERROR") not in ops, run.stdout
+    total = sum(r.field0 + r.field1 for r in session.execute(f"SELECT * FROM {name}.usertable"))
+    # The load writes both fields of 100 rows; each update writes one field (writeallfields=false).
+    assert total == 200 + ops[("UPDATE", "Return=OK")]
+    bad = bench("load", "cassandra-cql", *args, "-p", "hayate.lwt=true")
+    assert bad.returncode != 0 and "hayate.counter" in bad.stderr, bad.stderr
+    session.execute(f"DROP KEYSPACE {name}")
+
+
 def test_a_missing_table_counts_errors_and_exits_cleanly(node, ks):
     load = bench("load", "-P", str(WORKLOADS / "workloada"), *connection(node, ks), "-p", "recordcount=100", "-threads", "2")
     assert load.returncode == 0, load.stderr

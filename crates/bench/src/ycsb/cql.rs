@@ -16,6 +16,10 @@
 //! serial consistency; a transaction that does not apply (`[applied] = false`) still counts as
 //! done, as the application would see it.
 //!
+//! With `-p hayate.counter=true` (hayate-bench's own too) the fields are counters: the table is
+//! made with `counter` fields, and an update or insert increments the fields it would write by
+//! one (`UPDATE ... SET f = f + 1`), since counter tables take no INSERT; reads are unchanged.
+//!
 //! Statements are prepared on first use, once per field set, and shared by all workers. A failed
 //! prepare (say, the table does not exist) fails that operation with `Return=ERROR` and is tried
 //! again by the next one, as in YCSB.
@@ -65,6 +69,8 @@ pub struct CqlConfig {
     pub create_table: Option<u32>,
     /// `hayate.lwt=true`: conditional writes (see the module comment).
     pub lwt: bool,
+    /// `hayate.counter=true`: counter fields, written by increments (see the module comment).
+    pub counter: bool,
 }
 
 impl CqlConfig {
@@ -118,6 +124,14 @@ impl CqlConfig {
                 }),
             },
             lwt: p.bool_or("hayate.lwt", false),
+            counter: p.bool_or("hayate.counter", false),
+        })
+        .and_then(|c| {
+            if c.lwt && c.counter {
+                // Cassandra refuses conditions on counter tables.
+                return Err(invalid("hayate.counter", "true", "false when hayate.lwt is true"));
+            }
+            Ok(c)
         })
     }
 }
@@ -379,6 +393,29 @@ impl CqlDb {
     }
 }
 
+impl CqlDb {
+    /// An update or insert of a counter table: each field it would write is incremented by one.
+    async fn increment(&self, what: &str, key: &str, values: Values<'_>) -> Status {
+        let (cell, fields): (_, Vec<usize>) = match values {
+            Values::One { field, .. } => (&self.update_one[field], vec![field]),
+            Values::All(all) => (&self.update_all, (0..all.len()).collect()),
+        };
+        let text = || {
+            let sets: Vec<String> = fields
+                .iter()
+                .map(|&f| format!("{0} = {0} + 1", self.field_names[f]))
+                .collect();
+            format!(
+                "UPDATE {} SET {} WHERE {KEY_COLUMN} = ?",
+                self.table,
+                sets.join(", ")
+            )
+        };
+        let stmt = self.prepared(cell, text, self.config.write_consistency).await;
+        self.write(what, stmt, key, &[key]).await
+    }
+}
+
 impl Db for CqlDb {
     async fn read(&self, key: &str, fields: FieldSet) -> Status {
         self.select("READ", key, fields, None).await
@@ -390,6 +427,9 @@ impl Db for CqlDb {
 
     async fn update(&self, key: &str, values: Values<'_>) -> Status {
         let wc = self.config.write_consistency;
+        if self.config.counter {
+            return self.increment("UPDATE", key, values).await;
+        }
         match values {
             Values::One { field, value } => {
                 let text = || {
@@ -422,6 +462,9 @@ impl Db for CqlDb {
     }
 
     async fn insert(&self, key: &str, values: Values<'_>) -> Status {
+        if self.config.counter {
+            return self.increment("INSERT", key, values).await;
+        }
         let all = match values {
             Values::All(all) => all,
             Values::One { .. } => panic!("YCSB inserts write every field"),
@@ -478,10 +521,11 @@ async fn create_table(
         .await
         .map_err(|_| "no session".to_string())?
         .map_err(|e| e.to_string())?;
+    let ty = if config.counter { "counter" } else { "varchar" };
     let fields: String = workload
         .field_names
         .iter()
-        .map(|f| format!(", {f} varchar"))
+        .map(|f| format!(", {f} {ty}"))
         .collect();
     for cql in [
         format!(
