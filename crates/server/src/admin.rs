@@ -42,6 +42,8 @@ pub fn is_schema_statement(stmt: &Statement) -> bool {
             | Statement::CreateType { .. }
             | Statement::AlterType { .. }
             | Statement::DropType { .. }
+            | Statement::CreateIndex(_)
+            | Statement::DropIndex { .. }
             | Statement::Truncate { .. }
     )
 }

@@ -25,7 +25,8 @@
 //! recovery, the index snapshot and streaming call the core without the core knowing them.
 //!
 //! ```text
-//! engine/           Engine: open and close (open.rs), the public reads and writes (mod.rs)
+//! engine/           Engine: open and close (open.rs), the public reads and writes (mod.rs),
+//!                   secondary index builds and lookups (indexes.rs)
 //!                     -> defrag, expiry, recovery, snapshot, namespace, keys, and below
 //! defrag            moves live records out of emptying blocks  -> namespace, blocks, format
 //! expiry            drops expired rows and old tombstones      -> namespace, keys, index
@@ -38,7 +39,7 @@
 //! stream/           export and import of a token range         -> namespace, keys, writer, format
 //! namespace/        the core: one namespace's state and its    -> writer, read_ahead, deltas,
 //!                   read (read.rs), write (write.rs) and range    cache, blocks, index, keys,
-//!                   (scan.rs) paths                               format, range_tombstones
+//!                   (scan.rs) paths                               format, range_tombstones, sindex
 //! keys              row keys, scan positions, pages, limits    -> index, row, token
 //! writer            the open write block, sealing, flushing    -> write_buffer, cache, blocks
 //! write_buffer      blocks not yet on the device, in a RAM file -> blocks, format
@@ -51,6 +52,7 @@
 //! format/           blocks (and their walk), records, chunks,  -> range_tombstones, row, token
 //!                   stream chunks; the crate's byte cursor
 //! range_tombstones  a partition's range tombstones             -> row
+//! sindex            secondary indexes: terms to rows, in RAM   -> keys, row
 //! index/            the RAM index                              -> (nothing)
 //! device/           files, memory, aligned buffers, io_uring   -> (nothing)
 //! row, token, clock, files, stats                              -> (nothing)
@@ -81,6 +83,7 @@ pub mod range_tombstones;
 pub(crate) mod read_ahead;
 pub(crate) mod recovery;
 pub mod row;
+pub(crate) mod sindex;
 pub(crate) mod snapshot;
 mod snapshots;
 mod stats;
@@ -139,7 +142,7 @@ pub mod fuzzing {
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{DeviceConfig, NamespaceConfig};
-pub use engine::Engine;
+pub use engine::{Engine, IndexReadError, IndexState};
 pub use error::{OpenError, ReadError, WriteError};
 pub use keys::{
     PartitionKey, RowKey, RowsFrom, RowsPage, ScanFrom, ScanPosition, StoredRow, TableId, KEY_MAX_BYTES,
@@ -148,6 +151,7 @@ pub use keys::{
 pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 pub use read_ahead::{Installed, ReadsAhead, ReadsDone};
 pub use row::{Cell, CellValue, Deletion, Liveness, Row};
+pub use sindex::{IndexSpec, IndexTarget, TermOrder, TermRange};
 pub use snapshots::{
     valid_tag as valid_snapshot_tag, Snapshot, SnapshotError, SnapshotRecord, SnapshotSpace, SnapshotSummary,
 };

@@ -201,6 +201,7 @@ mod tests {
             start: RangeStart::Token(i64::MIN),
             end_token: i64::MAX,
             limit,
+            index: None,
         })
     }
 

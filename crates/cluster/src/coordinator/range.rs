@@ -64,6 +64,7 @@ impl Coordinator {
                     start: from.clone(),
                     end_token: end,
                     limit: range.limit - live,
+                    index: range.index.clone(),
                 };
                 let result = self
                     .read_range_piece(&topology, replication, cl, &targets, piece)
@@ -97,12 +98,17 @@ impl Coordinator {
         targets: &[HostId],
         piece: RangeRead,
     ) -> Result<ReadResult, CoordinatorError> {
+        let by_index = piece.index.is_some();
         let command = ReadCommand::Range(piece);
         if targets.len() <= 1 && targets.first().is_none_or(|&h| h == self.local) {
             return read_local(&self.replica, &command)
                 .await
                 .map(ReadResult::from)
-                .map_err(CoordinatorError::Replica);
+                .map_err(|e| match by_index {
+                    // An index being built: Cassandra's INDEX_NOT_AVAILABLE, a read failure.
+                    true => read_failure(e, cl, 0, 1, 1, false),
+                    false => CoordinatorError::Replica(e),
+                });
         }
         let deadline = Instant::now() + self.config.range_timeout;
         let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();

@@ -26,11 +26,12 @@ use super::{
 use crate::counter::CounterUpdate;
 use crate::paxos::PaxosReply;
 use crate::replica::{
-    Mutation, MutationKind, PartitionRead, RangeRead, RangeSize, RangeStart, ReadCommand, ReadResponse,
-    ReplicaError, ReplicaErrorKind, ReplicaRow, ReplicaTombstones, RowPosition, StreamChunk, StreamRequest,
-    STREAM_CHUNK_BYTES_MAX, STREAM_POSITION_BYTES, STREAM_REQUEST_BYTES_MAX,
+    IndexRead, Mutation, MutationKind, PartitionRead, RangeRead, RangeSize, RangeStart, ReadCommand,
+    ReadResponse, ReplicaError, ReplicaErrorKind, ReplicaRow, ReplicaTombstones, RowPosition, StreamChunk,
+    StreamRequest, STREAM_CHUNK_BYTES_MAX, STREAM_POSITION_BYTES, STREAM_REQUEST_BYTES_MAX,
 };
 use crate::ring::TokenRange;
+use hayate_storage::TermRange;
 
 const MUTATION_ROW: u8 = 0;
 const MUTATION_DELETE_RANGE: u8 = 1;
@@ -38,6 +39,8 @@ const RESULT_OK: u8 = 0;
 const RESULT_ERROR: u8 = 1;
 const COMMAND_PARTITION: u8 = 0;
 const COMMAND_RANGE: u8 = 1;
+/// A range read by a secondary index: a range read's fields, then the index and its terms.
+const COMMAND_INDEXED_RANGE: u8 = 2;
 const START_TOKEN: u8 = 0;
 const START_AFTER: u8 = 1;
 const REPLY_DATA: u8 = 0;
@@ -399,10 +402,15 @@ pub(super) fn size_hint_bytes(message: &Message) -> usize {
         Message::ReadRequest { command, .. } => match command {
             ReadCommand::Partition(p) => 40 + p.partition.len() + bound_len(&p.start) + bound_len(&p.end),
             ReadCommand::Range(r) => {
-                40 + match &r.start {
-                    RangeStart::Token(_) => 0,
-                    RangeStart::After(p) => p.partition.len() + p.clustering.as_ref().map_or(0, Vec::len),
-                }
+                let index = r
+                    .index
+                    .as_ref()
+                    .map_or(0, |i| 10 + bound_len(&i.terms.start) + bound_len(&i.terms.end));
+                40 + index
+                    + match &r.start {
+                        RangeStart::Token(_) => 0,
+                        RangeStart::After(p) => p.partition.len() + p.clustering.as_ref().map_or(0, Vec::len),
+                    }
             }
         },
         Message::MetadataRequest { payload, .. }
@@ -630,7 +638,14 @@ pub(super) fn put_command(out: &mut Vec<u8>, command: &ReadCommand) -> Result<()
             put_u64(out, p.limit as u64);
         }
         ReadCommand::Range(q) => {
-            put_u8(out, COMMAND_RANGE);
+            put_u8(
+                out,
+                if q.index.is_some() {
+                    COMMAND_INDEXED_RANGE
+                } else {
+                    COMMAND_RANGE
+                },
+            );
             put_u32(out, q.table);
             match &q.start {
                 RangeStart::Token(t) => {
@@ -644,6 +659,11 @@ pub(super) fn put_command(out: &mut Vec<u8>, command: &ReadCommand) -> Result<()
             }
             put_i64(out, q.end_token);
             put_u64(out, q.limit as u64);
+            if let Some(i) = &q.index {
+                put_u32(out, i.index);
+                put_bound(out, &i.terms.start)?;
+                put_bound(out, &i.terms.end)?;
+            }
         }
     }
     Ok(())
@@ -666,9 +686,9 @@ pub(super) fn get_command(r: &mut Reader<'_>) -> Result<ReadCommand, DecodeError
             reverse: r.bool("reverse flag")?,
             limit: get_limit(r)?,
         }),
-        COMMAND_RANGE => ReadCommand::Range(RangeRead {
-            table: r.u32("table")?,
-            start: match r.u8("range start tag")? {
+        tag @ (COMMAND_RANGE | COMMAND_INDEXED_RANGE) => {
+            let table = r.u32("table")?;
+            let start = match r.u8("range start tag")? {
                 START_TOKEN => RangeStart::Token(r.i64("start token")?),
                 START_AFTER => RangeStart::After(get_position(r)?),
                 tag => {
@@ -677,10 +697,28 @@ pub(super) fn get_command(r: &mut Reader<'_>) -> Result<ReadCommand, DecodeError
                         tag,
                     })
                 }
-            },
-            end_token: r.i64("end token")?,
-            limit: get_limit(r)?,
-        }),
+            };
+            let end_token = r.i64("end token")?;
+            let limit = get_limit(r)?;
+            let index = if tag == COMMAND_INDEXED_RANGE {
+                Some(IndexRead {
+                    index: r.u32("index")?,
+                    terms: TermRange {
+                        start: get_bound(r)?,
+                        end: get_bound(r)?,
+                    },
+                })
+            } else {
+                None
+            };
+            ReadCommand::Range(RangeRead {
+                table,
+                start,
+                end_token,
+                limit,
+                index,
+            })
+        }
         tag => {
             return Err(DecodeError::BadTag {
                 what: "read command tag",

@@ -190,6 +190,7 @@ fn every_kind_round_trips() {
                 start: RangeStart::Token(i64::MIN),
                 end_token: i64::MAX,
                 limit: usize::MAX,
+                index: None,
             }),
             digest_only: true,
         },
@@ -204,6 +205,7 @@ fn every_kind_round_trips() {
                 }),
                 end_token: 4,
                 limit: 0,
+                index: None,
             }),
             digest_only: false,
         },
@@ -218,6 +220,13 @@ fn every_kind_round_trips() {
                 }),
                 end_token: 4,
                 limit: 10,
+                index: Some(crate::replica::IndexRead {
+                    index: 3,
+                    terms: hayate_storage::TermRange {
+                        start: Bound::Included(b"a".to_vec()),
+                        end: Bound::Unbounded,
+                    },
+                }),
             }),
             digest_only: false,
         },
@@ -777,6 +786,7 @@ fn random_message(rng: &mut StdRng) -> Message {
                     },
                     end_token: rng.random(),
                     limit: rng.random::<u64>() as usize,
+                    index: None,
                 })
             },
             digest_only: rng.random(),

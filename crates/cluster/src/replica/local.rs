@@ -3,8 +3,8 @@
 use std::ops::Bound;
 
 use hayate_storage::{
-    Engine, ImportError, PartitionKey, PartitionTombstones, ReadError, ReadsAhead, RowsFrom, RowsPage,
-    ScanFrom, ScanPosition, StoredRow, TableId, WriteError,
+    Engine, ImportError, IndexReadError, PartitionKey, PartitionTombstones, ReadError, ReadsAhead, RowsFrom,
+    RowsPage, ScanFrom, ScanPosition, StoredRow, TableId, WriteError,
 };
 
 use super::{
@@ -90,8 +90,18 @@ impl Replica for Engine {
                         clustering: p.clustering.as_deref(),
                     },
                 };
-                self.scan_rows(r.table, from, r.end_token, r.limit)
-                    .map_err(read_failed)?
+                match &r.index {
+                    None => self
+                        .scan_rows(r.table, from, r.end_token, r.limit)
+                        .map_err(read_failed)?,
+                    Some(i) => self
+                        .index_read(r.table, i.index, &i.terms, from, r.end_token, r.limit)
+                        .map_err(|e| match e {
+                            IndexReadError::Read(e) => read_failed(e),
+                            // Cassandra's INDEX_NOT_AVAILABLE: a read failure of the level.
+                            e => ReplicaError::new(ReplicaErrorKind::Failed, e.to_string()),
+                        })?,
+                }
             }
         };
         Ok(response(page))

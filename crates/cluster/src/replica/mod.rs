@@ -16,7 +16,9 @@ mod read_ring;
 
 pub use read_ring::drive_read_ring;
 
-use hayate_storage::{Deletion, PartitionKey, PartitionTombstones, ReadsAhead, ReadsDone, Row, TableId};
+use hayate_storage::{
+    Deletion, PartitionKey, PartitionTombstones, ReadsAhead, ReadsDone, Row, TableId, TermRange,
+};
 
 use crate::ring::TokenRange;
 
@@ -100,6 +102,19 @@ pub struct RangeRead {
     pub end_token: i64,
     /// Live rows to return at most; tombstones met on the way come too and do not count.
     pub limit: usize,
+    /// Only the rows a secondary index names (see [`IndexRead`]); `None` reads every row.
+    pub index: Option<IndexRead>,
+}
+
+/// A range read by a secondary index of the table: the rows whose index `index` holds a term in
+/// `terms`. The replica also returns the rows its index named that no longer match (a newer
+/// version of a row that another replica still has matching), so the coordinator's merge lets
+/// the newest win; the coordinator filters the merged rows again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexRead {
+    /// The index's number in its table (its storage id).
+    pub index: u32,
+    pub terms: TermRange,
 }
 
 /// Where a range read begins.

@@ -311,6 +311,7 @@ fn read_command(sim: &Sim, op: Op) -> ReadCommand {
                 start: RangeStart::Token(a),
                 end_token: b,
                 limit: limit(&mut rng, 5),
+                index: None,
             })
         }
     }
@@ -490,6 +491,7 @@ async fn scan(sim: &Rc<Sim>, client: &str, coordinator: usize) {
             start: start.clone(),
             end_token: i64::MAX,
             limit: page_limit,
+            index: None,
         });
         let Some(page) = read(sim, client, coordinator, command, "scan page").await else {
             return;

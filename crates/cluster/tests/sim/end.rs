@@ -299,6 +299,7 @@ fn check_replicas(sim: &Sim, when: &str, exact: bool) -> Result<(), String> {
         start: RangeStart::Token(i64::MIN),
         end_token: i64::MAX,
         limit: usize::MAX,
+        index: None,
     });
     let ring: TokenRing = sim
         .cluster

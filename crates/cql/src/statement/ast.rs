@@ -100,6 +100,13 @@ pub enum Statement {
         name: QualifiedName,
         if_exists: bool,
     },
+    /// `CREATE [CUSTOM] INDEX [IF NOT EXISTS] [name] ON t (target) [USING 'class'] [WITH OPTIONS = {...}]`
+    CreateIndex(CreateIndex),
+    /// `DROP INDEX [IF EXISTS] [ks.]name`
+    DropIndex {
+        name: QualifiedName,
+        if_exists: bool,
+    },
     /// `TRUNCATE [TABLE] t`
     Truncate {
         table: QualifiedName,
@@ -188,6 +195,39 @@ pub enum Statement {
     Unsupported {
         what: &'static str,
     },
+}
+
+/// `CREATE [CUSTOM] INDEX ...`, as written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateIndex {
+    /// `None` when the statement names none (the index then gets Cassandra's default name).
+    pub name: Option<String>,
+    pub table: QualifiedName,
+    pub if_not_exists: bool,
+    pub custom: bool,
+    /// What is indexed, in the order written (Cassandra takes several only for custom indexes).
+    pub targets: Vec<IndexTarget>,
+    /// `USING 'class'`.
+    pub using: Option<String>,
+    /// `WITH OPTIONS = {...}` (and any other property written after WITH).
+    pub properties: Vec<Property>,
+}
+
+/// One indexed column and what of it: `c`, `KEYS(c)`, `VALUES(c)`, `ENTRIES(c)`, `FULL(c)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexTarget {
+    pub kind: IndexTargetKind,
+    pub column: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexTargetKind {
+    /// The column as written: its value, or a non-frozen collection's values.
+    Simple,
+    Keys,
+    Values,
+    Entries,
+    Full,
 }
 
 /// `SELECT [JSON] [DISTINCT] selection FROM t [WHERE ...] [GROUP BY ...] [ORDER BY ...]
@@ -618,7 +658,9 @@ impl Statement {
             | Statement::DropTable { .. }
             | Statement::CreateType { .. }
             | Statement::AlterType { .. }
-            | Statement::DropType { .. } => "ddl",
+            | Statement::DropType { .. }
+            | Statement::CreateIndex(_)
+            | Statement::DropIndex { .. } => "ddl",
             Statement::Truncate { .. } => "truncate",
             Statement::CreateRole { .. }
             | Statement::AlterRole { .. }

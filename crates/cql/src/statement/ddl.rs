@@ -8,8 +8,6 @@ use super::parser::{Parser, Result};
 /// Statements Cassandra has that hayate does not, by their leading keywords after the verb.
 /// A row matches when every keyword matches, in order; the first match wins.
 const UNSUPPORTED_CREATE: &[(&[&str], &str)] = &[
-    (&["INDEX"], "CREATE INDEX"),
-    (&["CUSTOM", "INDEX"], "CREATE CUSTOM INDEX"),
     (&["FUNCTION"], "CREATE FUNCTION"),
     (&["OR", "REPLACE", "FUNCTION"], "CREATE FUNCTION"),
     (&["AGGREGATE"], "CREATE AGGREGATE"),
@@ -21,7 +19,6 @@ const UNSUPPORTED_CREATE: &[(&[&str], &str)] = &[
 const UNSUPPORTED_ALTER: &[(&[&str], &str)] = &[(&["MATERIALIZED", "VIEW"], "ALTER MATERIALIZED VIEW")];
 
 const UNSUPPORTED_DROP: &[(&[&str], &str)] = &[
-    (&["INDEX"], "DROP INDEX"),
     (&["FUNCTION"], "DROP FUNCTION"),
     (&["AGGREGATE"], "DROP AGGREGATE"),
     (&["MATERIALIZED", "VIEW"], "DROP MATERIALIZED VIEW"),
@@ -70,6 +67,14 @@ impl Parser<'_> {
         }
         if self.eat_kw("TYPE") {
             return self.create_type();
+        }
+        if self.eat_kw("INDEX") {
+            return self.create_index(false);
+        }
+        if self.is_kw_at(0, "CUSTOM") && self.is_kw_at(1, "INDEX") {
+            self.eat_kw("CUSTOM");
+            self.eat_kw("INDEX");
+            return self.create_index(true);
         }
         if self.eat_kw("ROLE") {
             return self.create_role();
@@ -161,6 +166,11 @@ impl Parser<'_> {
             let name = self.qualified_name()?;
             return Ok(Statement::DropType { name, if_exists });
         }
+        if self.eat_kw("INDEX") {
+            let if_exists = self.if_exists()?;
+            let name = self.qualified_name()?;
+            return Ok(Statement::DropIndex { name, if_exists });
+        }
         if self.eat_kw("ROLE") {
             let if_exists = self.if_exists()?;
             let role = self.role_name()?;
@@ -201,6 +211,65 @@ impl Parser<'_> {
             if_not_exists,
             fields,
         })
+    }
+
+    /// After `CREATE [CUSTOM] INDEX`.
+    fn create_index(&mut self, custom: bool) -> Result<Statement> {
+        let if_not_exists = self.if_not_exists()?;
+        let name = if self.is_kw_at(0, "ON") {
+            None
+        } else {
+            Some(self.ident_expecting("an index name or ON")?)
+        };
+        self.expect_kw("ON")?;
+        let table = self.qualified_name()?;
+        self.expect(TokenKind::LParen, "'('")?;
+        let mut targets = Vec::new();
+        if !self.eat(TokenKind::RParen) {
+            targets = self.comma_list(|p| {
+                let kinds = [
+                    ("KEYS", IndexTargetKind::Keys),
+                    ("VALUES", IndexTargetKind::Values),
+                    ("ENTRIES", IndexTargetKind::Entries),
+                    ("FULL", IndexTargetKind::Full),
+                ];
+                let wrapped = kinds
+                    .iter()
+                    .find(|(kw, _)| p.is_kw_at(0, kw) && p.kind_at(1) == TokenKind::LParen);
+                if let Some(&(kw, kind)) = wrapped {
+                    p.eat_kw(kw);
+                    p.expect(TokenKind::LParen, "'('")?;
+                    let column = p.ident_expecting("a column name")?;
+                    p.expect(TokenKind::RParen, "')'")?;
+                    return Ok(IndexTarget { kind, column });
+                }
+                let column = p.ident_expecting("a column name")?;
+                Ok(IndexTarget {
+                    kind: IndexTargetKind::Simple,
+                    column,
+                })
+            })?;
+            self.expect(TokenKind::RParen, "')' or ','")?;
+        }
+        let using = if self.eat_kw("USING") {
+            Some(self.string_literal()?)
+        } else {
+            None
+        };
+        let properties = if self.eat_kw("WITH") {
+            self.properties()?
+        } else {
+            Vec::new()
+        };
+        Ok(Statement::CreateIndex(CreateIndex {
+            name,
+            table,
+            if_not_exists,
+            custom,
+            targets,
+            using,
+            properties,
+        }))
     }
 
     /// After `CREATE TABLE`.

@@ -1043,9 +1043,6 @@ fn alter_drop_truncate() {
 #[test]
 fn unsupported_statements_are_named() {
     for (text, what) in [
-        ("CREATE INDEX ON t (v)", "CREATE INDEX"),
-        ("CREATE INDEX IF NOT EXISTS idx ON ks.t (keys(m))", "CREATE INDEX"),
-        ("CREATE CUSTOM INDEX ON t (v) USING 'StorageAttachedIndex'", "CREATE CUSTOM INDEX"),
         (
             "CREATE OR REPLACE FUNCTION f (a int) CALLED ON NULL INPUT RETURNS int LANGUAGE java AS $$ return a; $$",
             "CREATE FUNCTION",
@@ -1057,7 +1054,6 @@ fn unsupported_statements_are_named() {
         ),
         ("CREATE TRIGGER tr ON t USING 'org.Trigger'", "CREATE TRIGGER"),
         ("ALTER MATERIALIZED VIEW v WITH comment = 'x'", "ALTER MATERIALIZED VIEW"),
-        ("DROP INDEX IF EXISTS idx", "DROP INDEX"),
         ("DROP FUNCTION f", "DROP FUNCTION"),
         ("DROP AGGREGATE a", "DROP AGGREGATE"),
         ("DROP MATERIALIZED VIEW v", "DROP MATERIALIZED VIEW"),
@@ -1070,9 +1066,64 @@ fn unsupported_statements_are_named() {
         assert_eq!(parsed.statement.kind(), "unsupported");
     }
     // The rest is skipped, but it must still lex.
-    assert!(err("CREATE INDEX ON t ('unterminated)")
+    assert!(err("CREATE TRIGGER tr ON t USING 'unterminated")
         .message
         .contains("unterminated string"));
+}
+
+#[test]
+fn indexes() {
+    let simple = |column: &str| IndexTarget {
+        kind: IndexTargetKind::Simple,
+        column: column.into(),
+    };
+    assert_eq!(
+        statement("CREATE INDEX ON t (v)"),
+        Statement::CreateIndex(CreateIndex {
+            name: None,
+            table: name("t"),
+            if_not_exists: false,
+            custom: false,
+            targets: vec![simple("v")],
+            using: None,
+            properties: Vec::new(),
+        })
+    );
+    let Statement::CreateIndex(c) = statement(
+        "CREATE CUSTOM INDEX IF NOT EXISTS \"Idx\" ON ks.t (keys(m)) USING 'StorageAttachedIndex' WITH OPTIONS = {'case_sensitive': 'false'}",
+    ) else {
+        panic!("not CREATE INDEX")
+    };
+    assert_eq!(c.name.as_deref(), Some("Idx"));
+    assert!(c.custom && c.if_not_exists);
+    assert_eq!(
+        c.targets,
+        [IndexTarget {
+            kind: IndexTargetKind::Keys,
+            column: "m".into()
+        }]
+    );
+    assert_eq!(c.using.as_deref(), Some("StorageAttachedIndex"));
+    assert_eq!(c.properties.len(), 1);
+    for (text, kind) in [
+        ("values(m)", IndexTargetKind::Values),
+        ("ENTRIES(m)", IndexTargetKind::Entries),
+        ("full(m)", IndexTargetKind::Full),
+        ("keys", IndexTargetKind::Simple),
+    ] {
+        let Statement::CreateIndex(c) = statement(&format!("CREATE INDEX i ON t ({text})")) else {
+            panic!("not CREATE INDEX")
+        };
+        assert_eq!(c.targets[0].kind, kind, "{text}");
+    }
+    assert_eq!(
+        statement("DROP INDEX IF EXISTS ks.idx"),
+        Statement::DropIndex {
+            name: name("ks.idx"),
+            if_exists: true
+        }
+    );
+    assert!(err("CREATE INDEX ON t").message.contains("mismatched"));
 }
 
 // ---- Roles and permissions ----

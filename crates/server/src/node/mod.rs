@@ -109,11 +109,12 @@ impl Node {
     }
 
     /// Gives the engine each table's `gc_grace_seconds` (or the namespace default where a table
-    /// sets none): at start, and whenever a table changes.
+    /// sets none) and secondary indexes: at start, and whenever a table changes.
     pub fn apply_table_grace(&self) {
         for (table, grace_s) in self.schema.table_grace_periods() {
             self.engine.set_tombstone_grace(table, grace_s);
         }
+        self.engine.set_all_indexes(&self.schema.index_specs());
     }
 }
 

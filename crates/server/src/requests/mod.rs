@@ -356,7 +356,15 @@ impl Session {
                 }
                 Ok(ResultBody::SetKeyspace(keyspace.clone()))
             }
-            Statement::Unsupported { what } => Err(invalid(format!("hayate does not support {what} yet"))),
+            Statement::Unsupported { what } => Err(invalid(match *what {
+                // Cassandra 5.0's answers with these features off, as they are by default.
+                "CREATE MATERIALIZED VIEW" => "Materialized views are disabled. Enable in cassandra.yaml to use.".to_owned(),
+                "CREATE FUNCTION" | "CREATE AGGREGATE" => {
+                    "User-defined functions are disabled in cassandra.yaml - set user_defined_functions_enabled=true to enable"
+                        .to_owned()
+                }
+                _ => format!("hayate does not support {what} yet"),
+            })),
             Statement::Describe(d) => crate::system::describe::run(ctx, &node.config.cluster_name, d),
             s if crate::admin::is_schema_statement(s) => {
                 let body = crate::admin::run(ctx, &*node.schema_log, text).await?;

@@ -80,7 +80,7 @@ pub fn table_option(table: &Table, name: &str) -> OptionValue {
     }
 }
 
-fn check_name(what: &str, name: &str) -> QueryResult<()> {
+pub(super) fn check_name(what: &str, name: &str) -> QueryResult<()> {
     let ok = !name.is_empty()
         && name.len() <= NAME_LENGTH_MAX
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -98,7 +98,7 @@ fn is_system_keyspace(name: &str) -> bool {
     name.starts_with("system")
 }
 
-fn literal_text(l: &Literal) -> String {
+pub(super) fn literal_text(l: &Literal) -> String {
     match l {
         Literal::Str(s) | Literal::Int(s) | Literal::Float(s) | Literal::Uuid(s) | Literal::Duration(s) => {
             s.clone()
@@ -329,7 +329,7 @@ pub fn drop_keyspace(
     Ok(Some((keyspace_change(ChangeType::Dropped, name), ids)))
 }
 
-fn user_keyspace<'a>(schema: &'a Schema, keyspace: &str) -> QueryResult<&'a Arc<Keyspace>> {
+pub(super) fn user_keyspace<'a>(schema: &'a Schema, keyspace: &str) -> QueryResult<&'a Arc<Keyspace>> {
     let ks = schema
         .keyspaces
         .get(keyspace)
@@ -567,6 +567,8 @@ pub fn create_table(
         storage_id,
         uuid: super::store::table_uuid(storage_id),
         next_column_id: columns.len() as u32,
+        indexes: Vec::new(),
+        next_index_id: 1,
         columns,
         partition_key,
         clustering,
@@ -636,6 +638,19 @@ pub fn alter_table(
                     .ok_or_else(|| invalid(format!("Column {col} was not found in table {name}")))?;
                 if table.columns[i].kind.is_primary_key() {
                     return Err(invalid(format!("Cannot drop PRIMARY KEY column {col}")));
+                }
+                let id = table.columns[i].id;
+                let dependent: Vec<&str> = table
+                    .indexes
+                    .iter()
+                    .filter(|x| x.column == id)
+                    .map(|x| x.name.as_str())
+                    .collect();
+                if !dependent.is_empty() {
+                    return Err(invalid(format!(
+                        "Cannot drop column {col} because it has dependent secondary indexes ({})",
+                        dependent.join(", ")
+                    )));
                 }
                 table.columns.remove(i);
                 let fix = |v: &mut Vec<usize>| v.iter_mut().filter(|j| **j > i).for_each(|j| *j -= 1);

@@ -295,6 +295,16 @@ impl SchemaMachine {
                 let ks = keyspace_of(name)?;
                 store.apply(index, |s, _| ddl::drop_type(s, &ks, &name.name, *if_exists))?
             }
+            Statement::CreateIndex(c) => {
+                let ks = keyspace_of(&c.table)?;
+                store.apply(index, |s, _| super::index::create_index(s, &ks, c))?
+            }
+            Statement::DropIndex { name, if_exists } => {
+                let ks = keyspace_of(name)?;
+                store.apply(index, |s, _| {
+                    super::index::drop_index(s, &ks, &name.name, *if_exists)
+                })?
+            }
             Statement::Truncate { table } => {
                 let ks = keyspace_of(table)?;
                 dropped.push(store.apply(index, |s, allocate| ddl::truncate(s, &ks, &table.name, allocate))?);

@@ -10,6 +10,7 @@
 //! read as a new one's.
 
 pub mod ddl;
+pub mod index;
 pub mod machine;
 pub mod store;
 pub mod system;
@@ -89,6 +90,12 @@ pub struct Table {
     /// (Cassandra's `counter` flag).
     #[serde(default)]
     pub counter: bool,
+    /// The table's secondary indexes (`index.rs`).
+    #[serde(default)]
+    pub indexes: Vec<index::IndexDef>,
+    /// The storage number the next index gets (numbers are not reused).
+    #[serde(default)]
+    pub next_index_id: u32,
     #[serde(skip)]
     pub is_virtual: bool,
 }

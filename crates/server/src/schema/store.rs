@@ -152,6 +152,18 @@ impl SchemaStore {
             .collect()
     }
 
+    /// Every table's secondary indexes, as the storage engine defines them.
+    pub fn index_specs(&self) -> Vec<(TableId, Vec<hayate_storage::IndexSpec>)> {
+        self.current()
+            .user_keyspaces()
+            .flat_map(|k| {
+                k.tables
+                    .values()
+                    .map(|t| (t.storage_id, t.indexes.iter().filter_map(|i| i.spec(t)).collect()))
+            })
+            .collect()
+    }
+
     pub fn live_table_ids(&self) -> Vec<TableId> {
         self.current()
             .user_keyspaces()

@@ -428,6 +428,8 @@ fn build_table(keyspace: &str, name: &str, defs: &[ColumnDef], storage_id: u32) 
         storage_id,
         uuid,
         next_column_id: columns.len() as u32,
+        indexes: Vec::new(),
+        next_index_id: 1,
         columns,
         partition_key,
         clustering,

@@ -219,6 +219,32 @@ fn rows(cluster: &dyn ClusterView, schema: &Schema, table: &Table) -> QueryResul
             })
             .collect(),
         ("system_schema", "columns") => schema_columns(schema, table, false),
+        ("system_schema", "indexes") => schema
+            .user_keyspaces()
+            .flat_map(|k| {
+                // In clustering order: by table, then index name, as bytes.
+                let mut indexes: Vec<_> = k
+                    .tables
+                    .values()
+                    .flat_map(|t| t.indexes.iter().map(move |i| (t, i)))
+                    .collect();
+                indexes.sort_by(|a, b| (&a.0.name, &a.1.name).cmp(&(&b.0.name, &b.1.name)));
+                indexes
+            })
+            .map(|(t, i)| {
+                let options = i.options_map(t);
+                RowBuilder::new(table)
+                    .text("keyspace_name", &t.keyspace)
+                    .text("table_name", &t.name)
+                    .text("index_name", &i.name)
+                    .text("kind", i.kind())
+                    .set(
+                        "options",
+                        text_map(options.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+                    )
+                    .done()
+            })
+            .collect(),
         ("system_virtual_schema", "keyspaces") => schema
             .keyspaces
             .values()

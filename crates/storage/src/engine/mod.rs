@@ -17,7 +17,10 @@ use crate::row::Row;
 use crate::snapshots::{Snapshot, SnapshotError, SnapshotRecord, SnapshotSpace, SnapshotSummary};
 use crate::stats::{DefragStatus, LatencyHistogram, StatsSnapshot, TableStats};
 
+mod indexes;
 mod open;
+
+pub use indexes::{IndexReadError, IndexState};
 
 /// A storage namespace. Cheap to share: clone the `Arc` it comes in.
 pub struct Engine {
@@ -328,6 +331,7 @@ impl Engine {
     /// until then, and a cold start in between finds them again: the caller drops the table
     /// again after each open (see [`Engine::table_ids`]). Returns the rows forgotten.
     pub fn drop_table(&self, table: TableId) -> usize {
+        self.inner.sindexes.clear_table(table);
         let Some(index) = self.inner.existing_table(table) else {
             return 0;
         };

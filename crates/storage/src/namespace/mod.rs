@@ -29,6 +29,7 @@ use crate::error::ReadError;
 use crate::format::DecodeError;
 use crate::index::{Entry, IndexKey, Location, TableIndex};
 use crate::keys::TableId;
+use crate::sindex::SecondaryIndexes;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::writer::Writer;
 
@@ -60,6 +61,8 @@ pub(crate) struct Namespace {
     /// Device reads started ahead of a call (`read_ahead.rs`); `None` where there is no device
     /// to read, io_uring is off, or the kernel refused it.
     ring: Option<Arc<ReadRing>>,
+    /// The tables' secondary indexes (`sindex.rs`).
+    pub(crate) sindexes: SecondaryIndexes,
 }
 
 /// Which chunk blocks each chunked row's current version holds.
@@ -108,6 +111,7 @@ impl Namespace {
             wake: (Mutex::new(0), Condvar::new()),
             chunks: Mutex::new(chunks),
             deltas,
+            sindexes: SecondaryIndexes::default(),
         }
     }
 

@@ -52,8 +52,23 @@ impl Namespace {
     }
 
     /// [`Namespace::write_row`] into `index`, `key.table`'s, once [`Namespace::check_write`]
-    /// passed.
+    /// passed; then the table's secondary indexes get the terms the update sets (`sindex.rs`:
+    /// after the row is written, never before).
     pub(crate) fn write_row_in(
+        &self,
+        index: &std::sync::Arc<TableIndex>,
+        key: RowKey<'_>,
+        update: Row,
+    ) -> Result<Position, WriteError> {
+        let Some(terms) = self.sindexes.keys_of_update(key.table, &update) else {
+            return self.write_row_unindexed(index, key, update);
+        };
+        let pos = self.write_row_unindexed(index, key, update)?;
+        self.sindexes.add(key, terms);
+        Ok(pos)
+    }
+
+    fn write_row_unindexed(
         &self,
         index: &std::sync::Arc<TableIndex>,
         key: RowKey<'_>,

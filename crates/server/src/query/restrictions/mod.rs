@@ -21,7 +21,10 @@ use hayate_cql::value::{compare, DataType};
 use super::keys::ClusteringRange;
 use crate::error::invalid;
 
-pub use plan::WherePlan;
+pub use plan::{PlannedIndex, WherePlan};
+
+use hayate_cluster::replica::IndexRead;
+use hayate_storage::TermRange;
 
 /// Rows selected by a WHERE clause.
 #[derive(Debug, Default)]
@@ -37,6 +40,9 @@ pub struct Restrictions {
     pub clustering_complete: bool,
     /// Relations on other columns, applied to each row read.
     pub filters: Vec<Filter>,
+    /// For a scan: the secondary index it reads by, and the terms (the filters on the
+    /// indexed column, which still apply to the rows read).
+    pub index: Option<IndexRead>,
 }
 
 impl Restrictions {
@@ -71,6 +77,69 @@ impl Filter {
             CompareOp::Gte => self.values.iter().all(|x| ord(x) != Ordering::Less),
             CompareOp::Contains | CompareOp::ContainsKey | CompareOp::Like => false,
         }
+    }
+}
+
+impl PlannedIndex {
+    /// The index read for `filters`: the intersection of the bounds they put on the indexed
+    /// column. `None` when they put none (the plan chose another shape).
+    pub fn read(&self, filters: &[Filter]) -> Option<IndexRead> {
+        let mut start = Bound::Unbounded;
+        let mut end = Bound::Unbounded;
+        let mut any = false;
+        let key = |v: &[u8]| self.order.key(v);
+        // The tighter of two bounds: the larger start, the smaller end.
+        fn tighter(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>, start: bool) -> Bound<Vec<u8>> {
+            let inner = |x: &Bound<Vec<u8>>| match x {
+                Bound::Included(v) | Bound::Excluded(v) => Some(v.clone()),
+                Bound::Unbounded => None,
+            };
+            match (inner(&a), inner(&b)) {
+                (None, _) => b,
+                (_, None) => a,
+                (Some(x), Some(y)) => match x.cmp(&y) {
+                    Ordering::Equal => {
+                        if matches!(a, Bound::Excluded(_)) {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                    Ordering::Less => {
+                        if start {
+                            b
+                        } else {
+                            a
+                        }
+                    }
+                    Ordering::Greater => {
+                        if start {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                },
+            }
+        }
+        for f in filters.iter().filter(|f| f.column == self.column) {
+            let [v] = f.values.as_slice() else { continue };
+            let (s, e) = match f.op {
+                CompareOp::Eq => (Bound::Included(key(v)), Bound::Included(key(v))),
+                CompareOp::Gt => (Bound::Excluded(key(v)), Bound::Unbounded),
+                CompareOp::Gte => (Bound::Included(key(v)), Bound::Unbounded),
+                CompareOp::Lt => (Bound::Unbounded, Bound::Excluded(key(v))),
+                CompareOp::Lte => (Bound::Unbounded, Bound::Included(key(v))),
+                _ => continue,
+            };
+            any = true;
+            start = tighter(start, s, true);
+            end = tighter(end, e, false);
+        }
+        any.then_some(IndexRead {
+            index: self.id,
+            terms: TermRange { start, end },
+        })
     }
 }
 

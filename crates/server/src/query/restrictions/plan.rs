@@ -11,6 +11,7 @@ use hayate_cql::statement::{CompareOp, InValues, Relation, RelationLhs, Term};
 
 use super::needs_filtering;
 use crate::error::{invalid, QueryResult};
+use crate::schema::index::IndexDef;
 use crate::schema::{ColumnKind, Table};
 
 /// Key columns a point read or write fixes at most: past this, the general binding decides.
@@ -27,6 +28,17 @@ pub struct WherePlan {
     pub(super) point: Option<Point>,
     pub(super) allow_filtering: bool,
     pub(super) is_virtual: bool,
+    /// The secondary index a scan reads by, when a relation is on an indexed column.
+    pub index: Option<PlannedIndex>,
+}
+
+/// The index a clause is answered by: its number in the table, the column it indexes, and how
+/// that column's values order as its terms.
+#[derive(Clone, Copy, Debug)]
+pub struct PlannedIndex {
+    pub(super) id: u32,
+    pub(super) column: usize,
+    pub(super) order: hayate_storage::TermOrder,
 }
 
 /// A primary key column, by its position in its part of the key.
@@ -114,11 +126,13 @@ impl WherePlan {
             .iter()
             .map(|r| step(table, r, allow_filtering))
             .collect::<QueryResult<Vec<_>>>()?;
+        let index = choose_index(table, &steps, allow_filtering)?;
         Ok(WherePlan {
             point: point(table, &steps),
             steps,
             allow_filtering,
             is_virtual: table.is_virtual,
+            index,
         })
     }
 }
@@ -163,7 +177,7 @@ fn step(table: &Table, r: &Relation, allow_filtering: bool) -> QueryResult<Step>
                     ));
                 }
                 _ => {
-                    if !allow_filtering && stored {
+                    if !allow_filtering && stored && serving_index(table, column, *op).is_none() {
                         return Err(needs_filtering());
                     }
                     if matches!(op, CompareOp::Contains | CompareOp::ContainsKey | CompareOp::Like) {
@@ -275,6 +289,91 @@ fn step(table: &Table, r: &Relation, allow_filtering: bool) -> QueryResult<Step>
         Relation::IsNotNull { .. } => Step::IsNotNull,
         _ => return Err(invalid("hayate does not support this kind of relation yet")),
     })
+}
+
+/// The index that answers `column op value`, if one does: a storage-attached one first.
+fn serving_index(table: &Table, column: usize, op: CompareOp) -> Option<&IndexDef> {
+    let c = &table.columns[column];
+    let serving = |i: &&IndexDef| i.column == c.id && i.serves(&c.ty, op);
+    let mut serving = table.indexes.iter().filter(serving);
+    let first = serving.next()?;
+    Some(if first.is_sai() {
+        first
+    } else {
+        serving.next().unwrap_or(first)
+    })
+}
+
+/// The index a scan with these relations reads by, as Cassandra 5.0 chooses and refuses: an
+/// indexed `=` first, then an indexed range. Without ALLOW FILTERING, a legacy index takes no
+/// other indexed relation beside it (storage-attached ones combine with AND), and no relation
+/// on a clustering column when the partition key is not given.
+fn choose_index(table: &Table, steps: &[Step], allow_filtering: bool) -> QueryResult<Option<PlannedIndex>> {
+    if table.indexes.is_empty() || table.is_virtual {
+        return Ok(None);
+    }
+    let served: Vec<(usize, CompareOp, &IndexDef)> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Filter { column, op, .. } => serving_index(table, *column, *op).map(|i| (*column, *op, i)),
+            _ => None,
+        })
+        .collect();
+    let Some(&(column, _, index)) = served
+        .iter()
+        .find(|(_, op, _)| *op == CompareOp::Eq)
+        .or_else(|| served.first())
+    else {
+        return Ok(None);
+    };
+    if !allow_filtering {
+        let columns = |legacy: bool| {
+            let mut c: Vec<usize> = served
+                .iter()
+                .filter(|(_, _, i)| !legacy || !i.is_sai())
+                .map(|(c, _, _)| *c)
+                .collect();
+            c.dedup();
+            c
+        };
+        let mut all = columns(false);
+        all.sort_unstable();
+        all.dedup();
+        if all.len() > 1 && !columns(true).is_empty() {
+            return Err(needs_filtering());
+        }
+        let partition_given = (0..table.partition_key.len()).all(|pos| {
+            steps.iter().any(|s| {
+                matches!(s, Step::KeyEq { key: KeyColumn::Partition(p), .. } | Step::KeyIn { key: KeyColumn::Partition(p), .. } if *p == pos)
+            })
+        });
+        let on_clustering = steps.iter().any(|s| {
+            matches!(
+                s,
+                Step::KeyEq {
+                    key: KeyColumn::Clustering(_),
+                    ..
+                } | Step::KeyIn {
+                    key: KeyColumn::Clustering(_),
+                    ..
+                } | Step::ClusteringSlice { .. }
+                    | Step::TupleEq { .. }
+                    | Step::TupleSlice { .. }
+            )
+        });
+        if on_clustering && !partition_given {
+            return Err(needs_filtering());
+        }
+    }
+    let order = match table.columns[column].ty.is_multi_cell() {
+        true => hayate_storage::TermOrder::Bytes,
+        false => crate::schema::index::term_order(&table.columns[column].ty),
+    };
+    Ok(Some(PlannedIndex {
+        id: index.id,
+        column,
+        order,
+    }))
 }
 
 /// The point shape, when `steps` have it: `=` on each partition key column once, and on a

@@ -196,6 +196,9 @@ impl WherePlan {
         // Ranges in clustering order: IN lists may come in any order.
         out.clustering.sort_by_key(|r| bound_key(&r.start));
         out.clustering.dedup();
+        if out.partitions.is_none() {
+            out.index = self.index.and_then(|i| i.read(&out.filters));
+        }
         Ok(out)
     }
 }

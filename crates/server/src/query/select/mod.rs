@@ -143,6 +143,11 @@ fn ordering(table: &Table, select: &Select, r: &Restrictions) -> QueryResult<boo
     if select.order_by.is_empty() {
         return Ok(false);
     }
+    if r.index.is_some() {
+        return Err(invalid(
+            "ORDER BY with 2ndary indexes is not supported, except for ANN queries.",
+        ));
+    }
     if r.partitions.is_none() && !table.is_virtual {
         return Err(invalid(
             "ORDER BY is only supported when the partition key is restricted by an EQ or an IN.",

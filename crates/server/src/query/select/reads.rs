@@ -246,6 +246,7 @@ impl Reads<'_> {
                     start: start.clone(),
                     end_token,
                     limit: want,
+                    index: r.index.clone(),
                 }))
                 .await?;
             let mut next: Option<RowPosition> = None;
@@ -267,6 +268,10 @@ impl Reads<'_> {
                     sink.partition_rows = 0;
                     current = Some(row.partition.clone());
                     current_token = row.token;
+                    if r.index.is_some() {
+                        // An index read returns the rows it names, not the static row.
+                        statics = self.static_row(row.token, &row.partition).await?;
+                    }
                 }
                 if is_static_key(self.table, &row.clustering) {
                     // The static row sorts first in its partition.

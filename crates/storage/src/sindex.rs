@@ -1,0 +1,579 @@
+//! Secondary indexes, in RAM (as Aerospike's are): for one indexed column of a table, a map from
+//! each value the column holds (a *term*) to the rows holding it, each term's rows in the order
+//! a scan returns them (token, partition key, clustering key), so that a lookup pages through a
+//! token range as a scan does.
+//!
+//! A write of a row (a client's, a replica's, a hint's, a stream's: every write goes through
+//! `Namespace::write_row_in`) adds an entry for each term its update sets, after the row is
+//! written. No write removes one: a write that overwrites or deletes a value may not read the
+//! row at all (a delta, `deltas.rs`), so it does not know the term it replaces. An entry whose
+//! row no longer holds its term is *stale*; a lookup reads every row it names anyway, and
+//! drops the stale entries it meets. Each entry keeps the sequence number of the write that
+//! added it last, and a lookup removes an entry only if it still has the number the lookup
+//! found before reading the row: a write that sets the term again adds after its row is
+//! written, so either the lookup's read saw that write, or the write's add comes after the
+//! lookup found the entry and changes its number. A live entry is never lost.
+//!
+//! Defragmentation moves records without changing what they hold, so it touches no entry; an
+//! expired or deleted row's entries are stale and go at the next lookup that meets them, and a
+//! whole table's go with TRUNCATE. An index is built, at open and when it is created, by one
+//! pass over its table (`Engine::set_indexes`); until that pass ends it answers no lookup.
+//!
+//! Cost: one entry per (term, row), about 80 bytes of RAM with the row's keys (the map's
+//! nodes, the two keys in one allocation, the sequence number); nothing on the device. The
+//! primary index's 64 bytes per record do not change.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::keys::{RowKey, TableId};
+use crate::row::EpochSeconds;
+use crate::row::Row;
+
+/// One secondary index, as the layer above defines it: which cells it reads, and how its terms
+/// order (for range lookups).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexSpec {
+    /// The index's number in its table, stable for its life (the caller's choice).
+    pub id: u32,
+    /// The cell column number.
+    pub column: u32,
+    pub target: IndexTarget,
+    pub order: TermOrder,
+}
+
+/// What of a column's cells an index keeps as terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexTarget {
+    /// A cell's value: a plain column, a frozen value, a list's or a map's values.
+    Value,
+    /// A cell's path: a map's keys, a set's elements.
+    Path,
+    /// Path and value together (a map's entries): the path's length (4 bytes, big-endian),
+    /// the path, the value.
+    Entry,
+}
+
+/// How terms compare, for range lookups: the term's bytes are turned into bytes that compare
+/// as the values do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TermOrder {
+    /// As unsigned bytes (text, blobs, and types only looked up by equality).
+    Bytes,
+    /// A fixed-width big-endian two's complement integer.
+    Signed,
+    /// A big-endian IEEE 754 float or double.
+    Float,
+}
+
+impl TermOrder {
+    /// `term`'s bytes in an order that compares as the values do.
+    pub fn key(self, term: &[u8]) -> Vec<u8> {
+        let mut k = term.to_vec();
+        match self {
+            TermOrder::Bytes => {}
+            TermOrder::Signed => {
+                if let Some(b) = k.first_mut() {
+                    *b ^= 0x80;
+                }
+            }
+            TermOrder::Float => {
+                if k.first().is_some_and(|b| b & 0x80 != 0) {
+                    k.iter_mut().for_each(|b| *b = !*b);
+                } else if let Some(b) = k.first_mut() {
+                    *b ^= 0x80;
+                }
+            }
+        }
+        k
+    }
+}
+
+/// The terms a lookup asks for, as order keys ([`TermOrder::key`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TermRange {
+    pub start: Bound<Vec<u8>>,
+    pub end: Bound<Vec<u8>>,
+}
+
+impl TermRange {
+    /// One term.
+    pub fn eq(key: Vec<u8>) -> TermRange {
+        TermRange {
+            start: Bound::Included(key.clone()),
+            end: Bound::Included(key),
+        }
+    }
+
+    fn contains(&self, key: &[u8]) -> bool {
+        let above = match &self.start {
+            Bound::Included(s) => key >= s.as_slice(),
+            Bound::Excluded(s) => key > s.as_slice(),
+            Bound::Unbounded => true,
+        };
+        let below = match &self.end {
+            Bound::Included(e) => key <= e.as_slice(),
+            Bound::Excluded(e) => key < e.as_slice(),
+            Bound::Unbounded => true,
+        };
+        above && below
+    }
+
+    /// False when no term can be in it (`start` past `end`): `BTreeMap::range` panics on those.
+    fn is_satisfiable(&self) -> bool {
+        match (&self.start, &self.end) {
+            (Bound::Included(s), Bound::Included(e)) => s <= e,
+            (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
+            | (Bound::Excluded(s), Bound::Included(e)) => s < e,
+            _ => true,
+        }
+    }
+}
+
+/// A row an entry names: its token, and its partition and clustering keys in one allocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RowRef {
+    pub token: i64,
+    keys: Box<[u8]>,
+    split: u32,
+}
+
+impl RowRef {
+    pub fn new(token: i64, partition: &[u8], clustering: &[u8]) -> RowRef {
+        RowRef {
+            token,
+            keys: [partition, clustering].concat().into_boxed_slice(),
+            split: partition.len() as u32,
+        }
+    }
+
+    pub fn partition(&self) -> &[u8] {
+        &self.keys[..self.split as usize]
+    }
+
+    pub fn clustering(&self) -> &[u8] {
+        &self.keys[self.split as usize..]
+    }
+
+    pub fn row_key(&self, table: TableId) -> RowKey<'_> {
+        RowKey {
+            table,
+            token: self.token,
+            partition: self.partition(),
+            clustering: self.clustering(),
+        }
+    }
+
+    /// Before every row of the token.
+    fn token_start(token: i64) -> RowRef {
+        RowRef {
+            token,
+            keys: Box::default(),
+            split: 0,
+        }
+    }
+}
+
+impl Ord for RowRef {
+    fn cmp(&self, other: &RowRef) -> CmpOrdering {
+        (self.token, self.partition(), self.clustering()).cmp(&(
+            other.token,
+            other.partition(),
+            other.clustering(),
+        ))
+    }
+}
+
+impl PartialOrd for RowRef {
+    fn partial_cmp(&self, other: &RowRef) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Where a lookup starts in the scan order.
+#[derive(Clone, Debug)]
+pub(crate) enum LookupFrom {
+    Token(i64),
+    /// Just after this row (`Some`), or after every row of the partition (`None`).
+    After {
+        token: i64,
+        partition: Vec<u8>,
+        clustering: Option<Vec<u8>>,
+    },
+}
+
+impl LookupFrom {
+    fn admits(&self, r: &RowRef) -> bool {
+        match self {
+            LookupFrom::Token(t) => r.token >= *t,
+            LookupFrom::After {
+                token,
+                partition,
+                clustering: Some(c),
+            } => (r.token, r.partition(), r.clustering()) > (*token, partition.as_slice(), c.as_slice()),
+            LookupFrom::After {
+                token,
+                partition,
+                clustering: None,
+            } => (r.token, r.partition()) > (*token, partition.as_slice()),
+        }
+    }
+
+    fn lower(&self) -> RowRef {
+        match self {
+            LookupFrom::Token(t) => RowRef::token_start(*t),
+            LookupFrom::After { token, partition, .. } => RowRef::new(*token, partition, &[]),
+        }
+    }
+}
+
+/// An entry a lookup found: its term's order key, the row, and the entry's sequence number.
+pub(crate) struct Candidate {
+    pub key: Vec<u8>,
+    pub row: RowRef,
+    pub seq: u64,
+}
+
+/// One index of one table.
+pub(crate) struct SecondaryIndex {
+    pub spec: IndexSpec,
+    ready: AtomicBool,
+    dropped: AtomicBool,
+    entries: AtomicU64,
+    terms: RwLock<BTreeMap<Vec<u8>, BTreeMap<RowRef, u64>>>,
+}
+
+impl SecondaryIndex {
+    fn new(spec: IndexSpec) -> SecondaryIndex {
+        SecondaryIndex {
+            spec,
+            ready: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
+            entries: AtomicU64::new(0),
+            terms: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Release);
+    }
+
+    pub fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+
+    pub fn entries(&self) -> u64 {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    /// The order keys of the terms `row` sets: every live cell of the column when `now_s` is
+    /// `None` (an update), the cells live at `now_s` otherwise.
+    pub fn keys_of(&self, row: &Row, now_s: Option<EpochSeconds>) -> Vec<Vec<u8>> {
+        let spec = &self.spec;
+        let mut keys = Vec::new();
+        for cell in row.cells.iter().filter(|c| c.column == spec.column) {
+            let value = match now_s {
+                Some(now_s) => cell.value_at(now_s),
+                None => match &cell.value {
+                    crate::row::CellValue::Live { value, .. } => Some(value.as_slice()),
+                    crate::row::CellValue::Tombstone { .. } => None,
+                },
+            };
+            let Some(value) = value else { continue };
+            let term = match spec.target {
+                IndexTarget::Value => value.to_vec(),
+                IndexTarget::Path => cell.path.clone(),
+                IndexTarget::Entry => {
+                    let mut t = (cell.path.len() as u32).to_be_bytes().to_vec();
+                    t.extend_from_slice(&cell.path);
+                    t.extend_from_slice(value);
+                    t
+                }
+            };
+            keys.push(spec.order.key(&term));
+        }
+        keys
+    }
+
+    fn add(&self, keys: Vec<Vec<u8>>, row: &RowRef, seq: u64) {
+        let mut terms = self.terms.write().expect("index lock poisoned");
+        for key in keys {
+            if terms.entry(key).or_default().insert(row.clone(), seq).is_none() {
+                self.entries.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Entries with terms in `range` and rows from `from` up to `end_token`, in scan order,
+    /// for at most `rows` distinct rows (each row with every entry of it that matched).
+    pub fn candidates(
+        &self,
+        range: &TermRange,
+        from: &LookupFrom,
+        end_token: i64,
+        rows: usize,
+    ) -> Vec<Candidate> {
+        if !range.is_satisfiable() || rows == 0 {
+            return Vec::new();
+        }
+        let lower = from.lower();
+        let terms = self.terms.read().expect("index lock poisoned");
+        let mut found = Vec::new();
+        for (key, refs) in terms.range((range.start.clone(), range.end.clone())) {
+            let within = refs.range((Bound::Included(&lower), Bound::Unbounded));
+            let within = within
+                .take_while(|(r, _)| r.token <= end_token)
+                .filter(|(r, _)| from.admits(r));
+            for (r, &seq) in within.take(rows) {
+                found.push(Candidate {
+                    key: key.clone(),
+                    row: r.clone(),
+                    seq,
+                });
+            }
+        }
+        drop(terms);
+        found.sort_by(|a, b| a.row.cmp(&b.row));
+        // Keep the first `rows` distinct rows, with all their entries.
+        let mut distinct = 0;
+        let mut keep = found.len();
+        for i in 0..found.len() {
+            if i == 0 || found[i].row != found[i - 1].row {
+                if distinct == rows {
+                    keep = i;
+                    break;
+                }
+                distinct += 1;
+            }
+        }
+        found.truncate(keep);
+        found
+    }
+
+    /// Removes the entry if no write added it again since a lookup found it with `seq`.
+    pub fn remove_if_unchanged(&self, key: &[u8], row: &RowRef, seq: u64) {
+        let mut terms = self.terms.write().expect("index lock poisoned");
+        let Some(refs) = terms.get_mut(key) else {
+            return;
+        };
+        if refs.get(row) == Some(&seq) {
+            refs.remove(row);
+            self.entries.fetch_sub(1, Ordering::Relaxed);
+            if refs.is_empty() {
+                terms.remove(key);
+            }
+        }
+    }
+
+    fn clear(&self) {
+        self.terms.write().expect("index lock poisoned").clear();
+        self.entries.store(0, Ordering::Relaxed);
+    }
+
+    /// True if `range` holds one of `keys`.
+    pub fn any_in(range: &TermRange, keys: &[Vec<u8>]) -> bool {
+        keys.iter().any(|k| range.contains(k))
+    }
+}
+
+/// An index and the order keys of the terms a write adds to it.
+pub(crate) type IndexTerms = (Arc<SecondaryIndex>, Vec<Vec<u8>>);
+
+/// Every table's secondary indexes.
+#[derive(Default)]
+pub(crate) struct SecondaryIndexes {
+    /// True once any table has an index: a write checks this alone otherwise.
+    any: AtomicBool,
+    tables: RwLock<HashMap<TableId, Vec<Arc<SecondaryIndex>>>>,
+    /// Numbers the writes that add entries.
+    seq: AtomicU64,
+}
+
+impl SecondaryIndexes {
+    /// The indexes of `table`, if it has any.
+    pub fn of(&self, table: TableId) -> Option<Vec<Arc<SecondaryIndex>>> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let tables = self.tables.read().expect("index lock poisoned");
+        tables.get(&table).filter(|v| !v.is_empty()).cloned()
+    }
+
+    pub fn get(&self, table: TableId, id: u32) -> Option<Arc<SecondaryIndex>> {
+        self.of(table)?.into_iter().find(|i| i.spec.id == id)
+    }
+
+    /// What a write of `update` to `table` will add, computed before the update is consumed.
+    pub fn keys_of_update(&self, table: TableId, update: &Row) -> Option<Vec<IndexTerms>> {
+        let indexes = self.of(table)?;
+        let keys: Vec<_> = indexes
+            .into_iter()
+            .map(|i| {
+                let k = i.keys_of(update, None);
+                (i, k)
+            })
+            .filter(|(_, k)| !k.is_empty())
+            .collect();
+        (!keys.is_empty()).then_some(keys)
+    }
+
+    /// Adds the entries of a row once the row is written.
+    pub fn add(&self, key: RowKey<'_>, keys: Vec<IndexTerms>) {
+        let row = RowRef::new(key.token, key.partition, key.clustering);
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        for (index, k) in keys {
+            index.add(k, &row, seq);
+        }
+    }
+
+    /// Adds `row`'s terms to one index (its build); returns how many.
+    pub fn add_built(
+        &self,
+        index: &SecondaryIndex,
+        key: RowKey<'_>,
+        row: &Row,
+        now_s: EpochSeconds,
+    ) -> usize {
+        let keys = index.keys_of(row, Some(now_s));
+        let n = keys.len();
+        if n > 0 {
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+            index.add(keys, &RowRef::new(key.token, key.partition, key.clustering), seq);
+        }
+        n
+    }
+
+    /// Makes `table`'s indexes `specs`: keeps those unchanged, drops the others, and returns
+    /// the new ones (empty and not ready), for the caller to build.
+    pub fn set(&self, table: TableId, specs: &[IndexSpec]) -> Vec<Arc<SecondaryIndex>> {
+        let mut tables = self.tables.write().expect("index lock poisoned");
+        let current = tables.remove(&table).unwrap_or_default();
+        let mut kept = Vec::new();
+        let mut new = Vec::new();
+        for spec in specs {
+            match current.iter().find(|i| &i.spec == spec) {
+                Some(i) => kept.push(i.clone()),
+                None => {
+                    let i = Arc::new(SecondaryIndex::new(spec.clone()));
+                    new.push(i.clone());
+                    kept.push(i);
+                }
+            }
+        }
+        for gone in current.iter().filter(|i| !kept.iter().any(|k| Arc::ptr_eq(k, i))) {
+            gone.dropped.store(true, Ordering::Release);
+            gone.clear();
+        }
+        if !kept.is_empty() {
+            tables.insert(table, kept);
+            self.any.store(true, Ordering::Release);
+        }
+        new
+    }
+
+    /// The tables that have indexes.
+    pub fn tables(&self) -> Vec<TableId> {
+        self.tables
+            .read()
+            .expect("index lock poisoned")
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Forgets every entry of `table` (TRUNCATE, DROP TABLE); its indexes stay.
+    pub fn clear_table(&self, table: TableId) {
+        if let Some(indexes) = self.of(table) {
+            indexes.iter().for_each(|i| i.clear());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::row::Cell;
+
+    fn index(order: TermOrder) -> SecondaryIndex {
+        SecondaryIndex::new(IndexSpec {
+            id: 1,
+            column: 3,
+            target: IndexTarget::Value,
+            order,
+        })
+    }
+
+    #[test]
+    fn order_keys_compare_as_the_values_do() {
+        let ints = [i32::MIN, -5, -1, 0, 1, 7, i32::MAX];
+        let keys: Vec<_> = ints
+            .iter()
+            .map(|v| TermOrder::Signed.key(&v.to_be_bytes()))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        let floats = [f64::NEG_INFINITY, -2.5, -0.1, 0.0, 0.1, 3.0, f64::INFINITY];
+        let keys: Vec<_> = floats
+            .iter()
+            .map(|v| TermOrder::Float.key(&v.to_be_bytes()))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn a_lookup_pages_in_scan_order_and_drops_only_unchanged_stale_entries() {
+        let i = index(TermOrder::Signed);
+        let term = |v: i32| TermOrder::Signed.key(&v.to_be_bytes());
+        for (token, v) in [(30i64, 1i32), (10, 1), (20, 2), (5, 1)] {
+            let mut row = Row::default();
+            row.cells.push(Cell::live(3, 1, v.to_be_bytes().to_vec()));
+            let keys = i.keys_of(&row, None);
+            i.add(keys, &RowRef::new(token, b"pk", b""), token as u64);
+        }
+        let ones = TermRange::eq(term(1));
+        let tokens = |c: Vec<Candidate>| c.iter().map(|c| c.row.token).collect::<Vec<_>>();
+        assert_eq!(
+            tokens(i.candidates(&ones, &LookupFrom::Token(i64::MIN), i64::MAX, 10)),
+            [5, 10, 30]
+        );
+        assert_eq!(tokens(i.candidates(&ones, &LookupFrom::Token(6), 29, 10)), [10]);
+        let after = LookupFrom::After {
+            token: 10,
+            partition: b"pk".to_vec(),
+            clustering: Some(Vec::new()),
+        };
+        assert_eq!(tokens(i.candidates(&ones, &after, i64::MAX, 1)), [30]);
+        let range = TermRange {
+            start: Bound::Included(term(1)),
+            end: Bound::Included(term(2)),
+        };
+        assert_eq!(
+            tokens(i.candidates(&range, &LookupFrom::Token(i64::MIN), i64::MAX, 3)),
+            [5, 10, 20]
+        );
+        // A write added the entry again after the lookup found it: it stays.
+        let found = i.candidates(&ones, &LookupFrom::Token(30), i64::MAX, 1);
+        i.add(vec![term(1)], &found[0].row, 99);
+        i.remove_if_unchanged(&found[0].key, &found[0].row, found[0].seq);
+        assert_eq!(i.entries(), 4);
+        i.remove_if_unchanged(&found[0].key, &found[0].row, 99);
+        assert_eq!(i.entries(), 3);
+        assert_eq!(
+            tokens(i.candidates(&ones, &LookupFrom::Token(i64::MIN), i64::MAX, 10)),
+            [5, 10]
+        );
+        let backwards = TermRange {
+            start: Bound::Included(term(2)),
+            end: Bound::Excluded(term(1)),
+        };
+        assert!(i
+            .candidates(&backwards, &LookupFrom::Token(i64::MIN), i64::MAX, 10)
+            .is_empty());
+    }
+}
