@@ -96,14 +96,11 @@ EXPECTED_FAILURES = {
         "step before it passed: INSERT IF NOT EXISTS and DELETE IF through ScanCAS at "
         "LOCAL_SERIAL, ExecuteBatchCAS and MapExecuteBatchCAS",
         r"insert: Unknown function dateof called"),
-    "TestGetColumnMetadata": ExpectedFailure(
-        "hayate does not support CREATE INDEX (secondary indexes) yet",
-        r"failed to create index with err"),
     "TestKeyspaceMetadata": ExpectedFailure(
-        "hayate does not support CREATE FUNCTION / CREATE AGGREGATE (Java UDFs), which this test "
-        "makes before its CREATE INDEX, nor CREATE INDEX yet; Cassandra 5.0 also refuses the "
-        "UDFs unless user_defined_functions_enabled is set",
-        r"failed to create (function|index) with err"),
+        "it makes Java UDFs and an aggregate before its CREATE INDEX: hayate refuses them with "
+        "Cassandra 5.0's own message, as Cassandra 5.0 does unless user_defined_functions_enabled "
+        "is set",
+        r"failed to create function with err"),
 }
 
 
