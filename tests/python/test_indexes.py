@@ -387,3 +387,48 @@ def test_the_index_stays_right_through_defragmentation(node_factory):
         assert sorted(got) == sorted(model.get(v, [])), f"v = {v}"
     got = rows(s, "SELECT k, c FROM idf.t WHERE v >= 3 AND v < 6", fetch_size=500)
     assert sorted(got) == sorted(r for v in (3, 4, 5) for r in model.get(v, []))
+
+
+def test_collections_by_contains_contains_key_and_entry(ks):
+    s = ks.session
+    s.execute("CREATE TABLE c (k int PRIMARY KEY, m map<text, int>, st set<int>, l list<text>, f frozen<set<int>>)")
+    s.execute("INSERT INTO c (k, m, st, l, f) VALUES (1, {'a': 1, 'b': 2}, {1, 2}, ['x', 'y'], {5})")
+    s.execute("INSERT INTO c (k, m, st, l, f) VALUES (2, {'b': 1}, {2, 3}, ['y'], {6})")
+    s.execute("INSERT INTO c (k, m, st, l) VALUES (3, {'c': 3}, {4}, ['z', 'z'])")
+    queries = {
+        "st CONTAINS 2": [(1,), (2,)],
+        "m CONTAINS 1": [(1,), (2,)],
+        "m CONTAINS KEY 'b'": [(1,), (2,)],
+        "m['b'] = 1": [(2,)],
+        "m['b'] = 2": [(1,)],
+        "l CONTAINS 'y'": [(1,), (2,)],
+        "l CONTAINS 'z'": [(3,)],
+    }
+    # Without indexes: filtering, with ALLOW FILTERING only.
+    for where, want in queries.items():
+        refused(s, f"SELECT k FROM c WHERE {where}", FILTERING)
+        assert sorted(rows(s, f"SELECT k FROM c WHERE {where} ALLOW FILTERING")) == want, where
+    assert rows(s, "SELECT k FROM c WHERE f CONTAINS 5 ALLOW FILTERING") == [(1,)]
+    refused(s, "SELECT k FROM c WHERE st CONTAINS KEY 2 ALLOW FILTERING", "Cannot use CONTAINS KEY on non-map column st")
+    refused(s, "SELECT k FROM c WHERE m['b'] > 1 ALLOW FILTERING", "Only EQ relations are supported on map entries")
+    refused(
+        s,
+        "SELECT k FROM c WHERE st = {1, 2} ALLOW FILTERING",
+        "Collection column 'st' (set<int>) cannot be restricted by a '=' relation",
+    )
+    for target in ["st", "m", "keys(m)", "entries(m)", "l"]:
+        s.execute(f"CREATE INDEX ON c ({target})")
+    # With them: by the index (each row once, though a list holds 'z' twice).
+    for where, want in queries.items():
+        assert sorted(rows(s, f"SELECT k FROM c WHERE {where}")) == want, where
+    for where in ["st CONTAINS 2 AND st CONTAINS 1", "st CONTAINS 2 AND m CONTAINS 1"]:
+        refused(s, f"SELECT k FROM c WHERE {where}", FILTERING)
+    assert rows(s, "SELECT k FROM c WHERE st CONTAINS 2 AND st CONTAINS 1 ALLOW FILTERING") == [(1,)]
+    # Elements removed, maps overwritten: the index follows.
+    s.execute("UPDATE c SET st = st - {2}, m['b'] = 5 WHERE k = 1")
+    s.execute("UPDATE c SET l = ['w'] WHERE k = 3")
+    assert rows(s, "SELECT k FROM c WHERE st CONTAINS 2") == [(2,)]
+    assert rows(s, "SELECT k FROM c WHERE m['b'] = 5") == [(1,)]
+    assert rows(s, "SELECT k FROM c WHERE m['b'] = 2") == []
+    assert rows(s, "SELECT k FROM c WHERE l CONTAINS 'z'") == []
+    assert rows(s, "SELECT k FROM c WHERE l CONTAINS 'w'") == [(3,)]

@@ -118,10 +118,14 @@ impl IndexDef {
     }
 
     /// True if this index answers `column op value` for the column it indexes: equality for
-    /// every index, ranges for a storage-attached index on a numeric or time column.
+    /// every index on a value, ranges for a storage-attached index on a numeric or time column,
+    /// CONTAINS for one on a collection's values, CONTAINS KEY for one on a map's keys. (A map's
+    /// entries answer `m[key] = value`, which the planner asks about directly.)
     pub fn serves(&self, ty: &DataType, op: CompareOp) -> bool {
         match op {
             CompareOp::Eq => matches!(self.target, Target::Values | Target::Full) && !is_multicell(ty),
+            CompareOp::Contains => self.target == Target::Values && is_multicell(ty),
+            CompareOp::ContainsKey => self.target == Target::Keys,
             CompareOp::Lt | CompareOp::Lte | CompareOp::Gt | CompareOp::Gte => {
                 self.is_sai() && self.target == Target::Values && is_ordered(ty)
             }

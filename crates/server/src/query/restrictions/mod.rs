@@ -21,7 +21,7 @@ use hayate_cql::value::{compare, DataType};
 use super::keys::ClusteringRange;
 use crate::error::invalid;
 
-pub use plan::{PlannedIndex, WherePlan};
+pub use plan::{IndexedBy, PlannedIndex, WherePlan};
 
 use hayate_cluster::replica::IndexRead;
 use hayate_storage::TermRange;
@@ -59,7 +59,10 @@ impl Restrictions {
 pub struct Filter {
     pub column: usize,
     pub op: CompareOp,
+    /// For CONTAINS, an element (a map's value); for CONTAINS KEY, a map's key.
     pub values: Vec<Vec<u8>>,
+    /// `m[key] = value`: the entry's key (`values` holds its value).
+    pub key: Option<Vec<u8>>,
 }
 
 impl Filter {
@@ -67,6 +70,35 @@ impl Filter {
         let Some(v) = value else {
             return false;
         };
+        let [wanted] = self.values.as_slice() else {
+            return self.matches_value(ty, v);
+        };
+        let same = |t: &DataType, x: &[u8]| compare(t, x, wanted) == Ordering::Equal;
+        match (self.op, ty, &self.key) {
+            (
+                CompareOp::Eq,
+                DataType::Map {
+                    key: kt, value: vt, ..
+                },
+                Some(key),
+            ) => split_map(v).is_some_and(|m| {
+                m.iter()
+                    .any(|(k, x)| compare(kt, k, key) == Ordering::Equal && same(vt, x))
+            }),
+            (CompareOp::ContainsKey, DataType::Map { key: kt, .. }, _) => {
+                split_map(v).is_some_and(|m| m.iter().any(|(k, _)| same(kt, k)))
+            }
+            (CompareOp::Contains, DataType::Map { value: vt, .. }, _) => {
+                split_map(v).is_some_and(|m| m.iter().any(|(_, x)| same(vt, x)))
+            }
+            (CompareOp::Contains, DataType::List { element, .. } | DataType::Set { element, .. }, _) => {
+                split_list(v).is_some_and(|l| l.iter().any(|x| same(element, x)))
+            }
+            _ => self.matches_value(ty, v),
+        }
+    }
+
+    fn matches_value(&self, ty: &DataType, v: &[u8]) -> bool {
         let ord = |x: &[u8]| compare(ty, v, x);
         match self.op {
             CompareOp::Eq => self.values.iter().any(|x| ord(x) == Ordering::Equal),
@@ -83,7 +115,7 @@ impl Filter {
 impl PlannedIndex {
     /// The index read for `filters`: the intersection of the bounds they put on the indexed
     /// column. `None` when they put none (the plan chose another shape).
-    pub fn read(&self, filters: &[Filter]) -> Option<IndexRead> {
+    pub fn read(&self, ty: &DataType, filters: &[Filter]) -> Option<IndexRead> {
         let mut start = Bound::Unbounded;
         let mut end = Bound::Unbounded;
         let mut any = false;
@@ -124,6 +156,32 @@ impl PlannedIndex {
         }
         for f in filters.iter().filter(|f| f.column == self.column) {
             let [v] = f.values.as_slice() else { continue };
+            // A set's elements and a map's keys are cell paths, which hold their order keys.
+            let path = |ty: &DataType, v: &[u8]| crate::query::cells::element_path(ty, v);
+            let term = match (self.by, f.op, &f.key, ty) {
+                (IndexedBy::Value, _, None, _) => None,
+                (IndexedBy::Contains, CompareOp::Contains, None, DataType::Set { element, .. }) => {
+                    Some(path(element, v))
+                }
+                (IndexedBy::Contains, CompareOp::Contains, None, _) => Some(v.clone()),
+                (IndexedBy::ContainsKey, CompareOp::ContainsKey, None, DataType::Map { key, .. }) => {
+                    Some(path(key, v))
+                }
+                (IndexedBy::Entry, CompareOp::Eq, Some(k), DataType::Map { key, .. }) => {
+                    let k = path(key, k);
+                    let mut t = (k.len() as u32).to_be_bytes().to_vec();
+                    t.extend_from_slice(&k);
+                    t.extend_from_slice(v);
+                    Some(t)
+                }
+                _ => continue,
+            };
+            if let Some(term) = term {
+                return Some(IndexRead {
+                    index: self.id,
+                    terms: TermRange::eq(term),
+                });
+            }
             let (s, e) = match f.op {
                 CompareOp::Eq => (Bound::Included(key(v)), Bound::Included(key(v))),
                 CompareOp::Gt => (Bound::Excluded(key(v)), Bound::Unbounded),
@@ -141,6 +199,24 @@ impl PlannedIndex {
             terms: TermRange { start, end },
         })
     }
+}
+
+/// The entries of a serialized map (already validated).
+pub fn split_map(bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    // A map is a list of 2n items: key, value, key, value...
+    let mut rest = bytes;
+    let (n, tail) = rest.split_first_chunk::<4>()?;
+    let n = i32::from_be_bytes(*n);
+    let mut doubled = (n.checked_mul(2)?).to_be_bytes().to_vec();
+    rest = tail;
+    doubled.extend_from_slice(rest);
+    let items = split_list(&doubled)?;
+    let mut items = items.into_iter();
+    let mut out = Vec::with_capacity(items.len() / 2);
+    while let (Some(k), Some(v)) = (items.next(), items.next()) {
+        out.push((k, v));
+    }
+    Some(out)
 }
 
 /// The elements of a serialized list (already validated).

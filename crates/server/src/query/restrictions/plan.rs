@@ -8,6 +8,7 @@
 //! combinations) is judged when binding, in the order the relations come, as before.
 
 use hayate_cql::statement::{CompareOp, InValues, Relation, RelationLhs, Term};
+use hayate_cql::value::DataType;
 
 use super::needs_filtering;
 use crate::error::{invalid, QueryResult};
@@ -39,6 +40,20 @@ pub struct PlannedIndex {
     pub(super) id: u32,
     pub(super) column: usize,
     pub(super) order: hayate_storage::TermOrder,
+    pub(super) by: IndexedBy,
+}
+
+/// Which relations on the indexed column give the index its terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexedBy {
+    /// `=` and ranges on the column's value.
+    Value,
+    /// `CONTAINS` an element (a list's or set's elements, a map's values).
+    Contains,
+    /// `CONTAINS KEY` (a map's keys).
+    ContainsKey,
+    /// `m[key] = value` (a map's entries).
+    Entry,
 }
 
 /// A primary key column, by its position in its part of the key.
@@ -78,6 +93,8 @@ pub(super) enum Step {
         op: CompareOp,
         value: Term,
     },
+    /// `m[key] = value` on a map column (a filter).
+    FilterEntry { column: usize, key: Term, value: Term },
     /// `IN` on a column that is not a key column (a filter).
     FilterIn { column: usize, values: InValues },
     /// `token(pk...) op rhs`.
@@ -177,13 +194,34 @@ fn step(table: &Table, r: &Relation, allow_filtering: bool) -> QueryResult<Step>
                     ));
                 }
                 _ => {
+                    let c = &table.columns[column];
+                    match op {
+                        CompareOp::ContainsKey if !matches!(c.ty, DataType::Map { .. }) => {
+                            return Err(invalid(format!(
+                                "Cannot use CONTAINS KEY on non-map column {name}"
+                            )));
+                        }
+                        CompareOp::Contains if !c.ty.is_collection() => {
+                            return Err(invalid(format!(
+                                "Cannot use CONTAINS on non-collection column {name}"
+                            )));
+                        }
+                        CompareOp::Like => return Err(invalid("hayate does not support LIKE yet")),
+                        _ if c.ty.is_collection()
+                            && c.ty.is_multi_cell()
+                            && *op != CompareOp::Contains
+                            && *op != CompareOp::ContainsKey =>
+                        {
+                            return Err(invalid(format!(
+                                "Collection column '{name}' ({}) cannot be restricted by a '{}' relation",
+                                c.ty,
+                                op_text(*op)
+                            )));
+                        }
+                        _ => {}
+                    }
                     if !allow_filtering && stored && serving_index(table, column, *op).is_none() {
                         return Err(needs_filtering());
-                    }
-                    if matches!(op, CompareOp::Contains | CompareOp::ContainsKey | CompareOp::Like) {
-                        return Err(invalid(
-                            "hayate does not support CONTAINS, CONTAINS KEY or LIKE yet",
-                        ));
                     }
                     Step::Filter {
                         column,
@@ -286,9 +324,47 @@ fn step(table: &Table, r: &Relation, allow_filtering: bool) -> QueryResult<Step>
                 }
             }
         }
+        Relation::Compare {
+            lhs: RelationLhs::Element { column: name, key },
+            op,
+            rhs,
+        } => {
+            let column = column_index(table, name)?;
+            if !matches!(table.columns[column].ty, DataType::Map { .. }) {
+                return Err(invalid(format!("Column {name} cannot be used as a map")));
+            }
+            if *op != CompareOp::Eq {
+                return Err(invalid("Only EQ relations are supported on map entries"));
+            }
+            let served = table.indexes.iter().any(|i| {
+                i.column == table.columns[column].id && i.target == crate::schema::index::Target::Entries
+            });
+            if !allow_filtering && stored && !served {
+                return Err(needs_filtering());
+            }
+            Step::FilterEntry {
+                column,
+                key: key.clone(),
+                value: rhs.clone(),
+            }
+        }
         Relation::IsNotNull { .. } => Step::IsNotNull,
         _ => return Err(invalid("hayate does not support this kind of relation yet")),
     })
+}
+
+fn op_text(op: CompareOp) -> &'static str {
+    match op {
+        CompareOp::Eq => "=",
+        CompareOp::Neq => "!=",
+        CompareOp::Lt => "<",
+        CompareOp::Lte => "<=",
+        CompareOp::Gt => ">",
+        CompareOp::Gte => ">=",
+        CompareOp::Contains => "CONTAINS",
+        CompareOp::ContainsKey => "CONTAINS KEY",
+        CompareOp::Like => "LIKE",
+    }
 }
 
 /// The index that answers `column op value`, if one does: a storage-attached one first.
@@ -312,34 +388,44 @@ fn choose_index(table: &Table, steps: &[Step], allow_filtering: bool) -> QueryRe
     if table.indexes.is_empty() || table.is_virtual {
         return Ok(None);
     }
+    let entries = |column: usize| {
+        let id = table.columns[column].id;
+        table
+            .indexes
+            .iter()
+            .find(|i| i.column == id && i.target == crate::schema::index::Target::Entries)
+    };
     let served: Vec<(usize, CompareOp, &IndexDef)> = steps
         .iter()
         .filter_map(|s| match s {
             Step::Filter { column, op, .. } => serving_index(table, *column, *op).map(|i| (*column, *op, i)),
+            Step::FilterEntry { column, .. } => entries(*column).map(|i| (*column, CompareOp::Eq, i)),
             _ => None,
         })
         .collect();
-    let Some(&(column, _, index)) = served
+    let Some(&(column, op, index)) = served
         .iter()
         .find(|(_, op, _)| *op == CompareOp::Eq)
         .or_else(|| served.first())
     else {
         return Ok(None);
     };
+    let by = match (index.target, op) {
+        (crate::schema::index::Target::Entries, _) => IndexedBy::Entry,
+        (_, CompareOp::Contains) => IndexedBy::Contains,
+        (_, CompareOp::ContainsKey) => IndexedBy::ContainsKey,
+        _ => IndexedBy::Value,
+    };
     if !allow_filtering {
-        let columns = |legacy: bool| {
-            let mut c: Vec<usize> = served
+        let columns = |legacy: bool| -> Vec<usize> {
+            served
                 .iter()
                 .filter(|(_, _, i)| !legacy || !i.is_sai())
                 .map(|(c, _, _)| *c)
-                .collect();
-            c.dedup();
-            c
+                .collect()
         };
-        let mut all = columns(false);
-        all.sort_unstable();
-        all.dedup();
-        if all.len() > 1 && !columns(true).is_empty() {
+        // Several relations on storage-attached indexes combine; a legacy index takes one.
+        if served.len() > 1 && !columns(true).is_empty() {
             return Err(needs_filtering());
         }
         let partition_given = (0..table.partition_key.len()).all(|pos| {
@@ -373,6 +459,7 @@ fn choose_index(table: &Table, steps: &[Step], allow_filtering: bool) -> QueryRe
         id: index.id,
         column,
         order,
+        by,
     }))
 }
 

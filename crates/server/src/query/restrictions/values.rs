@@ -68,11 +68,43 @@ impl WherePlan {
                     let v = value_of(table, *column, value, binds)?;
                     add_slice(&mut slice, *pos, *op, vec![v], table.columns[*column].descending)?;
                 }
-                Step::Filter { column, op, value } => out.filters.push(Filter {
-                    column: *column,
-                    op: *op,
-                    values: vec![value_of(table, *column, value, binds)?],
-                }),
+                Step::Filter { column, op, value } => {
+                    let c = &table.columns[*column];
+                    let v = match (op, &c.ty) {
+                        (CompareOp::ContainsKey, DataType::Map { key, .. }) => {
+                            value_as(&c.name, key, value, binds)?
+                        }
+                        (CompareOp::Contains, DataType::Map { value: ty, .. }) => {
+                            value_as(&c.name, ty, value, binds)?
+                        }
+                        (
+                            CompareOp::Contains,
+                            DataType::List { element, .. } | DataType::Set { element, .. },
+                        ) => value_as(&c.name, element, value, binds)?,
+                        _ => value_of(table, *column, value, binds)?,
+                    };
+                    out.filters.push(Filter {
+                        column: *column,
+                        op: *op,
+                        values: vec![v],
+                        key: None,
+                    })
+                }
+                Step::FilterEntry { column, key, value } => {
+                    let c = &table.columns[*column];
+                    let DataType::Map {
+                        key: kt, value: vt, ..
+                    } = &c.ty
+                    else {
+                        return Err(invalid(format!("Column {} cannot be used as a map", c.name)));
+                    };
+                    out.filters.push(Filter {
+                        column: *column,
+                        op: CompareOp::Eq,
+                        values: vec![value_as(&c.name, vt, value, binds)?],
+                        key: Some(value_as(&c.name, kt, key, binds)?),
+                    })
+                }
                 Step::KeyIn {
                     key,
                     column,
@@ -86,6 +118,7 @@ impl WherePlan {
                     column: *column,
                     op: CompareOp::Eq,
                     values: in_values(table, *column, values, binds)?,
+                    key: None,
                 }),
                 Step::Token { op, value } => {
                     let token = token_value(table, value, binds)?;
@@ -197,7 +230,9 @@ impl WherePlan {
         out.clustering.sort_by_key(|r| bound_key(&r.start));
         out.clustering.dedup();
         if out.partitions.is_none() {
-            out.index = self.index.and_then(|i| i.read(&out.filters));
+            out.index = self
+                .index
+                .and_then(|i| i.read(&table.columns[i.column].ty, &out.filters));
         }
         Ok(out)
     }
@@ -233,20 +268,17 @@ pub(super) fn bind_point(table: &Table, point: &Point, binds: &Binds<'_>) -> Opt
 
 fn value_of(table: &Table, col: usize, term: &Term, binds: &Binds<'_>) -> QueryResult<Vec<u8>> {
     let c = &table.columns[col];
-    match evaluate(
-        term,
-        &Receiver {
-            name: &c.name,
-            ty: &c.ty,
-        },
-        binds,
-    )? {
+    value_as(&c.name, &c.ty, term, binds)
+}
+
+/// `term` as a value of `ty`, for column `name` (its element's type, for CONTAINS).
+fn value_as(name: &str, ty: &DataType, term: &Term, binds: &Binds<'_>) -> QueryResult<Vec<u8>> {
+    match evaluate(term, &Receiver { name, ty }, binds)? {
         Evaluated::Bytes(b) => Ok(b),
         Evaluated::Null => Err(invalid(format!(
-            "Invalid null value in condition for column {}",
-            c.name
+            "Invalid null value in condition for column {name}"
         ))),
-        Evaluated::Unset => Err(invalid(format!("Invalid unset value for column {}", c.name))),
+        Evaluated::Unset => Err(invalid(format!("Invalid unset value for column {name}"))),
     }
 }
 
