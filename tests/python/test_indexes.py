@@ -315,7 +315,7 @@ def metric(node, name):
     import urllib.request
 
     text = urllib.request.urlopen(f"http://{node.host}:{node.metrics_port}/metrics", timeout=10).read().decode()
-    return sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(name) and not l.startswith("#"))
+    return sum(float(l.rpartition(" ")[2]) for l in text.splitlines() if l.rpartition(" ")[0] == name or l.startswith(name + "{"))
 
 
 def query_when_ready(session, cql, timeout_s=60):
@@ -331,7 +331,7 @@ def query_when_ready(session, cql, timeout_s=60):
 
 
 def test_an_index_is_built_over_existing_rows_and_again_after_a_restart(node_factory):
-    n = node_factory()
+    n = node_factory(metrics_port=free_port())
     cluster, s = node_factory.connect(n)
     s.execute("CREATE KEYSPACE ib WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
     s.execute("CREATE TABLE ib.t (k int PRIMARY KEY, v int, pad text)")
@@ -342,6 +342,9 @@ def test_an_index_is_built_over_existing_rows_and_again_after_a_restart(node_fac
     s.execute("CREATE INDEX ON ib.t (v)")
     want = sorted((k,) for k in range(20000) if k % 100 == 42)
     assert sorted(query_when_ready(s, "SELECT k FROM ib.t WHERE v = 42")) == want
+    # One entry per row; the query read its 200 rows by the index, not the table's 20,000.
+    assert metric(n, 'hayate_index_entries{keyspace="ib",table="t",index="t_v_idx"}') == 20000
+    assert metric(n, 'hayate_index_rows_read_total{keyspace="ib",table="t",index="t_v_idx"}') == 200
     # The index lives in RAM: a restart builds it again, and it keeps up with new writes.
     cluster.shutdown()
     n.restart()

@@ -243,6 +243,9 @@ pub(crate) struct SecondaryIndex {
     ready: AtomicBool,
     dropped: AtomicBool,
     entries: AtomicU64,
+    /// Rows lookups read, and entries they found stale and dropped.
+    pub(crate) rows_read: AtomicU64,
+    pub(crate) stale_dropped: AtomicU64,
     terms: RwLock<BTreeMap<Vec<u8>, BTreeMap<RowRef, u64>>>,
 }
 
@@ -253,6 +256,8 @@ impl SecondaryIndex {
             ready: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             entries: AtomicU64::new(0),
+            rows_read: AtomicU64::new(0),
+            stale_dropped: AtomicU64::new(0),
             terms: RwLock::new(BTreeMap::new()),
         }
     }
@@ -366,6 +371,7 @@ impl SecondaryIndex {
         if refs.get(row) == Some(&seq) {
             refs.remove(row);
             self.entries.fetch_sub(1, Ordering::Relaxed);
+            self.stale_dropped.fetch_add(1, Ordering::Relaxed);
             if refs.is_empty() {
                 terms.remove(key);
             }

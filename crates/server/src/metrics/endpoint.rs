@@ -94,6 +94,10 @@ pub trait NodeFigures: Send + Sync + 'static {
     fn snapshots(&self) -> Option<SnapshotSpace> {
         None
     }
+    /// Each secondary index on this node, with its state (empty where there is no engine).
+    fn indexes(&self) -> Vec<super::render::IndexFigures> {
+        Vec::new()
+    }
     /// The cluster's status as `hayate status` reads it (`/status`), a JSON document.
     fn status(&self) -> String;
     /// An operator's request other than a scrape (`/netstats`, `/decommission`, ...), with
@@ -260,6 +264,7 @@ impl Endpoint {
         if let Some(space) = node.snapshots() {
             render_snapshots(&space, &mut body);
         }
+        super::render::render_indexes(&node.indexes(), &mut body);
         body
     }
 }

@@ -18,4 +18,4 @@ mod text;
 
 pub use endpoint::{serve, NodeFigures};
 pub use registry::{LatencySummary, Metrics, PauseReason};
-pub use render::StreamFigures;
+pub use render::{IndexFigures, StreamFigures};

@@ -557,6 +557,58 @@ pub fn render_snapshots(space: &SnapshotSpace, out: &mut String) {
     }
 }
 
+/// One secondary index of this node, for the metrics.
+pub struct IndexFigures {
+    pub keyspace: String,
+    pub table: String,
+    pub index: String,
+    pub state: hayate_storage::IndexState,
+}
+
+/// Each secondary index's entries (its RAM), whether it is built, and what lookups read.
+pub fn render_indexes(indexes: &[IndexFigures], out: &mut String) {
+    if indexes.is_empty() {
+        return;
+    }
+    let families: [(&str, &str, &str, fn(&hayate_storage::IndexState) -> u64); 4] = [
+        (
+            "hayate_index_entries",
+            "gauge",
+            "Entries of a secondary index in RAM on this node: one per indexed value and row (stale ones until a lookup drops them).",
+            |s| s.entries,
+        ),
+        (
+            "hayate_index_ready",
+            "gauge",
+            "1 once a secondary index is built on this node and answers queries, 0 while it is being built.",
+            |s| u64::from(s.ready),
+        ),
+        (
+            "hayate_index_rows_read_total",
+            "counter",
+            "Rows lookups by a secondary index read on this node.",
+            |s| s.rows_read,
+        ),
+        (
+            "hayate_index_stale_dropped_total",
+            "counter",
+            "Entries of a secondary index that lookups found stale (their row changed) and dropped.",
+            |s| s.stale_dropped,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        family(out, name, kind, help);
+        for i in indexes {
+            let labels = [
+                ("keyspace", i.keyspace.as_str()),
+                ("table", i.table.as_str()),
+                ("index", i.index.as_str()),
+            ];
+            sample(out, name, &labels, value(&i.state));
+        }
+    }
+}
+
 /// The coordinator's figures: consistency failures, repairs, hints, replica latency.
 pub fn render_coordinator(c: &CoordinatorSnapshot, out: &mut String) {
     let counters: [(&str, &str, u64); 17] = [

@@ -107,6 +107,26 @@ impl NodeFigures for Figures {
         self.engine.upgrade().map(|e| e.snapshot_space())
     }
 
+    fn indexes(&self) -> Vec<crate::metrics::IndexFigures> {
+        let Some(engine) = self.engine.upgrade() else {
+            return Vec::new();
+        };
+        let schema = self.schema.current();
+        schema
+            .user_keyspaces()
+            .flat_map(|k| k.tables.values())
+            .flat_map(|t| t.indexes.iter().map(move |i| (t, i)))
+            .filter_map(|(t, i)| {
+                Some(crate::metrics::IndexFigures {
+                    keyspace: t.keyspace.clone(),
+                    table: t.name.clone(),
+                    index: i.name.clone(),
+                    state: engine.index_state(t.storage_id, i.id)?,
+                })
+            })
+            .collect()
+    }
+
     fn status(&self) -> String {
         self.status_doc().to_string()
     }

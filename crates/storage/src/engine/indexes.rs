@@ -19,6 +19,10 @@ pub struct IndexState {
     pub ready: bool,
     /// Entries held (one per term and row, stale ones included until a lookup drops them).
     pub entries: u64,
+    /// Rows lookups read since the node started.
+    pub rows_read: u64,
+    /// Stale entries lookups dropped since the node started.
+    pub stale_dropped: u64,
 }
 
 /// Why an index lookup was not answered.
@@ -81,6 +85,8 @@ impl Engine {
         Some(IndexState {
             ready: index.is_ready(),
             entries: index.entries(),
+            rows_read: index.rows_read.load(std::sync::atomic::Ordering::Relaxed),
+            stale_dropped: index.stale_dropped.load(std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -144,6 +150,7 @@ impl Engine {
                     return Ok(page);
                 }
                 let key = row.row_key(table);
+                index.rows_read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let (stored, _) = self
                     .get_with_tombstones_in(&table_index, key)
                     .map_err(IndexReadError::Read)?;
