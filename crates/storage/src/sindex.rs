@@ -19,9 +19,10 @@
 //! whole table's go with TRUNCATE. An index is built, at open and when it is created, by one
 //! pass over its table (`Engine::set_indexes`); until that pass ends it answers no lookup.
 //!
-//! Cost: one entry per (term, row), about 80 bytes of RAM with the row's keys (the map's
-//! nodes, the two keys in one allocation, the sequence number); nothing on the device. The
-//! primary index's 64 bytes per record do not change.
+//! Cost: one entry per (term, row): the map's node space, the row's two keys in one allocation,
+//! the sequence number; a node's resident memory grew by 115 bytes per entry for 400,000 rows
+//! with a 4-byte key. Nothing on the device. The primary index's 64 bytes per record do not
+//! change.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BTreeMap, HashMap};

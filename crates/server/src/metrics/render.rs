@@ -570,7 +570,12 @@ pub fn render_indexes(indexes: &[IndexFigures], out: &mut String) {
     if indexes.is_empty() {
         return;
     }
-    type Family = (&'static str, &'static str, &'static str, fn(&hayate_storage::IndexState) -> u64);
+    type Family = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&hayate_storage::IndexState) -> u64,
+    );
     let families: [Family; 4] = [
         (
             "hayate_index_entries",
