@@ -105,6 +105,14 @@ WORKLOADS = {
     "counter": ("counter increments: UPDATE ... SET f = f + 1, uniform keys (hayate-bench)",
                 CORE + "readproportion=0\nupdateproportion=1\nrequestdistribution=uniform\n"
                 "hayate.counter=true\n"),
+    # Issue 34's indexed lookups (hayate-bench only: `hayate.index` adds the column y_ix, which
+    # the load fills with each row's key, and reads the row by it without the partition key),
+    # uniform, with Cassandra 5.0's storage-attached index on both systems (DataStax's advice
+    # for 5.0). It must come first: the load writes its column.
+    "index": ("indexed lookups: SELECT ... WHERE y_ix = ? by a storage-attached index, uniform "
+              "keys (hayate-bench)",
+              CORE + "readproportion=1\nupdateproportion=0\nrequestdistribution=uniform\n"
+              "hayate.index=sai\n"),
 }
 
 # Every command that touched a server or a client, in order, for results.md.
@@ -679,7 +687,7 @@ def stop_nodes(nodes):
             log(f"{server.host}: {error}")
 
 
-def create_schema(nodes):
+def create_schema(nodes, workloads=()):
     # Leveled compaction (the reference's choice for a 50/50 workload) and 4 KiB compression
     # chunks: a read decompresses a whole chunk, and DataStax's CQL reference says to size chunks
     # by "how much data is typically requested at once" and "the average size of rows" (1 KB
@@ -688,12 +696,16 @@ def create_schema(nodes):
                   " AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 4}"
                   if nodes.system == "cassandra" else "")
     fields = ", ".join(f"field{i} varchar" for i in range(10))
+    indexed = "index" in workloads
+    if indexed:
+        fields += ", y_ix varchar"
     # SimpleStrategy: one data center and one rack, where NetworkTopologyStrategy
     # {'datacenter1': N} would place the same replicas (the next distinct nodes clockwise).
     cqltool(nodes, "exec",
             "CREATE KEYSPACE ycsb WITH replication = "
             f"{{'class': 'SimpleStrategy', 'replication_factor': {nodes.rf}}}",
-            f"CREATE TABLE ycsb.usertable (y_id varchar PRIMARY KEY, {fields}){compaction}")
+            f"CREATE TABLE ycsb.usertable (y_id varchar PRIMARY KEY, {fields}){compaction}",
+            *(["CREATE INDEX ON ycsb.usertable (y_ix) USING 'sai'"] if indexed else []))
     if len(nodes.servers) > 1:
         return wait_ring(nodes, "after the schema")
     return None
@@ -944,7 +956,7 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                              else state["commit"])
         if getattr(nodes, "ring", None):
             record["ring"] = nodes.ring
-        schema = create_schema(nodes)
+        schema = create_schema(nodes, args.workloads)
         if schema:
             record["schema_agreement"] = schema
         first = args.workloads[0]
@@ -2595,6 +2607,8 @@ def parse_args():
     for name in args.workloads:
         if name not in WORKLOADS:
             parser.error(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
+        if name == "index" and args.workloads[0] != "index":
+            parser.error("the index workload must come first in --workloads: the load writes its column")
     for system in args.systems:
         if system not in ("cassandra", "hayate"):
             parser.error(f"unknown system {system!r}")

@@ -253,6 +253,29 @@ def test_counter_mode_increments_each_field_it_writes(node, session, fresh_name)
     session.execute(f"DROP KEYSPACE {name}")
 
 
+@pytest.mark.parametrize("kind", ["legacy", "sai"])
+def test_index_mode_reads_every_row_by_its_indexed_column(node, session, fresh_name, kind):
+    """`-p hayate.index=legacy|sai`: the table has an indexed column holding the key, and
+    every read looks its row up by it (no partition key): each read finds its row."""
+    name = fresh_name("bench_index")
+    args = ["-P", str(WORKLOADS / "workloadc"), "-p", f"hosts={node.host}", "-p", f"port={node.port}",
+            "-p", f"cassandra.keyspace={name}", "-p", "recordcount=100", "-p", "operationcount=300",
+            "-p", "fieldcount=2", "-p", "hayate.createtable=true", "-p", f"hayate.index={kind}"]
+    load = bench("load", "cassandra-cql", *args)
+    assert load.returncode == 0, load.stderr
+    run = bench("run", "cassandra-cql", *args)
+    assert run.returncode == 0, run.stderr
+    ops = summary(run.stdout)
+    assert ops.get(("READ", "Return=OK")) == 300, run.stdout
+    index = session.execute(
+        "SELECT kind, options FROM system_schema.indexes WHERE keyspace_name = %s", (name,)).one()
+    assert index.options["target"] == "y_ix"
+    assert index.kind == ("CUSTOM" if kind == "sai" else "COMPOSITES")
+    bad = bench("load", "cassandra-cql", *args, "-p", "hayate.counter=true")
+    assert bad.returncode != 0 and "hayate.index" in bad.stderr, bad.stderr
+    session.execute(f"DROP KEYSPACE {name}")
+
+
 def test_a_missing_table_counts_errors_and_exits_cleanly(node, ks):
     load = bench("load", "-P", str(WORKLOADS / "workloada"), *connection(node, ks), "-p", "recordcount=100", "-threads", "2")
     assert load.returncode == 0, load.stderr

@@ -20,6 +20,13 @@
 //! made with `counter` fields, and an update or insert increments the fields it would write by
 //! one (`UPDATE ... SET f = f + 1`), since counter tables take no INSERT; reads are unchanged.
 //!
+//! With `-p hayate.index=legacy` or `-p hayate.index=sai` (hayate-bench's own too) the table has
+//! one more column, `y_ix`, with a secondary index on it (`CREATE INDEX`, or `USING 'sai'`); an
+//! insert writes the key there too, and a read looks the row up by it, without the partition
+//! key (`SELECT … FROM <table> WHERE y_ix = ?`, no LIMIT: the database does not know the value
+//! is unique), so every read is an indexed lookup by a column; updates and scans are
+//! unchanged.
+//!
 //! Statements are prepared on first use, once per field set, and shared by all workers. A failed
 //! prepare (say, the table does not exist) fails that operation with `Return=ERROR` and is tried
 //! again by the next one, as in YCSB.
@@ -71,7 +78,13 @@ pub struct CqlConfig {
     pub lwt: bool,
     /// `hayate.counter=true`: counter fields, written by increments (see the module comment).
     pub counter: bool,
+    /// `hayate.index=legacy|sai`: reads by an indexed column (see the module comment); the
+    /// `USING` class, empty for a legacy index.
+    pub index: Option<&'static str>,
 }
+
+/// The indexed column of `hayate.index`.
+const INDEX_COLUMN: &str = "y_ix";
 
 impl CqlConfig {
     pub fn from_properties(p: &Properties) -> Result<CqlConfig, PropertyError> {
@@ -125,11 +138,30 @@ impl CqlConfig {
             },
             lwt: p.bool_or("hayate.lwt", false),
             counter: p.bool_or("hayate.counter", false),
+            index: match p
+                .str_or("hayate.index", "none")
+                .trim()
+                .to_ascii_lowercase()
+                .as_str()
+            {
+                "none" | "" => None,
+                "legacy" => Some(""),
+                "sai" => Some(" USING 'sai'"),
+                other => return Err(invalid("hayate.index", other, "none, legacy or sai")),
+            },
         })
         .and_then(|c| {
             if c.lwt && c.counter {
                 // Cassandra refuses conditions on counter tables.
                 return Err(invalid("hayate.counter", "true", "false when hayate.lwt is true"));
+            }
+            if c.counter && c.index.is_some() {
+                // Cassandra refuses indexes on counter tables.
+                return Err(invalid(
+                    "hayate.index",
+                    "an index",
+                    "none when hayate.counter is true",
+                ));
             }
             Ok(c)
         })
@@ -346,6 +378,11 @@ impl CqlDb {
     async fn select(&self, what: &str, key: &str, fields: FieldSet, scan_limit: Option<i32>) -> Status {
         let cell = self.read_statement_cell(fields, scan_limit.is_some());
         let text = || match scan_limit {
+            None if self.config.index.is_some() => format!(
+                "SELECT {} FROM {} WHERE {INDEX_COLUMN} = ?",
+                self.selection(fields),
+                self.table
+            ),
             None => format!(
                 "SELECT {} FROM {} WHERE {KEY_COLUMN} = ? LIMIT 1",
                 self.selection(fields),
@@ -469,10 +506,17 @@ impl Db for CqlDb {
             Values::All(all) => all,
             Values::One { .. } => panic!("YCSB inserts write every field"),
         };
+        let indexed = self.config.index.is_some();
         let text = || {
-            let marks = vec!["?"; self.field_names.len() + 1].join(", ");
+            let extra = if indexed { 2 } else { 1 };
+            let marks = vec!["?"; self.field_names.len() + extra].join(", ");
+            let ix = if indexed {
+                format!(", {INDEX_COLUMN}")
+            } else {
+                String::new()
+            };
             format!(
-                "INSERT INTO {} ({KEY_COLUMN}, {}) VALUES ({marks}){}",
+                "INSERT INTO {} ({KEY_COLUMN}{ix}, {}) VALUES ({marks}){}",
                 self.table,
                 self.field_names.join(", "),
                 self.condition(" IF NOT EXISTS")
@@ -481,8 +525,11 @@ impl Db for CqlDb {
         let stmt = self
             .prepared(&self.insert_all, text, self.config.write_consistency)
             .await;
-        let mut bound: Vec<&str> = Vec::with_capacity(all.len() + 1);
+        let mut bound: Vec<&str> = Vec::with_capacity(all.len() + 2);
         bound.push(key);
+        if indexed {
+            bound.push(key);
+        }
         bound.extend((0..all.len()).map(|f| all.get(f)));
         self.write("INSERT", stmt, key, &bound).await
     }
@@ -522,11 +569,19 @@ async fn create_table(
         .map_err(|_| "no session".to_string())?
         .map_err(|e| e.to_string())?;
     let ty = if config.counter { "counter" } else { "varchar" };
-    let fields: String = workload
+    let mut fields: String = workload
         .field_names
         .iter()
         .map(|f| format!(", {f} {ty}"))
         .collect();
+    let mut index = None;
+    if let Some(using) = config.index {
+        fields.push_str(&format!(", {INDEX_COLUMN} varchar"));
+        index = Some(format!(
+            "CREATE INDEX IF NOT EXISTS ON {}.{} ({INDEX_COLUMN}){using}",
+            config.keyspace, workload.table
+        ));
+    }
     for cql in [
         format!(
             "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {{'class': 'SimpleStrategy', \
@@ -537,7 +592,10 @@ async fn create_table(
             "CREATE TABLE IF NOT EXISTS {}.{} (y_id varchar PRIMARY KEY{fields})",
             config.keyspace, workload.table
         ),
-    ] {
+    ]
+    .into_iter()
+    .chain(index)
+    {
         session
             .query_unpaged(cql.as_str(), ())
             .await
