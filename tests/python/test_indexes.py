@@ -435,3 +435,28 @@ def test_collections_by_contains_contains_key_and_entry(ks):
     assert rows(s, "SELECT k FROM c WHERE m['b'] = 2") == []
     assert rows(s, "SELECT k FROM c WHERE l CONTAINS 'z'") == []
     assert rows(s, "SELECT k FROM c WHERE l CONTAINS 'w'") == [(3,)]
+
+
+def test_overwrites_and_deletions_leave_no_entries_behind(node_factory):
+    """A write that changes an indexed column drops the old value's entry at once: the index
+    holds one entry per live row however often the rows change, without any query cleaning it."""
+    n = node_factory(metrics_port=free_port())
+    cluster, s = node_factory.connect(n)
+    s.execute("CREATE KEYSPACE iw WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+    s.execute("CREATE TABLE iw.t (k int PRIMARY KEY, v int, w int)")
+    s.execute("CREATE INDEX ON iw.t (v)")
+    upd = s.prepare("UPDATE iw.t SET v = ? WHERE k = ?")
+    for i in range(2000):
+        s.execute(upd, (i, i % 10))
+    # An update of another column leaves the index alone.
+    s.execute("UPDATE iw.t SET w = 1 WHERE k = 3")
+    entries = 'hayate_index_entries{keyspace="iw",table="t",index="t_v_idx"}'
+    assert query_when_ready(s, "SELECT k FROM iw.t WHERE v = 1999") == [(9,)]
+    assert metric(n, entries) == 10
+    s.execute("DELETE FROM iw.t WHERE k = 0")
+    s.execute("DELETE v FROM iw.t WHERE k = 1")
+    s.execute("INSERT INTO iw.t (k, v) VALUES (2, 5) USING TIMESTAMP 1")  # older: changes nothing
+    assert metric(n, entries) == 8
+    assert metric(n, 'hayate_index_stale_dropped_total{keyspace="iw",table="t",index="t_v_idx"}') == 0
+    assert rows(s, "SELECT k FROM iw.t WHERE v = 1990") == []
+    assert rows(s, "SELECT k FROM iw.t WHERE v = 1992") == [(2,)]

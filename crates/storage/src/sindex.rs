@@ -3,19 +3,21 @@
 //! a scan returns them (token, partition key, clustering key), so that a lookup pages through a
 //! token range as a scan does.
 //!
-//! A write of a row (a client's, a replica's, a hint's, a stream's: every write goes through
-//! `Namespace::write_row_in`) adds an entry for each term its update sets, after the row is
-//! written. No write removes one: a write that overwrites or deletes a value may not read the
-//! row at all (a delta, `deltas.rs`), so it does not know the term it replaces. An entry whose
-//! row no longer holds its term is *stale*; a lookup reads every row it names anyway, and
-//! drops the stale entries it meets. Each entry keeps the sequence number of the write that
-//! added it last, and a lookup removes an entry only if it still has the number the lookup
-//! found before reading the row: a write that sets the term again adds after its row is
-//! written, so either the lookup's read saw that write, or the write's add comes after the
-//! lookup found the entry and changes its number. A live entry is never lost.
+//! Every write of a row (a client's, a replica's, a hint's, a stream's: every write goes through
+//! `Namespace::write_row_in`) that sets or deletes an indexed column reads the row's current
+//! version (it is never a blind delta, `deltas.rs`), and under the row's lock, once the row is
+//! written, the index drops the entries of the terms the row no longer holds and adds those it
+//! holds now. So an overwrite, a cell or row deletion, and the expiry pass's deletion of an
+//! expired row keep the index exact. An entry can still outlive its term: a range or partition
+//! deletion (written without reading the rows it covers), a TTL that ran out (until the expiry
+//! pass), an index build that read a row just before a write changed it. Such an entry is
+//! *stale*: a lookup reads every row it names anyway, and drops the stale entries it meets.
+//! Each entry keeps the sequence number of the write that added it last, and a lookup removes
+//! an entry only if it still has the number the lookup found before reading the row: a write
+//! that sets the term again renews it after its row is written, so either the lookup's read saw
+//! that write, or the entry's number changed. A live entry is never lost.
 //!
-//! Defragmentation moves records without changing what they hold, so it touches no entry; an
-//! expired or deleted row's entries are stale and go at the next lookup that meets them, and a
+//! Defragmentation moves records without changing what they hold, so it touches no entry; a
 //! whole table's go with TRUNCATE. An index is built, at open and when it is created, by one
 //! pass over its table (`Engine::set_indexes`); until that pass ends it answers no lookup.
 //!
@@ -317,6 +319,26 @@ impl SecondaryIndex {
         }
     }
 
+    /// Drops the entries of `old` terms not in `new`, and adds `new` ones with `seq`.
+    fn replace(&self, old: &[Vec<u8>], new: Vec<Vec<u8>>, row: &RowRef, seq: u64) {
+        let mut terms = self.terms.write().expect("index lock poisoned");
+        for key in old.iter().filter(|k| !new.contains(k)) {
+            if let Some(refs) = terms.get_mut(key) {
+                if refs.remove(row).is_some() {
+                    self.entries.fetch_sub(1, Ordering::Relaxed);
+                }
+                if refs.is_empty() {
+                    terms.remove(key);
+                }
+            }
+        }
+        for key in new {
+            if terms.entry(key).or_default().insert(row.clone(), seq).is_none() {
+                self.entries.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Entries with terms in `range` and rows from `from` up to `end_token`, in scan order,
     /// for at most `rows` distinct rows (each row with every entry of it that matched).
     pub fn candidates(
@@ -390,9 +412,6 @@ impl SecondaryIndex {
     }
 }
 
-/// An index and the order keys of the terms a write adds to it.
-pub(crate) type IndexTerms = (Arc<SecondaryIndex>, Vec<Vec<u8>>);
-
 /// Every table's secondary indexes.
 #[derive(Default)]
 pub(crate) struct SecondaryIndexes {
@@ -417,26 +436,44 @@ impl SecondaryIndexes {
         self.of(table)?.into_iter().find(|i| i.spec.id == id)
     }
 
-    /// What a write of `update` to `table` will add, computed before the update is consumed.
-    pub fn keys_of_update(&self, table: TableId, update: &Row) -> Option<Vec<IndexTerms>> {
+    /// The indexes of `table` that `update` may change: those whose column it sets or deletes,
+    /// all of them when it deletes the row. `None` when it changes none.
+    pub fn touched_by(&self, table: TableId, update: &Row) -> Option<Vec<Arc<SecondaryIndex>>> {
         let indexes = self.of(table)?;
-        let keys: Vec<_> = indexes
+        let whole = update.deletion.is_some();
+        let touched: Vec<_> = indexes
             .into_iter()
-            .map(|i| {
-                let k = i.keys_of(update, None);
-                (i, k)
+            .filter(|i| {
+                let column = i.spec.column;
+                whole
+                    || update.cells.iter().any(|c| c.column == column)
+                    || update.column_deletions.iter().any(|(c, _)| *c == column)
             })
-            .filter(|(_, k)| !k.is_empty())
             .collect();
-        (!keys.is_empty()).then_some(keys)
+        (!touched.is_empty()).then_some(touched)
     }
 
-    /// Adds the entries of a row once the row is written.
-    pub fn add(&self, key: RowKey<'_>, keys: Vec<IndexTerms>) {
+    /// Brings `indexes` up to date with a write of the row at `key` from `old` to `new` (both
+    /// as visible at `now_s`): drops the entries of the terms it no longer holds, and adds (or
+    /// renews) those it holds. Called under the row's lock, after the row is written.
+    pub fn reindex(
+        &self,
+        key: RowKey<'_>,
+        indexes: &[Arc<SecondaryIndex>],
+        old: &Row,
+        new: &Row,
+        now_s: EpochSeconds,
+    ) {
         let row = RowRef::new(key.token, key.partition, key.clustering);
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        for (index, k) in keys {
-            index.add(k, &row, seq);
+        for index in indexes {
+            let old_keys = index.keys_of(old, Some(now_s));
+            let new_keys = if new.is_live(now_s) {
+                index.keys_of(new, Some(now_s))
+            } else {
+                Vec::new()
+            };
+            index.replace(&old_keys, new_keys, &row, seq);
         }
     }
 

@@ -60,7 +60,20 @@ impl Engine {
                 .name(name)
                 .spawn(move || build(&inner, table, &index));
             match spawned {
-                Ok(handle) => self.threads.lock().expect("threads lock poisoned").push(handle),
+                Ok(handle) => {
+                    let mut threads = self.threads.lock().expect("threads lock poisoned");
+                    // Builds that ended leave their handles. The first thread is the flusher,
+                    // which shutdown stops last: it stays first.
+                    let mut i = 1;
+                    while i < threads.len() {
+                        if threads[i].is_finished() {
+                            drop(threads.remove(i));
+                        } else {
+                            i += 1;
+                        }
+                    }
+                    threads.push(handle);
+                }
                 Err(e) => tracing::error!(table, error = %e, "could not start an index build thread"),
             }
         }

@@ -338,7 +338,11 @@ impl Namespace {
             if entry.is_range_tombstones() || entry.is_chunked() {
                 continue;
             }
-            if update.is_some_and(|u| inner.may_write_delta(&entry, u) && inner.delta_may_fit(&entry, u)) {
+            if update.is_some_and(|u| {
+                inner.may_write_delta(&entry, u)
+                    && inner.delta_may_fit(&entry, u)
+                    && inner.sindexes.touched_by(key.table, u).is_none()
+            }) {
                 continue;
             }
             if update.is_none() {

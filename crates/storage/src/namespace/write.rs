@@ -52,23 +52,11 @@ impl Namespace {
     }
 
     /// [`Namespace::write_row`] into `index`, `key.table`'s, once [`Namespace::check_write`]
-    /// passed; then the table's secondary indexes get the terms the update sets (`sindex.rs`:
-    /// after the row is written, never before).
+    /// passed. When the table has secondary indexes (`sindex.rs`), an update that sets or
+    /// deletes an indexed column is written whole, never as a delta, so that the row's old
+    /// version is read: under the row's lock, once the row is written, the indexes lose the
+    /// terms the row no longer holds and gain those it holds now.
     pub(crate) fn write_row_in(
-        &self,
-        index: &std::sync::Arc<TableIndex>,
-        key: RowKey<'_>,
-        update: Row,
-    ) -> Result<Position, WriteError> {
-        let Some(terms) = self.sindexes.keys_of_update(key.table, &update) else {
-            return self.write_row_unindexed(index, key, update);
-        };
-        let pos = self.write_row_unindexed(index, key, update)?;
-        self.sindexes.add(key, terms);
-        Ok(pos)
-    }
-
-    fn write_row_unindexed(
         &self,
         index: &std::sync::Arc<TableIndex>,
         key: RowKey<'_>,
@@ -77,11 +65,12 @@ impl Namespace {
         let ikey = key.index_key();
         let now_s = self.clock.now_s();
         let purge_before_s = now_s.saturating_sub(self.tombstone_grace_s(index));
+        let indexes = self.sindexes.touched_by(key.table, &update);
 
         let _row = self.row_lock(key.table, &ikey);
         let previous = index.get(&ikey).filter(|e| !e.is_range_tombstones());
         let mut update = update;
-        if let Some(e) = previous.filter(|e| self.may_write_delta(e, &update)) {
+        if let Some(e) = previous.filter(|e| indexes.is_none() && self.may_write_delta(e, &update)) {
             match self.write_delta(key, ikey, index, &e, update, now_s)? {
                 Ok(pos) => return Ok(pos),
                 // No room: written whole below (the cells include the old delta's, which the
@@ -96,8 +85,14 @@ impl Namespace {
             },
             None => Row::default(),
         };
+        let old = indexes.as_ref().map(|_| row.visible(now_s));
         row.merge(update, now_s, purge_before_s);
-        self.write_whole(key, ikey, index, previous.as_ref(), &row, now_s, None)
+        let pos = self.write_whole(key, ikey, index, previous.as_ref(), &row, now_s, None)?;
+        if let (Some(indexes), Some(old)) = (indexes, old) {
+            self.sindexes
+                .reindex(key, &indexes, &old, &row.visible(now_s), now_s);
+        }
+        Ok(pos)
     }
 
     /// True if an update of the row `e` points at may be written as a delta: the update only
