@@ -365,6 +365,14 @@ fn range_read() -> Message {
             }),
             end_token: i64::MAX,
             limit: 1000,
+            // A read by a secondary index: the seed carries the indexed range read's tag.
+            index: Some(hayate_cluster::replica::IndexRead {
+                index: 2,
+                terms: hayate_storage::TermRange {
+                    start: std::ops::Bound::Included(b"a".to_vec()),
+                    end: std::ops::Bound::Unbounded,
+                },
+            }),
         }),
         digest_only: true,
     }
