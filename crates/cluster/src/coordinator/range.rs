@@ -54,6 +54,11 @@ impl Coordinator {
             }
         }
         let now_s = self.clock.now_s();
+        if range.index.is_some() && pieces.len() > 1 && range.limit > 0 {
+            return self
+                .read_index_pieces(&topology, replication, cl, range, pieces, now_s)
+                .await;
+        }
         let mut out = ReadResult::default();
         let mut live = 0usize;
         let mut from = range.start.clone();
@@ -84,6 +89,84 @@ impl Coordinator {
             match end.checked_add(1) {
                 Some(next) if end < range.end_token => from = RangeStart::Token(next),
                 _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// A range read by a secondary index: every piece at once, since an index read returns
+    /// only the rows that match (a lookup by a unique value finds one row in one piece, and
+    /// asking the pieces one after another would cost a round trip each). The answers are
+    /// joined in token order up to the read's limit; a piece that stopped at its limit ends the
+    /// answer there, with `more` set, and the caller goes on after its last row.
+    async fn read_index_pieces(
+        &self,
+        topology: &Topology,
+        replication: &Replication,
+        cl: ConsistencyLevel,
+        range: &RangeRead,
+        pieces: Vec<(i64, Vec<HostId>)>,
+        now_s: u32,
+    ) -> Result<ReadResult, CoordinatorError> {
+        type PieceRead<'a> = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<ReadResult, CoordinatorError>> + Send + 'a>,
+        >;
+        let mut from = range.start.clone();
+        let mut reads: Vec<PieceRead<'_>> = Vec::with_capacity(pieces.len());
+        for (end, targets) in pieces {
+            let piece = RangeRead {
+                table: range.table,
+                start: from.clone(),
+                end_token: end,
+                limit: range.limit,
+                index: range.index.clone(),
+            };
+            reads.push(Box::pin(async move {
+                self.read_range_piece(topology, replication, cl, &targets, piece)
+                    .await
+            }));
+            match end.checked_add(1) {
+                Some(next) => from = RangeStart::Token(next),
+                None => break,
+            }
+        }
+        let mut done: Vec<Option<Result<ReadResult, CoordinatorError>>> =
+            reads.iter().map(|_| None).collect();
+        std::future::poll_fn(|cx| {
+            let mut pending = false;
+            for (read, slot) in reads.iter_mut().zip(done.iter_mut()) {
+                if slot.is_none() {
+                    match read.as_mut().poll(cx) {
+                        std::task::Poll::Ready(r) => *slot = Some(r),
+                        std::task::Poll::Pending => pending = true,
+                    }
+                }
+            }
+            if pending {
+                std::task::Poll::Pending
+            } else {
+                std::task::Poll::Ready(())
+            }
+        })
+        .await;
+        let mut out = ReadResult::default();
+        let mut live = 0usize;
+        for result in done.into_iter().flatten() {
+            let result = result?;
+            for row in result.rows {
+                let is_live = row.row.is_live(now_s);
+                out.rows.push(row);
+                if is_live {
+                    live += 1;
+                    if live >= range.limit {
+                        out.more = true;
+                        return Ok(out);
+                    }
+                }
+            }
+            if result.more {
+                out.more = true;
+                return Ok(out);
             }
         }
         Ok(out)
