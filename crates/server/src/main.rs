@@ -296,7 +296,7 @@ async fn start(
         drained: std::sync::atomic::AtomicBool::new(false),
     });
     machine.set_effects(Arc::new(NodeSchemaEffects(Arc::downgrade(&node))));
-    node.apply_table_grace();
+    node.apply_table_settings();
     node.cluster
         .membership
         .set_schema_version(node.schema.current().version);

@@ -151,7 +151,7 @@ pub use keys::{
 pub use range_tombstones::{PartitionTombstones, RangeTombstone, RANGE_TOMBSTONES_PER_PARTITION_MAX};
 pub use read_ahead::{Installed, ReadsAhead, ReadsDone};
 pub use row::{Cell, CellValue, Deletion, Liveness, Row};
-pub use sindex::{IndexSpec, IndexTarget, TermOrder, TermRange};
+pub use sindex::{entry_term, IndexSpec, IndexTarget, TermOrder, TermRange};
 pub use snapshots::{
     valid_tag as valid_snapshot_tag, Snapshot, SnapshotError, SnapshotRecord, SnapshotSpace, SnapshotSummary,
 };

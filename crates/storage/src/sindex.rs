@@ -72,6 +72,16 @@ pub enum TermOrder {
     Float,
 }
 
+/// A map entry's term ([`IndexTarget::Entry`]): the path's length (4 bytes, big-endian), the
+/// path, the value.
+pub fn entry_term(path: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(4 + path.len() + value.len());
+    t.extend_from_slice(&(path.len() as u32).to_be_bytes());
+    t.extend_from_slice(path);
+    t.extend_from_slice(value);
+    t
+}
+
 impl TermOrder {
     /// `term`'s bytes in an order that compares as the values do.
     pub fn key(self, term: &[u8]) -> Vec<u8> {
@@ -112,17 +122,11 @@ impl TermRange {
     }
 
     fn contains(&self, key: &[u8]) -> bool {
-        let above = match &self.start {
-            Bound::Included(s) => key >= s.as_slice(),
-            Bound::Excluded(s) => key > s.as_slice(),
-            Bound::Unbounded => true,
-        };
-        let below = match &self.end {
-            Bound::Included(e) => key <= e.as_slice(),
-            Bound::Excluded(e) => key < e.as_slice(),
-            Bound::Unbounded => true,
-        };
-        above && below
+        let bounds = (
+            self.start.as_ref().map(Vec::as_slice),
+            self.end.as_ref().map(Vec::as_slice),
+        );
+        std::ops::RangeBounds::<[u8]>::contains(&bounds, key)
     }
 
     /// False when no term can be in it (`start` past `end`): `BTreeMap::range` panics on those.
@@ -249,8 +253,11 @@ pub(crate) struct SecondaryIndex {
     /// Rows lookups read, and entries they found stale and dropped.
     pub(crate) rows_read: AtomicU64,
     pub(crate) stale_dropped: AtomicU64,
-    terms: RwLock<BTreeMap<Vec<u8>, BTreeMap<RowRef, u64>>>,
+    terms: RwLock<Terms>,
 }
+
+/// Each term's order key, and the rows holding it with the sequence number of each entry.
+type Terms = BTreeMap<Vec<u8>, BTreeMap<RowRef, u64>>;
 
 impl SecondaryIndex {
     fn new(spec: IndexSpec) -> SecondaryIndex {
@@ -281,56 +288,28 @@ impl SecondaryIndex {
         self.entries.load(Ordering::Relaxed)
     }
 
-    /// The order keys of the terms `row` sets: every live cell of the column when `now_s` is
-    /// `None` (an update), the cells live at `now_s` otherwise.
-    pub fn keys_of(&self, row: &Row, now_s: Option<EpochSeconds>) -> Vec<Vec<u8>> {
+    /// The order keys of the terms `row` holds: its cells of the column live at `now_s`.
+    pub fn keys_of(&self, row: &Row, now_s: EpochSeconds) -> Vec<Vec<u8>> {
         let spec = &self.spec;
         let mut keys = Vec::new();
         for cell in row.cells.iter().filter(|c| c.column == spec.column) {
-            let value = match now_s {
-                Some(now_s) => cell.value_at(now_s),
-                None => match &cell.value {
-                    crate::row::CellValue::Live { value, .. } => Some(value.as_slice()),
-                    crate::row::CellValue::Tombstone { .. } => None,
-                },
-            };
+            let value = cell.value_at(now_s);
             let Some(value) = value else { continue };
             let term = match spec.target {
                 IndexTarget::Value => value.to_vec(),
                 IndexTarget::Path => cell.path.clone(),
-                IndexTarget::Entry => {
-                    let mut t = (cell.path.len() as u32).to_be_bytes().to_vec();
-                    t.extend_from_slice(&cell.path);
-                    t.extend_from_slice(value);
-                    t
-                }
+                IndexTarget::Entry => entry_term(&cell.path, value),
             };
             keys.push(spec.order.key(&term));
         }
         keys
     }
 
-    fn add(&self, keys: Vec<Vec<u8>>, row: &RowRef, seq: u64) {
-        let mut terms = self.terms.write().expect("index lock poisoned");
-        for key in keys {
-            if terms.entry(key).or_default().insert(row.clone(), seq).is_none() {
-                self.entries.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
     /// Drops the entries of `old` terms not in `new`, and adds `new` ones with `seq`.
     fn replace(&self, old: &[Vec<u8>], new: Vec<Vec<u8>>, row: &RowRef, seq: u64) {
         let mut terms = self.terms.write().expect("index lock poisoned");
         for key in old.iter().filter(|k| !new.contains(k)) {
-            if let Some(refs) = terms.get_mut(key) {
-                if refs.remove(row).is_some() {
-                    self.entries.fetch_sub(1, Ordering::Relaxed);
-                }
-                if refs.is_empty() {
-                    terms.remove(key);
-                }
-            }
+            self.remove_entry(&mut terms, key, row);
         }
         for key in new {
             if terms.entry(key).or_default().insert(row.clone(), seq).is_none() {
@@ -392,18 +371,35 @@ impl SecondaryIndex {
             return;
         };
         if refs.get(row) == Some(&seq) {
-            refs.remove(row);
-            self.entries.fetch_sub(1, Ordering::Relaxed);
+            self.remove_entry(&mut terms, key, row);
             self.stale_dropped.fetch_add(1, Ordering::Relaxed);
-            if refs.is_empty() {
-                terms.remove(key);
-            }
+        }
+    }
+
+    /// Removes `row`'s entry of term `key`, and the term once it names no row.
+    fn remove_entry(&self, terms: &mut Terms, key: &[u8], row: &RowRef) {
+        let Some(refs) = terms.get_mut(key) else {
+            return;
+        };
+        if refs.remove(row).is_some() {
+            self.entries.fetch_sub(1, Ordering::Relaxed);
+        }
+        if refs.is_empty() {
+            terms.remove(key);
         }
     }
 
     fn clear(&self) {
         self.terms.write().expect("index lock poisoned").clear();
         self.entries.store(0, Ordering::Relaxed);
+    }
+
+    /// True if `update` sets or deletes this index's column, or deletes the row.
+    fn touched_by(&self, update: &Row) -> bool {
+        let column = self.spec.column;
+        update.deletion.is_some()
+            || update.cells.iter().any(|c| c.column == column)
+            || update.column_deletions.iter().any(|(c, _)| *c == column)
     }
 
     /// True if `range` holds one of `keys`.
@@ -423,34 +419,33 @@ pub(crate) struct SecondaryIndexes {
 }
 
 impl SecondaryIndexes {
-    /// The indexes of `table`, if it has any.
-    pub fn of(&self, table: TableId) -> Option<Vec<Arc<SecondaryIndex>>> {
+    /// `f` of `table`'s indexes, if it has any (a write to a table without indexes looks at one
+    /// atomic flag while no table has any).
+    fn with<R>(&self, table: TableId, f: impl FnOnce(&[Arc<SecondaryIndex>]) -> R) -> Option<R> {
         if !self.any.load(Ordering::Acquire) {
             return None;
         }
         let tables = self.tables.read().expect("index lock poisoned");
-        tables.get(&table).filter(|v| !v.is_empty()).cloned()
+        tables.get(&table).filter(|v| !v.is_empty()).map(|v| f(v))
     }
 
     pub fn get(&self, table: TableId, id: u32) -> Option<Arc<SecondaryIndex>> {
-        self.of(table)?.into_iter().find(|i| i.spec.id == id)
+        self.with(table, |v| v.iter().find(|i| i.spec.id == id).cloned())?
     }
 
     /// The indexes of `table` that `update` may change: those whose column it sets or deletes,
     /// all of them when it deletes the row. `None` when it changes none.
     pub fn touched_by(&self, table: TableId, update: &Row) -> Option<Vec<Arc<SecondaryIndex>>> {
-        let indexes = self.of(table)?;
-        let whole = update.deletion.is_some();
-        let touched: Vec<_> = indexes
-            .into_iter()
-            .filter(|i| {
-                let column = i.spec.column;
-                whole
-                    || update.cells.iter().any(|c| c.column == column)
-                    || update.column_deletions.iter().any(|(c, _)| *c == column)
-            })
-            .collect();
+        let touched: Vec<_> = self.with(table, |v| {
+            v.iter().filter(|i| i.touched_by(update)).cloned().collect()
+        })?;
         (!touched.is_empty()).then_some(touched)
+    }
+
+    /// True if `update` may change one of `table`'s indexes ([`Self::touched_by`]).
+    pub fn touches(&self, table: TableId, update: &Row) -> bool {
+        self.with(table, |v| v.iter().any(|i| i.touched_by(update)))
+            .unwrap_or(false)
     }
 
     /// Brings `indexes` up to date with a write of the row at `key` from `old` to `new` (both
@@ -467,9 +462,9 @@ impl SecondaryIndexes {
         let row = RowRef::new(key.token, key.partition, key.clustering);
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         for index in indexes {
-            let old_keys = index.keys_of(old, Some(now_s));
+            let old_keys = index.keys_of(old, now_s);
             let new_keys = if new.is_live(now_s) {
-                index.keys_of(new, Some(now_s))
+                index.keys_of(new, now_s)
             } else {
                 Vec::new()
             };
@@ -485,11 +480,16 @@ impl SecondaryIndexes {
         row: &Row,
         now_s: EpochSeconds,
     ) -> usize {
-        let keys = index.keys_of(row, Some(now_s));
+        let keys = index.keys_of(row, now_s);
         let n = keys.len();
         if n > 0 {
             let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-            index.add(keys, &RowRef::new(key.token, key.partition, key.clustering), seq);
+            index.replace(
+                &[],
+                keys,
+                &RowRef::new(key.token, key.partition, key.clustering),
+                seq,
+            );
         }
         n
     }
@@ -534,9 +534,7 @@ impl SecondaryIndexes {
 
     /// Forgets every entry of `table` (TRUNCATE, DROP TABLE); its indexes stay.
     pub fn clear_table(&self, table: TableId) {
-        if let Some(indexes) = self.of(table) {
-            indexes.iter().for_each(|i| i.clear());
-        }
+        self.with(table, |v| v.iter().for_each(|i| i.clear()));
     }
 }
 
@@ -577,8 +575,8 @@ mod tests {
         for (token, v) in [(30i64, 1i32), (10, 1), (20, 2), (5, 1)] {
             let mut row = Row::default();
             row.cells.push(Cell::live(3, 1, v.to_be_bytes().to_vec()));
-            let keys = i.keys_of(&row, None);
-            i.add(keys, &RowRef::new(token, b"pk", b""), token as u64);
+            let keys = i.keys_of(&row, 0);
+            i.replace(&[], keys, &RowRef::new(token, b"pk", b""), token as u64);
         }
         let ones = TermRange::eq(term(1));
         let tokens = |c: Vec<Candidate>| c.iter().map(|c| c.row.token).collect::<Vec<_>>();
@@ -603,7 +601,7 @@ mod tests {
         );
         // A write added the entry again after the lookup found it: it stays.
         let found = i.candidates(&ones, &LookupFrom::Token(30), i64::MAX, 1);
-        i.add(vec![term(1)], &found[0].row, 99);
+        i.replace(&[], vec![term(1)], &found[0].row, 99);
         i.remove_if_unchanged(&found[0].key, &found[0].row, found[0].seq);
         assert_eq!(i.entries(), 4);
         i.remove_if_unchanged(&found[0].key, &found[0].row, 99);

@@ -9,6 +9,7 @@ use super::messaging::{Reply, Waiting};
 use super::metrics::add;
 use super::read::read_failure;
 use super::topology::Topology;
+use super::write::join_all;
 use super::{Coordinator, CoordinatorError, ReadRequest, ReadResult};
 use crate::consistency::{block_for, ConsistencyLevel, Replication};
 use crate::message::{Message, ReadReply};
@@ -108,11 +109,8 @@ impl Coordinator {
         pieces: Vec<(i64, Vec<HostId>)>,
         now_s: u32,
     ) -> Result<ReadResult, CoordinatorError> {
-        type PieceRead<'a> = std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<ReadResult, CoordinatorError>> + Send + 'a>,
-        >;
         let mut from = range.start.clone();
-        let mut reads: Vec<PieceRead<'_>> = Vec::with_capacity(pieces.len());
+        let mut reads = Vec::with_capacity(pieces.len());
         for (end, targets) in pieces {
             let piece = RangeRead {
                 table: range.table,
@@ -121,37 +119,19 @@ impl Coordinator {
                 limit: range.limit,
                 index: range.index.clone(),
             };
-            reads.push(Box::pin(async move {
+            reads.push(async move {
                 self.read_range_piece(topology, replication, cl, &targets, piece)
                     .await
-            }));
+            });
             match end.checked_add(1) {
                 Some(next) => from = RangeStart::Token(next),
                 None => break,
             }
         }
-        let mut done: Vec<Option<Result<ReadResult, CoordinatorError>>> =
-            reads.iter().map(|_| None).collect();
-        std::future::poll_fn(|cx| {
-            let mut pending = false;
-            for (read, slot) in reads.iter_mut().zip(done.iter_mut()) {
-                if slot.is_none() {
-                    match read.as_mut().poll(cx) {
-                        std::task::Poll::Ready(r) => *slot = Some(r),
-                        std::task::Poll::Pending => pending = true,
-                    }
-                }
-            }
-            if pending {
-                std::task::Poll::Pending
-            } else {
-                std::task::Poll::Ready(())
-            }
-        })
-        .await;
+        let done = join_all(reads).await;
         let mut out = ReadResult::default();
         let mut live = 0usize;
-        for result in done.into_iter().flatten() {
+        for result in done {
             let result = result?;
             for row in result.rows {
                 let is_live = row.row.is_live(now_s);

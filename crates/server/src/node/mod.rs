@@ -110,7 +110,7 @@ impl Node {
 
     /// Gives the engine each table's `gc_grace_seconds` (or the namespace default where a table
     /// sets none) and secondary indexes: at start, and whenever a table changes.
-    pub fn apply_table_grace(&self) {
+    pub fn apply_table_settings(&self) {
         for (table, grace_s) in self.schema.table_grace_periods() {
             self.engine.set_tombstone_grace(table, grace_s);
         }
@@ -177,7 +177,7 @@ impl SchemaEffects for NodeSchemaEffects {
 
     fn tables_changed(&self) {
         if let Some(node) = self.0.upgrade() {
-            node.apply_table_grace();
+            node.apply_table_settings();
         }
     }
 

@@ -3,8 +3,8 @@
 
 use hayate_cql::response::result::{ColumnSpec, ColumnType, PreparedMetadata, RowsMetadata, TableSpec};
 use hayate_cql::statement::{
-    Assignment, BatchStatement, CompareOp, Condition, DeleteTarget, InValues, InsertValues, Operation,
-    Relation, RelationLhs, Statement, Term, Using,
+    Assignment, BatchStatement, Condition, DeleteTarget, InValues, InsertValues, Operation, Relation,
+    RelationLhs, Statement, Term, Using,
 };
 use hayate_cql::value::DataType;
 
@@ -340,13 +340,9 @@ fn condition(t: &Table, condition: &Condition, specs: &mut [Spec]) {
             RelationLhs::Tuple(_) | RelationLhs::Token(_) => continue,
         };
         let _ = column;
-        let ty = match (op, &ty) {
-            (Some(CompareOp::ContainsKey), DataType::Map { key, .. }) => (**key).clone(),
-            (Some(CompareOp::Contains), DataType::Map { value, .. }) => (**value).clone(),
-            (Some(CompareOp::Contains), DataType::List { element, .. } | DataType::Set { element, .. }) => {
-                (**element).clone()
-            }
-            _ => ty,
+        let ty = match op {
+            Some(op) => super::restrictions::operand_type(op, &ty).clone(),
+            None => ty,
         };
         match r {
             Relation::Compare { rhs, .. } => term_spec(rhs, &name, &ty, None, specs),

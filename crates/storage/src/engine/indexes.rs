@@ -9,8 +9,9 @@ use crate::keys::{RowKey, RowsFrom, RowsPage, ScanPosition, StoredRow, TableId};
 use crate::namespace::Namespace;
 use crate::sindex::{IndexSpec, LookupFrom, SecondaryIndex, TermRange};
 
-/// Rows a build reads per page of its pass over the table.
-const BUILD_PAGE_ROWS: usize = 1024;
+/// Rows a build reads per page of its pass over the table, and candidates a lookup takes at
+/// most at a time.
+const PAGE_ROWS: usize = 1024;
 
 /// An index's state, for the layer above and its metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,9 +143,10 @@ impl Engine {
                 clustering: clustering.map(<[u8]>::to_vec),
             },
         };
+        let now_s = self.inner.now_s();
         let mut matched = 0;
         loop {
-            let want = (live_limit - matched).clamp(1, BUILD_PAGE_ROWS);
+            let want = (live_limit - matched).clamp(1, PAGE_ROWS);
             let found = index.candidates(terms, &cursor, to_token, want);
             let Some(last) = found.last() else {
                 return Ok(page);
@@ -167,11 +169,9 @@ impl Engine {
                 let (stored, _) = self
                     .get_with_tombstones_in(&table_index, key)
                     .map_err(IndexReadError::Read)?;
-                let now_s = self.inner.now_s();
                 let matches = stored.as_ref().is_some_and(|r| {
                     let visible = r.visible(now_s);
-                    visible.is_live(now_s)
-                        && SecondaryIndex::any_in(terms, &index.keys_of(&visible, Some(now_s)))
+                    visible.is_live(now_s) && SecondaryIndex::any_in(terms, &index.keys_of(&visible, now_s))
                 });
                 if matches {
                     matched += 1;
@@ -219,7 +219,7 @@ fn build(inner: &Namespace, table: TableId, index: &Arc<SecondaryIndex>) {
                 clustering: Some(&r.clustering_key),
             },
         };
-        let page = match inner.scan_rows(&table_index, from, i64::MAX, BUILD_PAGE_ROWS) {
+        let page = match inner.scan_rows(&table_index, from, i64::MAX, PAGE_ROWS) {
             Ok(page) => page,
             Err(e) => {
                 // The index would miss rows: it stays unavailable, and says why.

@@ -341,7 +341,7 @@ impl Namespace {
             if update.is_some_and(|u| {
                 inner.may_write_delta(&entry, u)
                     && inner.delta_may_fit(&entry, u)
-                    && inner.sindexes.touched_by(key.table, u).is_none()
+                    && !inner.sindexes.touches(key.table, u)
             }) {
                 continue;
             }

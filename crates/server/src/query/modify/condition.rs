@@ -24,7 +24,7 @@ use hayate_storage::row::Row;
 use crate::error::{invalid, QueryError, QueryResult};
 use crate::query::bind::{evaluate, Binds, Evaluated, Receiver};
 use crate::query::cells::{collection_value, element_path, field_path};
-use crate::query::restrictions::split_list;
+use crate::query::restrictions::{split_list, split_map};
 use crate::schema::{ColumnKind, Table};
 
 /// A statement's IF clause, compiled.
@@ -532,56 +532,9 @@ fn compare_with(op: Op, ty: &DataType, value: Option<&[u8]>, current: Option<&[u
 
 /// `CONTAINS` (an element, or a map value) or `CONTAINS KEY` on a serialized collection.
 fn contains(ty: &DataType, op: Op, current: Option<&[u8]>, value: &[u8]) -> bool {
-    let Some(current) = current else {
-        return false;
-    };
-    match ty {
-        DataType::List { element, .. } | DataType::Set { element, .. } => split_list(current)
-            .unwrap_or_default()
-            .iter()
-            .any(|e| compare(element, e, value) == Ordering::Equal),
-        DataType::Map { key, value: vt, .. } => {
-            split_map(current).unwrap_or_default().iter().any(|(k, v)| {
-                if op == Op::ContainsKey {
-                    compare(key, k, value) == Ordering::Equal
-                } else {
-                    v.as_deref()
-                        .is_some_and(|v| compare(vt, v, value) == Ordering::Equal)
-                }
-            })
-        }
-        _ => false,
-    }
-}
-
-/// A map's entries: each key, and its value (`None` for a null).
-type MapEntries = Vec<(Vec<u8>, Option<Vec<u8>>)>;
-
-/// The entries of a serialized map: `[n][k1][v1]...[kn][vn]`, each `[int length][bytes]` (a
-/// negative length is a null value).
-fn split_map(bytes: &[u8]) -> Option<MapEntries> {
-    fn int(r: &mut &[u8]) -> Option<i32> {
-        let (h, t) = r.split_first_chunk::<4>()?;
-        *r = t;
-        Some(i32::from_be_bytes(*h))
-    }
-    fn item(r: &mut &[u8]) -> Option<Option<Vec<u8>>> {
-        let Ok(len) = usize::try_from(int(r)?) else {
-            return Some(None);
-        };
-        let (v, t) = r.split_at_checked(len)?;
-        *r = t;
-        Some(Some(v.to_vec()))
-    }
-    let mut rest = bytes;
-    let n = usize::try_from(int(&mut rest)?).ok()?;
-    let mut out = Vec::with_capacity(n.min(rest.len() / 8));
-    for _ in 0..n {
-        let k = item(&mut rest)??;
-        let v = item(&mut rest)?;
-        out.push((k, v));
-    }
-    Some(out)
+    current.is_some_and(|current| {
+        crate::query::restrictions::contains(ty, op == Op::ContainsKey, current, value)
+    })
 }
 
 #[cfg(test)]

@@ -73,7 +73,6 @@ impl Filter {
         let [wanted] = self.values.as_slice() else {
             return self.matches_value(ty, v);
         };
-        let same = |t: &DataType, x: &[u8]| compare(t, x, wanted) == Ordering::Equal;
         match (self.op, ty, &self.key) {
             (
                 CompareOp::Eq,
@@ -81,18 +80,13 @@ impl Filter {
                     key: kt, value: vt, ..
                 },
                 Some(key),
-            ) => split_map(v).is_some_and(|m| {
-                m.iter()
-                    .any(|(k, x)| compare(kt, k, key) == Ordering::Equal && same(vt, x))
+            ) => split_map(v).unwrap_or_default().iter().any(|(k, x)| {
+                compare(kt, k, key) == Ordering::Equal
+                    && x.as_deref()
+                        .is_some_and(|x| compare(vt, x, wanted) == Ordering::Equal)
             }),
-            (CompareOp::ContainsKey, DataType::Map { key: kt, .. }, _) => {
-                split_map(v).is_some_and(|m| m.iter().any(|(k, _)| same(kt, k)))
-            }
-            (CompareOp::Contains, DataType::Map { value: vt, .. }, _) => {
-                split_map(v).is_some_and(|m| m.iter().any(|(_, x)| same(vt, x)))
-            }
-            (CompareOp::Contains, DataType::List { element, .. } | DataType::Set { element, .. }, _) => {
-                split_list(v).is_some_and(|l| l.iter().any(|x| same(element, x)))
+            (CompareOp::Contains | CompareOp::ContainsKey, _, _) => {
+                contains(ty, self.op == CompareOp::ContainsKey, v, wanted)
             }
             _ => self.matches_value(ty, v),
         }
@@ -120,40 +114,6 @@ impl PlannedIndex {
         let mut end = Bound::Unbounded;
         let mut any = false;
         let key = |v: &[u8]| self.order.key(v);
-        // The tighter of two bounds: the larger start, the smaller end.
-        fn tighter(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>, start: bool) -> Bound<Vec<u8>> {
-            let inner = |x: &Bound<Vec<u8>>| match x {
-                Bound::Included(v) | Bound::Excluded(v) => Some(v.clone()),
-                Bound::Unbounded => None,
-            };
-            match (inner(&a), inner(&b)) {
-                (None, _) => b,
-                (_, None) => a,
-                (Some(x), Some(y)) => match x.cmp(&y) {
-                    Ordering::Equal => {
-                        if matches!(a, Bound::Excluded(_)) {
-                            a
-                        } else {
-                            b
-                        }
-                    }
-                    Ordering::Less => {
-                        if start {
-                            b
-                        } else {
-                            a
-                        }
-                    }
-                    Ordering::Greater => {
-                        if start {
-                            a
-                        } else {
-                            b
-                        }
-                    }
-                },
-            }
-        }
         for f in filters.iter().filter(|f| f.column == self.column) {
             let [v] = f.values.as_slice() else { continue };
             // A set's elements and a map's keys are cell paths, which hold their order keys.
@@ -168,11 +128,7 @@ impl PlannedIndex {
                     Some(path(key, v))
                 }
                 (IndexedBy::Entry, CompareOp::Eq, Some(k), DataType::Map { key, .. }) => {
-                    let k = path(key, k);
-                    let mut t = (k.len() as u32).to_be_bytes().to_vec();
-                    t.extend_from_slice(&k);
-                    t.extend_from_slice(v);
-                    Some(t)
+                    Some(hayate_storage::entry_term(&path(key, k), v))
                 }
                 _ => continue,
             };
@@ -201,19 +157,81 @@ impl PlannedIndex {
     }
 }
 
-/// The entries of a serialized map (already validated).
-pub fn split_map(bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-    // A map is a list of 2n items: key, value, key, value...
+/// The tighter of two bounds of one side of a range: of two starts the larger, of two ends the
+/// smaller; of two equal values the excluding one.
+fn tighter(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>, start: bool) -> Bound<Vec<u8>> {
+    let (x, y) = match (&a, &b) {
+        (Bound::Unbounded, _) => return b,
+        (_, Bound::Unbounded) => return a,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => (x, y),
+    };
+    match x.cmp(y) {
+        Ordering::Equal if matches!(a, Bound::Excluded(_)) => a,
+        Ordering::Equal => b,
+        Ordering::Less if start => b,
+        Ordering::Greater if !start => b,
+        _ => a,
+    }
+}
+
+/// `CONTAINS` (an element, or a map's value) or, with `key`, `CONTAINS KEY` on a serialized
+/// collection of type `ty`.
+pub fn contains(ty: &DataType, key: bool, collection: &[u8], value: &[u8]) -> bool {
+    match ty {
+        DataType::List { element, .. } | DataType::Set { element, .. } => split_list(collection)
+            .unwrap_or_default()
+            .iter()
+            .any(|e| compare(element, e, value) == Ordering::Equal),
+        DataType::Map {
+            key: kt, value: vt, ..
+        } => split_map(collection).unwrap_or_default().iter().any(|(k, v)| {
+            if key {
+                compare(kt, k, value) == Ordering::Equal
+            } else {
+                v.as_deref()
+                    .is_some_and(|v| compare(vt, v, value) == Ordering::Equal)
+            }
+        }),
+        _ => false,
+    }
+}
+
+/// The type of the value a relation on a column of type `ty` takes: an element (or a map's
+/// value) for CONTAINS, a key for CONTAINS KEY, else `ty` itself.
+pub fn operand_type(op: CompareOp, ty: &DataType) -> &DataType {
+    match (op, ty) {
+        (CompareOp::ContainsKey, DataType::Map { key, .. }) => key,
+        (CompareOp::Contains, DataType::Map { value, .. }) => value,
+        (CompareOp::Contains, DataType::List { element, .. } | DataType::Set { element, .. }) => element,
+        _ => ty,
+    }
+}
+
+/// A map's entries: each key, and its value (`None` for a null).
+pub type MapEntries = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// The entries of a serialized map: `[n][k1][v1]...[kn][vn]`, each `[int length][bytes]` (a
+/// negative length is a null value).
+pub fn split_map(bytes: &[u8]) -> Option<MapEntries> {
+    fn int(r: &mut &[u8]) -> Option<i32> {
+        let (h, t) = r.split_first_chunk::<4>()?;
+        *r = t;
+        Some(i32::from_be_bytes(*h))
+    }
+    fn item(r: &mut &[u8]) -> Option<Option<Vec<u8>>> {
+        let Ok(len) = usize::try_from(int(r)?) else {
+            return Some(None);
+        };
+        let (v, t) = r.split_at_checked(len)?;
+        *r = t;
+        Some(Some(v.to_vec()))
+    }
     let mut rest = bytes;
-    let (n, tail) = rest.split_first_chunk::<4>()?;
-    let n = i32::from_be_bytes(*n);
-    let mut doubled = (n.checked_mul(2)?).to_be_bytes().to_vec();
-    rest = tail;
-    doubled.extend_from_slice(rest);
-    let items = split_list(&doubled)?;
-    let mut items = items.into_iter();
-    let mut out = Vec::with_capacity(items.len() / 2);
-    while let (Some(k), Some(v)) = (items.next(), items.next()) {
+    let n = usize::try_from(int(&mut rest)?).ok()?;
+    let mut out = Vec::with_capacity(n.min(rest.len() / 8));
+    for _ in 0..n {
+        let k = item(&mut rest)??;
+        let v = item(&mut rest)?;
         out.push((k, v));
     }
     Some(out)

@@ -336,10 +336,7 @@ fn step(table: &Table, r: &Relation, allow_filtering: bool) -> QueryResult<Step>
             if *op != CompareOp::Eq {
                 return Err(invalid("Only EQ relations are supported on map entries"));
             }
-            let served = table.indexes.iter().any(|i| {
-                i.column == table.columns[column].id && i.target == crate::schema::index::Target::Entries
-            });
-            if !allow_filtering && stored && !served {
+            if !allow_filtering && stored && entries_index(table, column).is_none() {
                 return Err(needs_filtering());
             }
             Step::FilterEntry {
@@ -367,6 +364,15 @@ fn op_text(op: CompareOp) -> &'static str {
     }
 }
 
+/// The index on the entries of map `column`, which answers `m[key] = value`.
+fn entries_index(table: &Table, column: usize) -> Option<&IndexDef> {
+    let id = table.columns[column].id;
+    table
+        .indexes
+        .iter()
+        .find(|i| i.column == id && i.target == crate::schema::index::Target::Entries)
+}
+
 /// The index that answers `column op value`, if one does: a storage-attached one first.
 fn serving_index(table: &Table, column: usize, op: CompareOp) -> Option<&IndexDef> {
     let c = &table.columns[column];
@@ -388,18 +394,13 @@ fn choose_index(table: &Table, steps: &[Step], allow_filtering: bool) -> QueryRe
     if table.indexes.is_empty() || table.is_virtual {
         return Ok(None);
     }
-    let entries = |column: usize| {
-        let id = table.columns[column].id;
-        table
-            .indexes
-            .iter()
-            .find(|i| i.column == id && i.target == crate::schema::index::Target::Entries)
-    };
     let served: Vec<(usize, CompareOp, &IndexDef)> = steps
         .iter()
         .filter_map(|s| match s {
             Step::Filter { column, op, .. } => serving_index(table, *column, *op).map(|i| (*column, *op, i)),
-            Step::FilterEntry { column, .. } => entries(*column).map(|i| (*column, CompareOp::Eq, i)),
+            Step::FilterEntry { column, .. } => {
+                entries_index(table, *column).map(|i| (*column, CompareOp::Eq, i))
+            }
             _ => None,
         })
         .collect();
@@ -451,14 +452,11 @@ fn choose_index(table: &Table, steps: &[Step], allow_filtering: bool) -> QueryRe
             return Err(needs_filtering());
         }
     }
-    let order = match table.columns[column].ty.is_multi_cell() {
-        true => hayate_storage::TermOrder::Bytes,
-        false => crate::schema::index::term_order(&table.columns[column].ty),
-    };
-    Ok(Some(PlannedIndex {
+    // The terms order as the storage engine's index orders them.
+    Ok(index.spec(table).map(|spec| PlannedIndex {
         id: index.id,
         column,
-        order,
+        order: spec.order,
         by,
     }))
 }

@@ -70,19 +70,7 @@ impl WherePlan {
                 }
                 Step::Filter { column, op, value } => {
                     let c = &table.columns[*column];
-                    let v = match (op, &c.ty) {
-                        (CompareOp::ContainsKey, DataType::Map { key, .. }) => {
-                            value_as(&c.name, key, value, binds)?
-                        }
-                        (CompareOp::Contains, DataType::Map { value: ty, .. }) => {
-                            value_as(&c.name, ty, value, binds)?
-                        }
-                        (
-                            CompareOp::Contains,
-                            DataType::List { element, .. } | DataType::Set { element, .. },
-                        ) => value_as(&c.name, element, value, binds)?,
-                        _ => value_of(table, *column, value, binds)?,
-                    };
+                    let v = value_as(&c.name, super::operand_type(*op, &c.ty), value, binds)?;
                     out.filters.push(Filter {
                         column: *column,
                         op: *op,
