@@ -32,7 +32,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::keys::{RowKey, TableId};
+use crate::keys::{RowKey, RowsFrom, TableId};
 use crate::row::EpochSeconds;
 use crate::row::Row;
 
@@ -200,40 +200,28 @@ impl PartialOrd for RowRef {
     }
 }
 
-/// Where a lookup starts in the scan order.
-#[derive(Clone, Debug)]
-pub(crate) enum LookupFrom {
-    Token(i64),
-    /// Just after this row (`Some`), or after every row of the partition (`None`).
-    After {
-        token: i64,
-        partition: Vec<u8>,
-        clustering: Option<Vec<u8>>,
-    },
+/// True if row `r` is at or after `from` in scan order.
+fn admits(from: &RowsFrom<'_>, r: &RowRef) -> bool {
+    match *from {
+        RowsFrom::Token(t) => r.token >= t,
+        RowsFrom::After {
+            token,
+            partition,
+            clustering: Some(c),
+        } => (r.token, r.partition(), r.clustering()) > (token, partition, c),
+        RowsFrom::After {
+            token,
+            partition,
+            clustering: None,
+        } => (r.token, r.partition()) > (token, partition),
+    }
 }
 
-impl LookupFrom {
-    fn admits(&self, r: &RowRef) -> bool {
-        match self {
-            LookupFrom::Token(t) => r.token >= *t,
-            LookupFrom::After {
-                token,
-                partition,
-                clustering: Some(c),
-            } => (r.token, r.partition(), r.clustering()) > (*token, partition.as_slice(), c.as_slice()),
-            LookupFrom::After {
-                token,
-                partition,
-                clustering: None,
-            } => (r.token, r.partition()) > (*token, partition.as_slice()),
-        }
-    }
-
-    fn lower(&self) -> RowRef {
-        match self {
-            LookupFrom::Token(t) => RowRef::token_start(*t),
-            LookupFrom::After { token, partition, .. } => RowRef::new(*token, partition, &[]),
-        }
+/// A row at or before every row `from` admits, to start a term's rows at.
+fn lower(from: &RowsFrom<'_>) -> RowRef {
+    match *from {
+        RowsFrom::Token(t) => RowRef::token_start(t),
+        RowsFrom::After { token, partition, .. } => RowRef::new(token, partition, &[]),
     }
 }
 
@@ -323,21 +311,21 @@ impl SecondaryIndex {
     pub fn candidates(
         &self,
         range: &TermRange,
-        from: &LookupFrom,
+        from: RowsFrom<'_>,
         end_token: i64,
         rows: usize,
     ) -> Vec<Candidate> {
         if !range.is_satisfiable() || rows == 0 {
             return Vec::new();
         }
-        let lower = from.lower();
+        let lower = lower(&from);
         let terms = self.terms.read().expect("index lock poisoned");
         let mut found = Vec::new();
         for (key, refs) in terms.range((range.start.clone(), range.end.clone())) {
             let within = refs.range((Bound::Included(&lower), Bound::Unbounded));
             let within = within
                 .take_while(|(r, _)| r.token <= end_token)
-                .filter(|(r, _)| from.admits(r));
+                .filter(|(r, _)| admits(&from, r));
             for (r, &seq) in within.take(rows) {
                 found.push(Candidate {
                     key: key.clone(),
@@ -581,33 +569,33 @@ mod tests {
         let ones = TermRange::eq(term(1));
         let tokens = |c: Vec<Candidate>| c.iter().map(|c| c.row.token).collect::<Vec<_>>();
         assert_eq!(
-            tokens(i.candidates(&ones, &LookupFrom::Token(i64::MIN), i64::MAX, 10)),
+            tokens(i.candidates(&ones, RowsFrom::Token(i64::MIN), i64::MAX, 10)),
             [5, 10, 30]
         );
-        assert_eq!(tokens(i.candidates(&ones, &LookupFrom::Token(6), 29, 10)), [10]);
-        let after = LookupFrom::After {
+        assert_eq!(tokens(i.candidates(&ones, RowsFrom::Token(6), 29, 10)), [10]);
+        let after = RowsFrom::After {
             token: 10,
-            partition: b"pk".to_vec(),
-            clustering: Some(Vec::new()),
+            partition: b"pk",
+            clustering: Some(b""),
         };
-        assert_eq!(tokens(i.candidates(&ones, &after, i64::MAX, 1)), [30]);
+        assert_eq!(tokens(i.candidates(&ones, after, i64::MAX, 1)), [30]);
         let range = TermRange {
             start: Bound::Included(term(1)),
             end: Bound::Included(term(2)),
         };
         assert_eq!(
-            tokens(i.candidates(&range, &LookupFrom::Token(i64::MIN), i64::MAX, 3)),
+            tokens(i.candidates(&range, RowsFrom::Token(i64::MIN), i64::MAX, 3)),
             [5, 10, 20]
         );
         // A write added the entry again after the lookup found it: it stays.
-        let found = i.candidates(&ones, &LookupFrom::Token(30), i64::MAX, 1);
+        let found = i.candidates(&ones, RowsFrom::Token(30), i64::MAX, 1);
         i.replace(&[], vec![term(1)], &found[0].row, 99);
         i.remove_if_unchanged(&found[0].key, &found[0].row, found[0].seq);
         assert_eq!(i.entries(), 4);
         i.remove_if_unchanged(&found[0].key, &found[0].row, 99);
         assert_eq!(i.entries(), 3);
         assert_eq!(
-            tokens(i.candidates(&ones, &LookupFrom::Token(i64::MIN), i64::MAX, 10)),
+            tokens(i.candidates(&ones, RowsFrom::Token(i64::MIN), i64::MAX, 10)),
             [5, 10]
         );
         let backwards = TermRange {
@@ -615,7 +603,7 @@ mod tests {
             end: Bound::Excluded(term(1)),
         };
         assert!(i
-            .candidates(&backwards, &LookupFrom::Token(i64::MIN), i64::MAX, 10)
+            .candidates(&backwards, RowsFrom::Token(i64::MIN), i64::MAX, 10)
             .is_empty());
     }
 }

@@ -7,7 +7,7 @@ use super::Engine;
 use crate::error::ReadError;
 use crate::keys::{RowKey, RowsFrom, RowsPage, ScanPosition, StoredRow, TableId};
 use crate::namespace::Namespace;
-use crate::sindex::{IndexSpec, LookupFrom, SecondaryIndex, TermRange};
+use crate::sindex::{IndexSpec, RowRef, SecondaryIndex, TermRange};
 
 /// Rows a build reads per page of its pass over the table, and candidates a lookup takes at
 /// most at a time.
@@ -131,31 +131,25 @@ impl Engine {
         let Some(table_index) = self.inner.existing_table(table) else {
             return Ok(page);
         };
-        let mut cursor = match from {
-            RowsFrom::Token(t) => LookupFrom::Token(t),
-            RowsFrom::After {
-                token,
-                partition,
-                clustering,
-            } => LookupFrom::After {
-                token,
-                partition: partition.to_vec(),
-                clustering: clustering.map(<[u8]>::to_vec),
-            },
-        };
+        // The last candidate read: the next batch starts after it.
+        let mut after: Option<RowRef> = None;
         let now_s = self.inner.now_s();
         let mut matched = 0;
         loop {
             let want = (live_limit - matched).clamp(1, PAGE_ROWS);
-            let found = index.candidates(terms, &cursor, to_token, want);
+            let cursor = match &after {
+                None => from,
+                Some(r) => RowsFrom::After {
+                    token: r.token,
+                    partition: r.partition(),
+                    clustering: Some(r.clustering()),
+                },
+            };
+            let found = index.candidates(terms, cursor, to_token, want);
             let Some(last) = found.last() else {
                 return Ok(page);
             };
-            cursor = LookupFrom::After {
-                token: last.row.token,
-                partition: last.row.partition().to_vec(),
-                clustering: Some(last.row.clustering().to_vec()),
-            };
+            after = Some(last.row.clone());
             let mut i = 0;
             while i < found.len() {
                 let row = &found[i].row;
