@@ -145,7 +145,10 @@ impl Coordinator {
                 ballot,
                 update: Arc::new(update),
             };
-            match self.propose(&who, &key, proposal.clone(), request.serial).await? {
+            match self
+                .propose(&who, &key, proposal.clone(), request.serial, Purpose::Write)
+                .await?
+            {
                 Proposed::Accepted => {}
                 Proposed::Refused(promised) => {
                     above = promised;
@@ -221,7 +224,7 @@ impl Coordinator {
                 }
             };
             match self
-                .finish_in_progress(&topology, &who, key, ballot, &promises, serial)
+                .finish_in_progress(&topology, &who, key, ballot, &promises, serial, purpose)
                 .await?
             {
                 Finished::Nothing => {
@@ -385,6 +388,7 @@ impl Coordinator {
         ballot: Ballot,
         promises: &[(HostId, Promise)],
         serial: ConsistencyLevel,
+        purpose: Purpose,
     ) -> Result<Finished, CoordinatorError> {
         let latest_commit = promises
             .iter()
@@ -402,14 +406,31 @@ impl Coordinator {
                 ballot,
                 update: accepted.update.clone(),
             };
-            return match self.propose(who, key, proposal.clone(), serial).await? {
+            return match self.propose(who, key, proposal.clone(), serial, purpose).await? {
                 Proposed::Accepted => {
                     let quorum = match serial {
                         ConsistencyLevel::LocalSerial => ConsistencyLevel::LocalQuorum,
                         _ => ConsistencyLevel::Quorum,
                     };
+                    // A serial read that cannot finish the earlier proposal times out as a
+                    // read, as in Cassandra: the client asked to read, not to write.
                     self.commit_to(who, key, proposal, who.required, quorum, topology)
-                        .await?;
+                        .await
+                        .map_err(|e| match (purpose, e) {
+                            (
+                                Purpose::Read,
+                                CoordinatorError::WriteTimeout {
+                                    received, block_for, ..
+                                },
+                            ) => self.timed_out(serial, received, block_for, purpose),
+                            (
+                                Purpose::Read,
+                                CoordinatorError::WriteFailure {
+                                    received, block_for, ..
+                                },
+                            ) => self.failed(None, serial, received, block_for, purpose),
+                            (_, e) => e,
+                        })?;
                     // Start again: this round's ballot was spent on the older proposal.
                     Ok(Finished::Again(ballot))
                 }
@@ -447,13 +468,14 @@ impl Coordinator {
         key: &PaxosKey,
         proposal: Proposal,
         serial: ConsistencyLevel,
+        purpose: Purpose,
     ) -> Result<Proposed, CoordinatorError> {
         let request = PaxosRequest::Propose {
             key: key.clone(),
             proposal,
         };
         let mut round = self.send_round(&who.electorate, request).await;
-        let deadline = Instant::now() + self.config.write_timeout;
+        let deadline = Instant::now() + self.phase_timeout(purpose);
         let mut accepted = 0;
         let mut refused = Ballot::NONE;
         loop {
@@ -467,10 +489,10 @@ impl Coordinator {
                     return Ok(Proposed::Refused(refused));
                 }
                 // Accepted by some: it may yet be decided by a later round.
-                return Err(self.timed_out(serial, accepted, who.required, Purpose::Write));
+                return Err(self.timed_out(serial, accepted, who.required, purpose));
             }
             let Some((_, answer)) = round.next(deadline).await else {
-                return Err(self.timed_out(serial, accepted, who.required, Purpose::Write));
+                return Err(self.timed_out(serial, accepted, who.required, purpose));
             };
             match answer {
                 Ok(PaxosReply::Accepted) => accepted += 1,
