@@ -380,6 +380,7 @@ impl Coordinator {
 
     /// Finishes a proposal some replica accepted that no replica of the quorum knows committed,
     /// and brings replicas that missed the latest commit up to it.
+    #[allow(clippy::too_many_arguments)]
     async fn finish_in_progress(
         &self,
         topology: &Topology,
