@@ -100,6 +100,14 @@ WORKLOADS = {
     "lwt-update": ("lightweight transactions: UPDATE ... IF EXISTS, uniform keys (hayate-bench)",
                    CORE + "readproportion=0\nupdateproportion=1\nrequestdistribution=uniform\n"
                    "hayate.lwt=true\n"),
+    # Contended: the same updates on the first 10 loaded keys only (YCSB's insertcount bounds
+    # the keys a run chooses from), so that concurrent transactions race on each partition.
+    # The shape is 16 threads: run it in its own sitting with --threads 16, after a
+    # load by another workload (its insertcount would make the load write 10 rows).
+    "lwt-contended": ("contended lightweight transactions: UPDATE ... IF EXISTS on 10 keys, "
+                      "uniform (hayate-bench)",
+                      CORE + "readproportion=0\nupdateproportion=1\nrequestdistribution=uniform\n"
+                      "insertcount=10\nhayate.lwt=true\n"),
     # Counter increments (hayate-bench only: `hayate.counter` makes the fields counters, each
     # write `SET f = f + 1`), uniform over the loaded counters.
     "counter": ("counter increments: UPDATE ... SET f = f + 1, uniform keys (hayate-bench)",
@@ -695,7 +703,9 @@ def create_schema(nodes, workloads=()):
     compaction = (" WITH compaction = {'class': 'LeveledCompactionStrategy'}"
                   " AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 4}"
                   if nodes.system == "cassandra" else "")
-    fields = ", ".join(f"field{i} varchar" for i in range(10))
+    # The counter workload's fields are counters (a counter table holds nothing else).
+    kind = "counter" if "counter" in workloads else "varchar"
+    fields = ", ".join(f"field{i} {kind}" for i in range(10))
     indexed = "index" in workloads
     if indexed:
         fields += ", y_ix varchar"
@@ -1884,8 +1894,9 @@ def write_results(out, args, state, env):
                   "routing by token), the answers other replicas sent and how long they took.", "",
                   "| topology | phase | coordinated reads / op | writes / op | not a replica / op | "
                   "replica answers / op | mean replica answer (µs) | speculative retries | "
-                  "read repairs | Unavailable | timeouts |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "read repairs | Unavailable | timeouts | Paxos round trips / op | "
+                  "Paxos restarts (contended) / op |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for topology, phase, c, ops in coordinated:
             answers = c.get("coordinator_replica_responses_total", 0)
             mean = (c.get("coordinator_replica_latency_microseconds_total", 0) / answers
@@ -1897,7 +1908,9 @@ def write_results(out, args, state, env):
                          f"{fmt(c.get('coordinator_speculative_retries_total'))} | "
                          f"{fmt(c.get('coordinator_read_repairs_total'))} | "
                          f"{fmt(c.get('coordinator_unavailable_total'))} | "
-                         f"{fmt(c.get('coordinator_write_timeouts_total', 0) + c.get('coordinator_read_timeouts_total', 0))} |")
+                         f"{fmt(c.get('coordinator_write_timeouts_total', 0) + c.get('coordinator_read_timeouts_total', 0))} | "
+                         f"{c.get('coordinator_paxos_round_trips_total', 0) / ops:.2f} | "
+                         f"{c.get('coordinator_paxos_contended_total', 0) / ops:.2f} |")
         lines.append("")
 
     lines += ["## Disk", "", "| topology | system | when | allocated on disk, all nodes (MiB) | engine's figure |",
@@ -2609,6 +2622,10 @@ def parse_args():
             parser.error(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
         if name == "index" and args.workloads[0] != "index":
             parser.error("the index workload must come first in --workloads: the load writes its column")
+        if name == "counter" and args.workloads != ["counter"]:
+            parser.error("the counter workload needs a sitting of its own: its table holds counters only")
+        if name == "lwt-contended" and args.workloads[0] == name:
+            parser.error("lwt-contended cannot come first in --workloads: the load would write its 10 keys only")
     for system in args.systems:
         if system not in ("cassandra", "hayate"):
             parser.error(f"unknown system {system!r}")
