@@ -6,6 +6,9 @@
 //! rows under the same lock, so that its answer's state and rows are of one moment. Calls are
 //! synchronous and may read the device: the caller runs them where blocking is allowed
 //! ([`run`]).
+//!
+//! The state expires [`STATE_TTL_S`] after its last change, as Cassandra's `system.paxos` rows
+//! do, so partitions no transaction touched for that long cost nothing.
 
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -146,7 +149,7 @@ fn load(replica: &dyn Replica, key: &PaxosKey) -> Result<(PaxosState, i64), Repl
     else {
         return Ok((PaxosState::default(), 0));
     };
-    let Some(bytes) = cell.value_at(0) else {
+    let Some(bytes) = cell.value_at(replica.now_s()) else {
         return Ok((PaxosState::default(), cell.timestamp_us));
     };
     let state = decode_state(bytes).map_err(|e| {
@@ -163,7 +166,15 @@ fn load(replica: &dyn Replica, key: &PaxosKey) -> Result<(PaxosState, i64), Repl
 
 const STATE_COLUMN: u32 = 0;
 
-/// Writes the state, with a timestamp above the one it replaces.
+/// How long a partition's Paxos state outlives its last change: 10 days, Cassandra's default
+/// `gc_grace_seconds`, which (at least 3 hours) is how long Cassandra keeps its `system.paxos`
+/// rows. A transaction whose rounds span longer than that would find its promises gone; no
+/// coordinator waits that long (`cas_contention_timeout_ms`).
+pub const STATE_TTL_S: u32 = 10 * 24 * 3600;
+
+/// Writes the state, with a timestamp above the one it replaces and above any this replica
+/// wrote before the last state expired (its clock has moved on since), so that an expired
+/// state never shadows a new one.
 fn store(replica: &dyn Replica, key: &PaxosKey, state: &PaxosState, stamp: i64) -> Result<(), ReplicaError> {
     let bytes = encode_state(state).map_err(|e| {
         ReplicaError::new(
@@ -171,8 +182,10 @@ fn store(replica: &dyn Replica, key: &PaxosKey, state: &PaxosState, stamp: i64) 
             format!("the Paxos state does not fit a record: {e}"),
         )
     })?;
+    let now_s = replica.now_s();
+    let stamp = (stamp + 1).max(i64::from(now_s) * 1_000_000);
     let update = Row {
-        cells: vec![Cell::live(STATE_COLUMN, stamp + 1, bytes)],
+        cells: vec![Cell::expiring(STATE_COLUMN, stamp, bytes, STATE_TTL_S, now_s)],
         ..Row::default()
     };
     replica.apply(vec![Mutation {
@@ -344,6 +357,50 @@ mod tests {
             matches!(prepare(&e, 5), PaxosReply::Promised { .. }),
             "a dropped table's promises are forgotten"
         );
+    }
+
+    #[test]
+    fn the_state_expires_after_its_ttl_and_a_new_one_is_not_shadowed_by_it() {
+        let start_us = 1_800_000_000_000_000;
+        let clock = Arc::new(hayate_storage::ManualClock::new(start_us));
+        let e = Engine::open_with_clock(
+            NamespaceConfig::in_memory("acceptor-ttl", 64 << 20),
+            clock.clone(),
+        )
+        .expect("open an engine in memory");
+        let at = |s: i64| start_us + s * 1_000_000;
+        prepare(&e, at(0));
+        handle(
+            &e,
+            PaxosRequest::Propose {
+                key: key(),
+                proposal: proposal(at(0), b"v"),
+            },
+        )
+        .expect("propose");
+        // Each change starts the TTL again: the state a day before expiry is whole.
+        clock.advance_s(STATE_TTL_S - 24 * 3600);
+        assert!(matches!(
+            prepare(&e, at(1)),
+            PaxosReply::Promised {
+                accepted: Some(_),
+                ..
+            }
+        ));
+        clock.advance_s(STATE_TTL_S - 1);
+        assert!(matches!(prepare(&e, at(0)), PaxosReply::Refused { promised } if promised == ballot(at(1))));
+        // Past it, the partition has no state: an old ballot is promised, and nothing was accepted.
+        clock.advance_s(2);
+        assert!(matches!(
+            prepare(&e, at(0)),
+            PaxosReply::Promised {
+                accepted: None,
+                committed: None,
+                ..
+            }
+        ));
+        // The new state is the one read back, not the expired one with its later ballot.
+        assert!(matches!(prepare(&e, at(-1)), PaxosReply::Refused { promised } if promised == ballot(at(0))));
     }
 
     #[test]

@@ -111,6 +111,10 @@ impl Replica for Engine {
         Engine::drop_table(self, table)
     }
 
+    fn now_s(&self) -> u32 {
+        Engine::now_s(self)
+    }
+
     fn read_ahead_read(&self, command: &ReadCommand) -> Option<ReadsAhead> {
         // The one-row read only: a partition or range read walks rows the index names as it
         // goes, and reads them itself.

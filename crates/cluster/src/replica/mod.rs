@@ -310,6 +310,14 @@ pub trait Replica: Send + Sync + 'static {
     /// Forgets every row of a table (DROP TABLE, TRUNCATE); returns how many.
     fn drop_table(&self, table: TableId) -> usize;
 
+    /// The replica's clock, in seconds since the Unix epoch: the time its writes' TTLs count
+    /// from and its reads judge expiry by.
+    fn now_s(&self) -> u32 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs().min(u64::from(u32::MAX)) as u32)
+    }
+
     /// Starts the device reads that `read(command)` would block its thread on, for the caller
     /// to await before the call ([`read_ahead`]); `None` (the default) when there are none.
     fn read_ahead_read(&self, _command: &ReadCommand) -> Option<ReadsAhead> {

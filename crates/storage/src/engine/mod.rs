@@ -98,6 +98,11 @@ impl Engine {
         self.inner.tombstones_of(&index, at.checked_token(), at.key)
     }
 
+    /// The engine's clock, in seconds since the Unix epoch: what expiry is judged by.
+    pub fn now_s(&self) -> u32 {
+        self.inner.now_s()
+    }
+
     /// Deletes one row: a row tombstone at `timestamp_us`.
     pub fn delete(&self, key: RowKey<'_>, timestamp_us: i64) -> Result<(), WriteError> {
         let now_s = self.inner.now_s();
