@@ -590,9 +590,10 @@ def ctl_argv(system, args, topology, host, rundir):
         return argv
     # Each node holds rf / nodes of the data set; its device three times that, as one node's.
     share = args.records * 1100 * 3 * topology["rf"] / len(topology["hosts"])
+    device_gib = args.hayate_device_gib or max(1, -(-int(share) // (1 << 30)))
     argv = [BENCH / "hayate-ctl.sh", "start", rundir, *common,
             "--metrics-port", args.hayate_metrics_port,
-            "--device-size", f"{max(1, -(-int(share) // (1 << 30)))}GiB"]
+            "--device-size", f"{device_gib}GiB"]
     if clustered:
         argv += ["--seeds", ",".join(topology["hosts"]),
                  "--storage-port", args.hayate_storage_port]
@@ -2472,6 +2473,10 @@ def parse_args():
                         help="rows loaded (about 1.1 KB each on the wire)")
     parser.add_argument("--memory", default="2GiB",
                         help="memory limit of each server (cgroup), page cache included")
+    parser.add_argument("--hayate-device-gib", type=int, default=None,
+                        help="each hayate node's device size; by default three times the node's "
+                             "share of the loaded rows, which a workload that inserts (lwt-insert) "
+                             "outgrows: Cassandra's data folder has the whole disk")
     parser.add_argument("--run-seconds", type=int, default=300, help="length of each workload run")
     parser.add_argument("--workloads", default="ref,b",
                         help=f"comma-separated, from {','.join(WORKLOADS)}; the first also drives the sweep")
