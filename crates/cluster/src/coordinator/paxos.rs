@@ -4,8 +4,9 @@
 //! A round needs promises from a quorum of the partition's replicas (of the local data center
 //! for `LOCAL_SERIAL`), plus every pending replica of a range being moved, as Cassandra counts
 //! them. A replica that promised a later ballot refuses; the coordinator then waits a moment
-//! (a jitter of up to 100 ms, so that two coordinators do not keep colliding) and starts again
-//! above that ballot, for at most the contention timeout.
+//! (a jitter, so that two coordinators do not keep colliding, of up to 1 ms after the first
+//! collision, doubling with each further one up to 100 ms) and starts again above that ballot,
+//! for at most the contention timeout.
 //!
 //! When a proposal was partly accepted and the coordinator cannot tell whether it will be
 //! decided, the client hears a write timeout of type CAS: the write may or may not be applied,
@@ -31,8 +32,43 @@ use crate::paxos::{acceptor, Ballot, PaxosKey, PaxosReply, PaxosRequest, Proposa
 use crate::replica::{Mutation, PartitionRead, ReadCommand, ReadResponse, ReplicaError};
 use crate::transport::Lane;
 
+/// The longest wait after a transaction's first collision with another coordinator's round; it
+/// doubles with each further collision, up to [`CONTENTION_BACKOFF_MAX`]. Cassandra 5.0 scales
+/// its bound from its Paxos latency (p95 × 1.8^attempts, from 10 to 100 ms); a round here takes
+/// a fraction of a millisecond, so the first wait starts lower, and a contended key does not sit
+/// idle for tens of milliseconds while its next transaction could have run.
+const CONTENTION_BACKOFF_FIRST: Duration = Duration::from_millis(1);
+
 /// The longest wait between two attempts that met another coordinator's round.
 const CONTENTION_BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+/// How a transaction has been contended so far: the ballot to start above, and how often it
+/// has waited.
+#[derive(Clone, Copy)]
+struct Contention {
+    above: Ballot,
+    waits: u32,
+}
+
+impl Default for Contention {
+    fn default() -> Contention {
+        Contention {
+            above: Ballot::NONE,
+            waits: 0,
+        }
+    }
+}
+
+impl Contention {
+    /// The bound of the next wait: [`CONTENTION_BACKOFF_FIRST`] doubled with each wait before.
+    fn next_bound(&mut self) -> Duration {
+        let bound = CONTENTION_BACKOFF_FIRST
+            .saturating_mul(1 << self.waits.min(16))
+            .min(CONTENTION_BACKOFF_MAX);
+        self.waits += 1;
+        bound
+    }
+}
 
 /// The last ballot time this process handed out: each round takes a later one.
 static LAST_BALLOT_US: AtomicI64 = AtomicI64::new(0);
@@ -105,7 +141,7 @@ impl Coordinator {
         add(&self.metrics.cas_writes, 1);
         let key = PaxosKey::of_read(&request.read);
         let deadline = Instant::now() + self.config.cas_contention_timeout;
-        let mut above = Ballot::NONE;
+        let mut contention = Contention::default();
         loop {
             let Begun {
                 topology,
@@ -118,7 +154,7 @@ impl Coordinator {
                     request.serial,
                     &request.read,
                     &key,
-                    &mut above,
+                    &mut contention,
                     deadline,
                     Purpose::Write,
                 )
@@ -128,7 +164,7 @@ impl Coordinator {
             // nodes' ballots can share a microsecond (the node breaks the tie between ballots,
             // not between timestamps): start again above it, at once.
             if let Some(later) = latest_update_micros(&promises).filter(|m| *m >= ballot.micros) {
-                above = Ballot {
+                contention.above = Ballot {
                     micros: later,
                     node: 0,
                 };
@@ -151,9 +187,16 @@ impl Coordinator {
             {
                 Proposed::Accepted => {}
                 Proposed::Refused(promised) => {
-                    above = promised;
-                    self.back_off(ballot, deadline, &who, request.serial, Purpose::Write)
-                        .await?;
+                    contention.above = promised;
+                    self.back_off(
+                        &mut contention,
+                        ballot,
+                        deadline,
+                        &who,
+                        request.serial,
+                        Purpose::Write,
+                    )
+                    .await?;
                     continue;
                 }
             }
@@ -182,14 +225,14 @@ impl Coordinator {
         add(&self.metrics.serial_reads, 1);
         let key = PaxosKey::of_read(&read);
         let deadline = Instant::now() + self.config.cas_contention_timeout;
-        let mut above = Ballot::NONE;
+        let mut contention = Contention::default();
         let begun = self
             .begin(
                 replication,
                 serial,
                 &read,
                 &key,
-                &mut above,
+                &mut contention,
                 deadline,
                 Purpose::Read,
             )
@@ -197,7 +240,7 @@ impl Coordinator {
         Ok(self.merge_promises(&read, begun.promises))
     }
 
-    /// Starts a round: a ballot above `above` promised by a quorum, with nothing an earlier
+    /// Starts a round: a ballot above `contention.above` promised by a quorum, with nothing an earlier
     /// round left in progress. Starts again (after a wait when another round got in the way)
     /// until it has one, or the contention timeout passes.
     #[allow(clippy::too_many_arguments)]
@@ -207,19 +250,20 @@ impl Coordinator {
         serial: ConsistencyLevel,
         read: &PartitionRead,
         key: &PaxosKey,
-        above: &mut Ballot,
+        contention: &mut Contention,
         deadline: Instant,
         purpose: Purpose,
     ) -> Result<Begun, CoordinatorError> {
         loop {
             let topology = self.topology();
             let who = self.participants(&topology, replication, serial, key.token)?;
-            let ballot = self.next_ballot(*above);
+            let ballot = self.next_ballot(contention.above);
             let promises = match self.prepare(&who, ballot, read, serial, purpose).await? {
                 Prepared::Promised(p) => p,
                 Prepared::Contended(promised) => {
-                    *above = promised;
-                    self.back_off(ballot, deadline, &who, serial, purpose).await?;
+                    contention.above = promised;
+                    self.back_off(contention, ballot, deadline, &who, serial, purpose)
+                        .await?;
                     continue;
                 }
             };
@@ -235,10 +279,11 @@ impl Coordinator {
                         promises,
                     })
                 }
-                Finished::Again(spent) => *above = spent,
+                Finished::Again(spent) => contention.above = spent,
                 Finished::Contended(promised) => {
-                    *above = promised;
-                    self.back_off(ballot, deadline, &who, serial, purpose).await?;
+                    contention.above = promised;
+                    self.back_off(contention, ballot, deadline, &who, serial, purpose)
+                        .await?;
                 }
             }
         }
@@ -599,6 +644,7 @@ impl Coordinator {
     /// Waits before another attempt, or gives up when the contention timeout has passed.
     async fn back_off(
         &self,
+        contention: &mut Contention,
         ballot: Ballot,
         deadline: Instant,
         who: &Participants,
@@ -611,7 +657,8 @@ impl Coordinator {
         }
         // A jitter drawn from the ballot, not a random generator, so a simulation replays.
         let mix = (ballot.micros as u64 ^ ballot.node).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let wait = Duration::from_micros(mix % CONTENTION_BACKOFF_MAX.as_micros() as u64);
+        let bound = contention.next_bound().as_micros() as u64;
+        let wait = Duration::from_micros(mix % bound.max(1));
         tokio::time::sleep_until((Instant::now() + wait).min(deadline)).await;
         Ok(())
     }
@@ -720,5 +767,27 @@ impl Round {
                 Ok(None) | Err(_) => return None,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_contention_wait_starts_at_a_millisecond_and_doubles_to_its_cap() {
+        let mut contention = Contention::default();
+        let bounds: Vec<u64> = (0..10)
+            .map(|_| contention.next_bound().as_millis() as u64)
+            .collect();
+        assert_eq!(bounds, [1, 2, 4, 8, 16, 32, 64, 100, 100, 100]);
+        for _ in 0..100 {
+            contention.next_bound();
+        }
+        assert_eq!(
+            contention.next_bound(),
+            CONTENTION_BACKOFF_MAX,
+            "no overflow after many waits"
+        );
     }
 }
