@@ -94,5 +94,7 @@ def run_scenario(script: str, args: list[str], pid_file: Path, timeout_s: float,
     finally:
         kill_leftover_nodes(pid_file)
     print(proc.stdout[-4000:])
-    assert proc.returncode == 0, f"the {what} scenario failed:\n{proc.stdout[-8000:]}\n{proc.stderr[-8000:]}"
+    # The head of stderr holds the verdict (an assertion's first line), its tail what led to it.
+    err = proc.stderr if len(proc.stderr) <= 12000 else f"{proc.stderr[:4000]}\n[...]\n{proc.stderr[-8000:]}"
+    assert proc.returncode == 0, f"the {what} scenario failed:\n{proc.stdout[-8000:]}\n{err}"
     return proc.stdout

@@ -49,10 +49,9 @@ SCENARIO_TIMEOUT_S = 200 + 4 * PHASE_S
 @pytest.mark.timeout(SCENARIO_TIMEOUT_S + 30)
 @pytest.mark.xfail(
     strict=False,
-    reason="a known open bug (issue 34): the scenario failed in 2 of about 14 runs, and the run whose "
-    "output was kept (a fresh-clone run of the test command at 94112b7) printed a history that is not "
-    "linearizable; a likely cause (two nodes' ballots in one microsecond, so updates with equal "
-    "timestamps) is fixed, and the mark stays until a soak (many runs) shows no other: a "
+    reason="a known open bug (issue 34): histories that are not linearizable, in 3 of 22 runs "
+    "one at a time on 2026-12-03 (code of 925267d), after a fix of equal ballot times that "
+    "did not remove it; run it with --runxfail to see the register's verdict and history: a "
     "failure is reported as XFAIL with the history in its output, and a pass as XPASS",
 )
 def test_lwt_histories_stay_linearizable_through_a_kill_and_a_partition(tmp_path):
