@@ -187,9 +187,9 @@ impl Coordinator {
             {
                 Proposed::Accepted => {}
                 Proposed::Refused(promised) => {
-                    contention.above = promised;
                     self.back_off(
                         &mut contention,
+                        promised,
                         ballot,
                         deadline,
                         &who,
@@ -261,8 +261,7 @@ impl Coordinator {
             let promises = match self.prepare(&who, ballot, read, serial, purpose).await? {
                 Prepared::Promised(p) => p,
                 Prepared::Contended(promised) => {
-                    contention.above = promised;
-                    self.back_off(contention, ballot, deadline, &who, serial, purpose)
+                    self.back_off(contention, promised, ballot, deadline, &who, serial, purpose)
                         .await?;
                     continue;
                 }
@@ -281,8 +280,7 @@ impl Coordinator {
                 }
                 Finished::Again(spent) => contention.above = spent,
                 Finished::Contended(promised) => {
-                    contention.above = promised;
-                    self.back_off(contention, ballot, deadline, &who, serial, purpose)
+                    self.back_off(contention, promised, ballot, deadline, &who, serial, purpose)
                         .await?;
                 }
             }
@@ -463,12 +461,18 @@ impl Coordinator {
                     self.commit_to(who, key, proposal, who.required, quorum, topology)
                         .await
                         .map_err(|e| match (purpose, e) {
+                            // commit_to counted the timeout already.
                             (
                                 Purpose::Read,
                                 CoordinatorError::WriteTimeout {
                                     received, block_for, ..
                                 },
-                            ) => self.timed_out(serial, received, block_for, purpose),
+                            ) => CoordinatorError::ReadTimeout {
+                                consistency: serial,
+                                received,
+                                block_for,
+                                data_present: false,
+                            },
                             (
                                 Purpose::Read,
                                 CoordinatorError::WriteFailure {
@@ -641,16 +645,20 @@ impl Coordinator {
         merge(&command, responses, self.clock.now_s()).result
     }
 
-    /// Waits before another attempt, or gives up when the contention timeout has passed.
+    /// Waits before another attempt above `promised` (the ballot that got in the way), or gives
+    /// up when the contention timeout has passed.
+    #[allow(clippy::too_many_arguments)]
     async fn back_off(
         &self,
         contention: &mut Contention,
+        promised: Ballot,
         ballot: Ballot,
         deadline: Instant,
         who: &Participants,
         serial: ConsistencyLevel,
         purpose: Purpose,
     ) -> Result<(), CoordinatorError> {
+        contention.above = promised;
         add(&self.metrics.paxos_contended, 1);
         if Instant::now() >= deadline {
             return Err(self.timed_out(serial, 0, who.required, purpose));
