@@ -313,9 +313,7 @@ pub trait Replica: Send + Sync + 'static {
     /// The replica's clock, in seconds since the Unix epoch: the time its writes' TTLs count
     /// from and its reads judge expiry by.
     fn now_s(&self) -> u32 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs().min(u64::from(u32::MAX)) as u32)
+        hayate_storage::Clock::now_s(&hayate_storage::SystemClock)
     }
 
     /// Starts the device reads that `read(command)` would block its thread on, for the caller
