@@ -527,6 +527,9 @@ impl Coordinator {
         let mut round = self.send_round(&who.electorate, request).await;
         let deadline = Instant::now() + self.phase_timeout(purpose);
         let mut accepted = 0;
+        // Replicas that failed or went down after the proposal was sent: each may have
+        // accepted it before it did.
+        let mut maybe_accepted = 0;
         let mut refused = Ballot::NONE;
         loop {
             if accepted >= who.required {
@@ -535,10 +538,13 @@ impl Coordinator {
             // Refused only once every replica asked has said so: one that has not answered may
             // still accept, and a later round then finish the proposal.
             if round.waiting_for() == 0 {
-                if accepted == 0 && refused != Ballot::NONE {
+                if accepted == 0 && maybe_accepted == 0 && refused != Ballot::NONE {
                     return Ok(Proposed::Refused(refused));
                 }
-                // Accepted by some: it may yet be decided by a later round.
+                // Accepted (or maybe accepted) by some: a later round may yet decide it, even
+                // this coordinator's next one, which would then find its own update done and
+                // answer "not applied". The outcome is unknown: say so, as Cassandra does for
+                // a superseded proposal that may have had side effects.
                 return Err(self.timed_out(serial, accepted, who.required, purpose));
             }
             let Some((_, answer)) = round.next(deadline).await else {
@@ -547,6 +553,7 @@ impl Coordinator {
             match answer {
                 Ok(PaxosReply::Accepted) => accepted += 1,
                 Ok(PaxosReply::Refused { promised }) => refused = refused.max(promised),
+                Err(e) if !e.is_refusal() => maybe_accepted += 1,
                 Ok(_) | Err(_) => {}
             }
         }
