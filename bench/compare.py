@@ -590,7 +590,15 @@ def ctl_argv(system, args, topology, host, rundir):
         return argv
     # Each node holds rf / nodes of the data set; its device three times that, as one node's.
     share = args.records * 1100 * 3 * topology["rf"] / len(topology["hosts"])
+    if any(w.startswith("lwt") for w in args.workloads):
+        # Each partition a transaction touched keeps its Paxos state, with a copy of its last
+        # update, for 10 days: twice the live data.
+        share *= 2
     device_gib = args.hayate_device_gib or max(1, -(-int(share) // (1 << 30)))
+    if "lwt-insert" in args.workloads and not args.hayate_device_gib:
+        # It adds rows (and their states) at up to 20,000 a second, which outgrow any size
+        # drawn from the load: two sittings filled 1 GiB within a minute. 8 GiB held 90 s.
+        device_gib = max(device_gib, 8)
     argv = [BENCH / "hayate-ctl.sh", "start", rundir, *common,
             "--metrics-port", args.hayate_metrics_port,
             "--device-size", f"{device_gib}GiB"]
@@ -952,6 +960,30 @@ def load_rows(client, nodes, args, out, workload_file):
         {"insertstart": loaded, "insertcount": args.records - loaded})
 
 
+class FreshKeys:
+    """Where each run phase of a workload that only inserts (lwt-insert) starts its keys.
+
+    YCSB's run phase inserts from `recordcount` on, so every phase would insert the keys of the
+    phase before it: an `IF NOT EXISTS` at equal load would find the rows the unthrottled run
+    made, and measure transactions that are not applied (one round trip) instead of inserts.
+    Each phase starts past every key the system's earlier phases could have inserted."""
+
+    INSERTING = ("lwt-insert",)
+    # Operations are counted from the client's throughput and run time: rounding, and failed
+    # inserts that may have been applied, stay below this.
+    MARGIN = 10_000
+
+    def __init__(self, records):
+        self.next = records
+
+    def props(self, workload):
+        return {"recordcount": self.next} if workload in self.INSERTING else {}
+
+    def ran(self, workload, phase):
+        if workload in self.INSERTING:
+            self.next += phase.get("operations", 0) + phase.get("errors", 0) + self.MARGIN
+
+
 def one_system(system, topology, client, args, out, workdir, workload_files, state):
     sitting = state["topologies"][topology]
     record = {"system": system, "topology": topology, "settles": [], "phases": {}}
@@ -993,6 +1025,7 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
             log(f"thread sweep on {system} ({topology}): {threads} threads")
             if system == "cassandra":
                 record["settles"].append(settle(nodes, args, "after the thread sweep"))
+        fresh = FreshKeys(args.records)
         for index, name in enumerate(args.workloads):
             if system == "cassandra" and index > 0:
                 record["settles"].append(settle(nodes, args, f"before workload {name}"))
@@ -1009,8 +1042,10 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
             record["phases"][name] = client.run(
                 "run", workload_files[name], nodes, record["threads"],
                 phase_dir(out, nodes, name), label,
-                {"operationcount": 2_000_000_000, "maxexecutiontime": args.run_seconds},
+                {"operationcount": 2_000_000_000, "maxexecutiontime": args.run_seconds,
+                 **fresh.props(name)},
                 during=during)
+            fresh.ran(name, record["phases"][name])
             record["phases"][name]["steady"] = timeline.finish()
             first, last = p99_first_and_last(phase_dir(out, nodes, name), 300)
             record["phases"][name]["steady"]["p99_first_us"] = first
@@ -1044,8 +1079,10 @@ def one_system(system, topology, client, args, out, workdir, workload_files, sta
                 record["phases"][phase] = client.run(
                     "run", workload_files[name], nodes, threads,
                     phase_dir(out, nodes, phase), label,
-                    {"operationcount": 2_000_000_000, "maxexecutiontime": args.equal_seconds or args.run_seconds},
+                    {"operationcount": 2_000_000_000, "maxexecutiontime": args.equal_seconds or args.run_seconds,
+                     **fresh.props(name)},
                     target=target, during=lambda process, timeline=timeline: timeline.start())
+                fresh.ran(name, record["phases"][phase])
                 record["phases"][phase].update(target_ops=target, share=share,
                                                steady=timeline.finish())
                 if system != args.systems[0] or attempt == EQUAL_RETRIES_MAX:
@@ -2475,8 +2512,9 @@ def parse_args():
                         help="memory limit of each server (cgroup), page cache included")
     parser.add_argument("--hayate-device-gib", type=int, default=None,
                         help="each hayate node's device size; by default three times the node's "
-                             "share of the loaded rows, which a workload that inserts (lwt-insert) "
-                             "outgrows: Cassandra's data folder has the whole disk")
+                             "share of the loaded rows (twice that with LWT, whose Paxos state "
+                             "holds a copy of each row's last update), and at least 8 GiB with "
+                             "lwt-insert, which adds rows; Cassandra's data folder has the whole disk")
     parser.add_argument("--run-seconds", type=int, default=300, help="length of each workload run")
     parser.add_argument("--workloads", default="ref,b",
                         help=f"comma-separated, from {','.join(WORKLOADS)}; the first also drives the sweep")
