@@ -192,6 +192,8 @@ pub struct Coordinator {
     config: CoordinatorConfig,
     metrics: Arc<CoordinatorMetrics>,
     latency: LatencyTracker,
+    /// Lightweight transactions' turns on each partition (`paxos.rs`).
+    turns: paxos::Turns,
 }
 
 impl Coordinator {
@@ -242,6 +244,7 @@ impl Coordinator {
             config: parts.config,
             metrics,
             latency: LatencyTracker::default(),
+            turns: paxos::Turns::new(),
         }
     }
 

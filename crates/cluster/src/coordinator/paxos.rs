@@ -8,6 +8,12 @@
 //! collision, doubling with each further one up to 100 ms) and starts again above that ballot,
 //! for at most the contention timeout.
 //!
+//! Transactions (and serial reads) this coordinator runs on one partition take turns: each
+//! waits for the one before it to end rather than racing it with a higher ballot, which would
+//! only make both start again. Coordinators still race each other, as in Cassandra; the turns
+//! only spare a partition's replicas the rounds one coordinator would waste on itself (on one
+//! node, or with a client that routes a partition's requests to one coordinator, all of them).
+//!
 //! When a proposal was partly accepted and the coordinator cannot tell whether it will be
 //! decided, the client hears a write timeout of type CAS: the write may or may not be applied,
 //! and a later round that sees it accepted finishes it.
@@ -41,6 +47,31 @@ const CONTENTION_BACKOFF_FIRST: Duration = Duration::from_millis(1);
 
 /// The longest wait between two attempts that met another coordinator's round.
 const CONTENTION_BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+/// Stripes of [`Turns`]: partitions that share one wait for each other too, which with this
+/// many is rare (32 transactions in flight share a stripe with probability under 1%).
+const TURN_STRIPES: usize = 4096;
+
+/// The turns of this coordinator's transactions on each partition, by a hash of the key: a
+/// fair (first come, first served) lock per stripe, held for a whole transaction.
+pub(super) struct Turns {
+    stripes: Box<[tokio::sync::Mutex<()>]>,
+}
+
+impl Turns {
+    pub(super) fn new() -> Turns {
+        Turns {
+            stripes: (0..TURN_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+        }
+    }
+
+    /// Waits for `key`'s turn, until `deadline` at most.
+    async fn take(&self, key: &PaxosKey, deadline: Instant) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        let hash = (key.token as u64 ^ u64::from(key.table)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let stripe = &self.stripes[(hash >> 32) as usize % self.stripes.len()];
+        tokio::time::timeout_at(deadline, stripe.lock()).await.ok()
+    }
+}
 
 /// How a transaction has been contended so far: the ballot to start above, and how often it
 /// has waited.
@@ -141,6 +172,15 @@ impl Coordinator {
         add(&self.metrics.cas_writes, 1);
         let key = PaxosKey::of_read(&request.read);
         let deadline = Instant::now() + self.config.cas_contention_timeout;
+        let _turn = self
+            .take_turn(
+                request.replication,
+                request.serial,
+                &key,
+                deadline,
+                Purpose::Write,
+            )
+            .await?;
         let mut contention = Contention::default();
         loop {
             let Begun {
@@ -225,6 +265,9 @@ impl Coordinator {
         add(&self.metrics.serial_reads, 1);
         let key = PaxosKey::of_read(&read);
         let deadline = Instant::now() + self.config.cas_contention_timeout;
+        let _turn = self
+            .take_turn(replication, serial, &key, deadline, Purpose::Read)
+            .await?;
         let mut contention = Contention::default();
         let begun = self
             .begin(
@@ -284,6 +327,23 @@ impl Coordinator {
                         .await?;
                 }
             }
+        }
+    }
+
+    /// Waits for this coordinator's turn on `key`, once enough replicas are alive to begin
+    /// (Unavailable otherwise, before any wait); a turn not come by `deadline` is a timeout.
+    async fn take_turn(
+        &self,
+        replication: &Replication,
+        serial: ConsistencyLevel,
+        key: &PaxosKey,
+        deadline: Instant,
+        purpose: Purpose,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, CoordinatorError> {
+        let who = self.participants(&self.topology(), replication, serial, key.token)?;
+        match self.turns.take(key, deadline).await {
+            Some(turn) => Ok(turn),
+            None => Err(self.timed_out(serial, 0, who.required, purpose)),
         }
     }
 
