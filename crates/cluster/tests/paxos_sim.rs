@@ -231,14 +231,7 @@ async fn faults(run: Rc<Run>, seed: u64, until: Instant) {
                 let b = (a + rng.random_range(1..hosts.len())) % hosts.len();
                 network.partition(hosts[a], hosts[b]);
             }
-            3 => {
-                network.heal_all();
-                for node in &run.cluster.nodes {
-                    for &h in &hosts {
-                        node.liveness.set(h, true);
-                    }
-                }
-            }
+            3 => heal(&run.cluster),
             4 => network.set_duplicate_probability(rng.random_range(0.0..0.1)),
             _ => {
                 // One node's failure detector convicts another, rightly or not: the requests
@@ -246,8 +239,7 @@ async fn faults(run: Rc<Run>, seed: u64, until: Instant) {
                 let node = &run.cluster.nodes[rng.random_range(0..hosts.len())];
                 let other = hosts[rng.random_range(0..hosts.len())];
                 if other != node.host {
-                    node.liveness.set(other, false);
-                    node.messaging.fail_requests_to(other);
+                    node.convict(other);
                 }
             }
         }
@@ -259,11 +251,16 @@ async fn faults(run: Rc<Run>, seed: u64, until: Instant) {
             sleep(Duration::from_millis(5)).await;
         }
     }
-    run.cluster.network.heal_all();
+    heal(&run.cluster);
     run.cluster.network.set_drop_probability(0.0);
-    for node in &run.cluster.nodes {
-        for &h in &hosts {
-            node.liveness.set(h, true);
+}
+
+/// Joins every pair of nodes again, and has every failure detector see every node up.
+fn heal(cluster: &Cluster) {
+    cluster.network.heal_all();
+    for node in &cluster.nodes {
+        for other in &cluster.nodes {
+            node.liveness.set(other.host, true);
         }
     }
 }

@@ -65,11 +65,9 @@ impl Turns {
         }
     }
 
-    /// Waits for `key`'s turn, until `deadline` at most.
-    async fn take(&self, key: &PaxosKey, deadline: Instant) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        let hash = (key.token as u64 ^ u64::from(key.table)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let stripe = &self.stripes[(hash >> 32) as usize % self.stripes.len()];
-        tokio::time::timeout_at(deadline, stripe.lock()).await.ok()
+    /// The lock whose holder has `key`'s turn.
+    fn of(&self, key: &PaxosKey) -> &tokio::sync::Mutex<()> {
+        &self.stripes[(key.stripe_hash() >> 32) as usize % self.stripes.len()]
     }
 }
 
@@ -330,8 +328,10 @@ impl Coordinator {
         }
     }
 
-    /// Waits for this coordinator's turn on `key`, once enough replicas are alive to begin
-    /// (Unavailable otherwise, before any wait); a turn not come by `deadline` is a timeout.
+    /// This coordinator's turn on `key`: at once when no transaction of its stripe is running
+    /// (a queued one is handed the lock first, so none is overtaken); otherwise, once enough
+    /// replicas are alive to begin (Unavailable, before any wait), after the ones before it,
+    /// and a turn not come by `deadline` is a timeout.
     async fn take_turn(
         &self,
         replication: &Replication,
@@ -340,11 +340,14 @@ impl Coordinator {
         deadline: Instant,
         purpose: Purpose,
     ) -> Result<tokio::sync::MutexGuard<'_, ()>, CoordinatorError> {
-        let who = self.participants(&self.topology(), replication, serial, key.token)?;
-        match self.turns.take(key, deadline).await {
-            Some(turn) => Ok(turn),
-            None => Err(self.timed_out(serial, 0, who.required, purpose)),
+        let turn = self.turns.of(key);
+        if let Ok(now) = turn.try_lock() {
+            return Ok(now);
         }
+        let who = self.participants(&self.topology(), replication, serial, key.token)?;
+        tokio::time::timeout_at(deadline, turn.lock())
+            .await
+            .map_err(|_| self.timed_out(serial, 0, who.required, purpose))
     }
 
     /// A ballot later than `above` and than every ballot this process handed out.

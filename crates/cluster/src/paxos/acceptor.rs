@@ -44,8 +44,7 @@ const LOCK_STRIPES: usize = 256;
 static LOCKS: [Mutex<()>; LOCK_STRIPES] = [const { Mutex::new(()) }; LOCK_STRIPES];
 
 fn lock(key: &PaxosKey) -> MutexGuard<'static, ()> {
-    let stripe = (key.token as u64 ^ key.table as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
-    LOCKS[stripe as usize % LOCK_STRIPES]
+    LOCKS[(key.stripe_hash() >> 56) as usize % LOCK_STRIPES]
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -93,6 +93,12 @@ impl PaxosKey {
             partition: read.partition.clone(),
         }
     }
+
+    /// A hash of the key's table and token, spread over all 64 bits, for picking a stripe of
+    /// locks (take its high bits).
+    pub fn stripe_hash(&self) -> u64 {
+        (self.token as u64 ^ u64::from(self.table)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
 }
 
 /// What a coordinator asks a replica in a round.

@@ -112,6 +112,13 @@ pub struct Node {
 }
 
 impl Node {
+    /// What a node does when its failure detector convicts `host`, rightly or not: it believes
+    /// it down, and its requests waiting there fail at once (`Unreachable`).
+    pub fn convict(&self, host: HostId) {
+        self.liveness.set(host, false);
+        self.messaging.fail_requests_to(host);
+    }
+
     pub fn topology(&self) -> Arc<TopologyService> {
         self.topology.borrow().clone()
     }

@@ -148,8 +148,7 @@ pub(super) async fn nemesis(sim: Rc<Sim>) {
             }
             Fault::Suspect => {
                 // A failure detector that is wrong for a while.
-                sim.cluster.nodes[a].liveness.set(host(b), false);
-                sim.cluster.nodes[a].messaging.fail_requests_to(host(b));
+                sim.cluster.nodes[a].convict(host(b));
                 sim.log(format!("fault: n{a} wrongly suspects n{b}"));
                 let d = random_delay(&sim, 500, 5000);
                 refresh_later(&sim, a, b, d);

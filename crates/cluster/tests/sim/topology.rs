@@ -182,8 +182,7 @@ fn bring_back(sim: &Sim, node: usize) {
 fn convict(sim: &Sim, node: usize) {
     for (o, other) in sim.cluster.nodes.iter().enumerate() {
         if o != node {
-            other.liveness.set(host(node), false);
-            other.messaging.fail_requests_to(host(node));
+            other.convict(host(node));
         }
     }
 }
